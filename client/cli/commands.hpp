@@ -1,0 +1,11 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace muster::cli {
+
+int run_main(const std::vector<std::string>& args);
+int status_main(const std::vector<std::string>& args);
+
+}  // namespace muster::cli

@@ -1,0 +1,39 @@
+// `muster`: the command line of muster (run, status).
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "muster_config.h"
+
+namespace {
+const char* kUsage =
+    "Usage: muster COMMAND [ARGS...]\n\n"
+    "Commands:\n"
+    "  run      launch N workers of a program with torchrun's environment (drop-in for torchrun)\n"
+    "  status   show the node daemon's GPUs, leases and jobs\n\n"
+    "Options:\n"
+    "  -h, --help     this help ('muster COMMAND --help' for a command's)\n"
+    "  --version      print the version\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  std::string cmd = argv[1];
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::cout << "muster " MUSTER_VERSION "\n";
+    return 0;
+  }
+  if (cmd == "run") return muster::cli::run_main(rest);
+  if (cmd == "status") return muster::cli::status_main(rest);
+  std::cerr << "muster: unknown command '" << cmd << "'\n\n" << kUsage;
+  return 2;
+}

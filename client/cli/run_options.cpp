@@ -1,0 +1,90 @@
+#include "cli/run_options.hpp"
+
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <set>
+
+#include "device_list.hpp"
+
+namespace po = boost::program_options;
+
+namespace muster::cli {
+
+namespace {
+const std::set<std::string> kTakesValue = {"-n",        "--nproc-per-node", "--nproc_per_node",
+                                           "--devices", "--job-id",         "--simulate-gpus",
+                                           "--grace-period", "--master-port", "--master_port"};
+}
+
+std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args) {
+  RunOptions o;
+  std::string devices;
+  po::options_description desc("Options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "print this help and exit")
+    ("nproc-per-node,n", po::value(&o.nproc)->default_value(1), "number of workers (ranks) on this node")
+    ("nproc_per_node", po::value(&o.nproc), "alias of --nproc-per-node (torch.distributed.launch spelling)")
+    ("devices", po::value(&devices), "GPUs this job may lease, e.g. 0,1,4,6 (like CUDA_VISIBLE_DEVICES)")
+    ("job-id", po::value(&o.job_id), "job id (TORCHELASTIC_RUN_ID); default: generated")
+    ("use-env", po::bool_switch(&o.use_env), "do not pass --local_rank=N; workers read LOCAL_RANK")
+    ("cpu", po::bool_switch(&o.cpu), "lease no GPU even when the daemon has some")
+    ("no-python", po::bool_switch(&o.no_python), "run PROGRAM directly even if it ends in .py")
+    ("simulate-gpus", po::value(&o.simulate_gpus)->default_value(-1),
+       "if this run starts its own embedded daemon, pretend N GPUs exist (demos, tests)")
+    ("grace-period", po::value(&o.grace_s)->default_value(5.0),
+       "seconds between SIGTERM and SIGKILL when stopping workers")
+    ("master-port", po::value(&o.master_port)->default_value(0), "MASTER_PORT for workers (0: a free port)")
+    ("master_port", po::value(&o.master_port), "alias of --master-port");
+  // clang-format on
+
+  // Split at the program: the first word that is not an option or its value.
+  std::vector<std::string> opts;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const auto& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-') break;
+    opts.push_back(a);
+    if (kTakesValue.count(a) && i + 1 < args.size()) opts.push_back(args[++i]);
+  }
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(opts).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << "Usage: muster run [OPTIONS] PROGRAM [ARGS...]\n\n"
+                 "Starts N workers of PROGRAM on this node with torchrun's environment (RANK,\n"
+                 "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
+                 "TORCHELASTIC_*) plus MUSTER_ENDPOINT and MUSTER_JOB_ID for libmuster. Each\n"
+                 "rank leases its own GPU when the daemon has GPUs (never shared). Uses the node's\n"
+                 "musterd, or starts an embedded one for the job's lifetime if none answers.\n"
+                 "A PROGRAM ending in .py runs with $MUSTER_PYTHON (default python3).\n"
+                 "If a worker fails, the others are stopped (SIGTERM, then SIGKILL after the\n"
+                 "grace period) and muster run exits with the failing worker's code.\n\n"
+              << desc;
+    return std::nullopt;
+  }
+  if (i >= args.size()) throw std::runtime_error("no PROGRAM given (try 'muster run --help')");
+  o.program = args[i];
+  o.args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+  if (o.nproc < 1 || o.nproc > 4096)
+    throw std::runtime_error("--nproc-per-node must be between 1 and 4096");
+  if (o.grace_s < 0 || o.grace_s > 3600)
+    throw std::runtime_error("--grace-period must be between 0 and 3600 seconds");
+  if (o.master_port < 0 || o.master_port > 65535)
+    throw std::runtime_error("--master-port must be between 0 and 65535");
+  if (!devices.empty()) {
+    for (auto d : parse_device_list(devices)) o.devices.push_back(static_cast<int>(d));
+    if (o.cpu) throw std::runtime_error("--cpu and --devices contradict each other");
+  }
+  return o;
+}
+
+}  // namespace muster::cli

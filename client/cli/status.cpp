@@ -1,0 +1,74 @@
+// `muster status`: what the node's daemon holds, as a table or as JSON.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "muster/client.hpp"
+
+namespace muster::cli {
+
+namespace {
+void print_table(const DaemonStatus& s, const std::string& endpoint) {
+  std::printf("musterd %s (pid %lld) at %s, up %.0f s\n", s.version.c_str(),
+              static_cast<long long>(s.pid), endpoint.c_str(), s.uptime_s);
+  if (s.devices.empty()) {
+    std::printf("\nGPUs: none handed out by this daemon\n");
+  } else {
+    std::printf("\n%-5s %-28s %-20s %-6s %s\n", "GPU", "NAME", "JOB", "RANK", "PID");
+    for (const auto& d : s.devices) {
+      if (d.job.empty())
+        std::printf("%-5u %-28s %-20s %-6s %s\n", d.index, d.name.c_str(), "-", "-", "(free)");
+      else
+        std::printf("%-5u %-28s %-20s %-6lld %lld\n", d.index, d.name.c_str(), d.job.c_str(),
+                    static_cast<long long>(d.rank), static_cast<long long>(d.pid));
+    }
+  }
+  if (s.jobs.empty()) {
+    std::printf("\nJobs: none\n");
+    return;
+  }
+  for (const auto& j : s.jobs) {
+    std::printf("\nJob %s  generation %llu  world size %u (%u on this node)\n", j.id.c_str(),
+                static_cast<unsigned long long>(j.generation), j.world_size, j.local_world_size);
+    std::printf("  %-6s %-10s %-10s %-6s %s\n", "RANK", "LOCAL", "PID", "GPU", "STATE");
+    for (const auto& r : j.ranks) {
+      std::string dev = r.device >= 0 ? std::to_string(r.device) : "-";
+      std::printf("  %-6u %-10u %-10lld %-6s %s\n", r.rank, r.local_rank,
+                  static_cast<long long>(r.pid), dev.c_str(), r.state.c_str());
+    }
+  }
+}
+}  // namespace
+
+int status_main(const std::vector<std::string>& args) {
+  bool json = false;
+  for (const auto& a : args) {
+    if (a == "--json") {
+      json = true;
+    } else if (a == "-h" || a == "--help") {
+      std::cout << "Usage: muster status [--json]\n\n"
+                   "Shows the GPUs of the node's musterd with their lease holders, and its jobs\n"
+                   "with their ranks. The daemon is found through MUSTER_ENDPOINT, else\n"
+                   "MUSTER_RUNTIME_DIR, else the default runtime directory.\n\n"
+                   "  --json   print one JSON document (devices[], jobs[]) instead of tables\n";
+      return 0;
+    } else {
+      std::cerr << "muster status: unknown argument '" << a << "'\nTry 'muster status --help'.\n";
+      return 2;
+    }
+  }
+  try {
+    Client c;
+    auto s = c.status();
+    if (json)
+      std::cout << to_json(s) << "\n";
+    else
+      print_table(s, c.endpoint());
+  } catch (const Error& e) {
+    std::cerr << "muster status: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace muster::cli

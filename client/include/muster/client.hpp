@@ -1,0 +1,138 @@
+// libmuster's C++ API: a training process asks its node's musterd who it is
+// and shares small values with the other ranks of its job.
+// Errors are muster::Error exceptions carrying the protocol's ErrorCode.
+// A Client is not thread-safe; use one per thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "muster/error.hpp"
+#include "muster/version.h"
+
+namespace muster {
+
+struct RankInfo {
+  std::string job;
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  uint32_t world_size = 1;
+  uint32_t local_world_size = 1;
+  uint32_t node_rank = 0;
+  uint32_t num_nodes = 1;
+  int device = -1;  // leased GPU index, -1 for none
+  uint64_t generation = 0;
+};
+
+struct JoinOptions {
+  std::string job;
+  uint32_t local_world_size = 1;
+  bool wants_gpu = true;
+  int local_rank = -1;  // -1: any free local rank
+};
+
+struct ClientOptions {
+  std::string endpoint;  // empty: MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR, else default
+  // How long a request may go unanswered before the daemon counts as gone.
+  std::chrono::milliseconds request_timeout{10000};
+  // Default for waits, barriers and get(); MUSTER_TIMEOUT_S overrides (torch: 300 s).
+  std::chrono::milliseconds wait_timeout{300000};
+};
+
+struct DeviceInfo {
+  uint32_t index = 0;
+  std::string name;
+  std::string job;  // empty when free
+  int64_t rank = -1;
+  int64_t pid = 0;
+};
+
+struct RankState {
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  int64_t pid = 0;
+  int device = -1;
+  std::string state;
+};
+
+struct JobInfo {
+  std::string id;
+  uint64_t generation = 0;
+  uint32_t world_size = 0;
+  uint32_t local_world_size = 0;
+  std::vector<RankState> ranks;
+};
+
+struct DaemonStatus {
+  std::string version;
+  int64_t pid = 0;
+  double uptime_s = 0;
+  std::vector<DeviceInfo> devices;
+  std::vector<JobInfo> jobs;
+};
+
+// `muster status --json`'s format.
+std::string to_json(const DaemonStatus& s);
+
+class Client {
+ public:
+  explicit Client(ClientOptions options = {});
+  ~Client();
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::string& endpoint() const;
+
+  // Round trip to the daemon; returns its version.
+  std::string ping();
+  DaemonStatus status();
+
+  // Takes a local rank (and a GPU lease when wants_gpu and the node has GPUs).
+  RankInfo join(const JoinOptions& options);
+  // Joins with what `muster run` put in the environment (MUSTER_JOB_ID,
+  // LOCAL_RANK, LOCAL_WORLD_SIZE, MUSTER_WANTS_GPU).
+  RankInfo join_from_env();
+  // Gives the rank and its lease back before the process ends.
+  void leave();
+
+  bool joined() const;
+  const RankInfo& rank_info() const;  // throws unless joined
+  bool is_master() const { return rank_info().rank == 0; }
+  bool is_local_master() const { return rank_info().local_rank == 0; }
+
+  // Returns when every rank of the job has called barrier(name).
+  void barrier(const std::string& name = "default",
+               std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  // The job's key/value store (torch.distributed.Store semantics).
+  void set(const std::string& key, const std::string& value);
+  // Waits until the key exists (up to the timeout), like torch's Store.get.
+  std::string get(const std::string& key,
+                  std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  std::optional<std::string> try_get(const std::string& key);
+  int64_t add(const std::string& key, int64_t delta);
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired);
+  bool remove(const std::string& key);
+  void wait(const std::vector<std::string>& keys,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+  // For launchers (`muster run`): book all local ranks of a new job, and
+  // their GPUs, for launcher_pid; returns the device of each local rank.
+  std::vector<int> reserve(const std::string& job, uint32_t local_world_size, bool wants_gpu,
+                           const std::vector<int>& allowed_devices, int64_t launcher_pid);
+  // Hands the reserved ranks to the started workers (pids by local rank).
+  void attach(const std::string& job, const std::vector<int64_t>& pids);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace muster

@@ -1,0 +1,71 @@
+/* libmuster's C ABI: an opaque handle, an int status return (0 = success,
+ * else a muster error code, see muster/error.hpp) and the last error's text
+ * on the handle. No exception crosses this boundary. Usable from C and from
+ * Python's ctypes. A handle is not thread-safe. */
+#ifndef MUSTER_MUSTER_H
+#define MUSTER_MUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "muster/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct muster_client muster_client;
+
+typedef struct muster_rank_info {
+  char job[129];
+  uint32_t rank;
+  uint32_t local_rank;
+  uint32_t world_size;
+  uint32_t local_world_size;
+  uint32_t node_rank;
+  uint32_t num_nodes;
+  int32_t device; /* -1: no GPU */
+  uint64_t generation;
+} muster_rank_info;
+
+/* Opens a handle; endpoint NULL or "" means MUSTER_ENDPOINT / the default.
+ * Returns NULL only when out of memory; check muster_error_code() after. @since 0.1 */
+muster_client* muster_client_new(const char* endpoint);
+void muster_client_free(muster_client* c);
+
+/* The last call's status and sentence ("" after a success). @since 0.1 */
+int muster_error_code(const muster_client* c);
+const char* muster_error_message(const muster_client* c);
+
+int muster_ping(muster_client* c);
+int muster_join(muster_client* c, const char* job, uint32_t local_world_size, int wants_gpu,
+                int local_rank, muster_rank_info* out);
+/* Joins with the variables `muster run` sets. @since 0.1 */
+int muster_join_env(muster_client* c, muster_rank_info* out);
+int muster_leave(muster_client* c);
+/* 1 or 0; -1 with an error set when the handle has not joined. @since 0.1 */
+int muster_is_master(muster_client* c);
+int muster_is_local_master(muster_client* c);
+
+/* timeout_ms < 0: the default (300 s or MUSTER_TIMEOUT_S). */
+int muster_barrier(muster_client* c, const char* name, int64_t timeout_ms);
+int muster_store_set(muster_client* c, const char* key, const void* value, size_t len);
+/* *value is malloc'd (free with muster_free); NUL-terminated for convenience. */
+int muster_store_get(muster_client* c, const char* key, int64_t timeout_ms, void** value,
+                     size_t* len);
+int muster_store_add(muster_client* c, const char* key, int64_t delta, int64_t* result);
+int muster_store_compare_set(muster_client* c, const char* key, const void* expected,
+                             size_t expected_len, const void* desired, size_t desired_len,
+                             void** value, size_t* len);
+int muster_store_delete(muster_client* c, const char* key, int* deleted);
+int muster_store_wait(muster_client* c, const char* const* keys, size_t n, int64_t timeout_ms);
+/* `muster status --json`'s document, malloc'd. */
+int muster_status_json(muster_client* c, char** json);
+
+void muster_free(void* p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,233 @@
+#include "muster/client.hpp"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <zmq.hpp>
+
+#include "endpoint.hpp"
+#include "protocol/envelope.hpp"
+#include "protocol/limits.hpp"
+
+namespace muster {
+
+namespace {
+
+// One context per process: contexts own I/O threads, so sharing one keeps a
+// process with many clients (or threads) light.
+zmq::context_t& context() {
+  static zmq::context_t ctx{1};
+  return ctx;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+int64_t env_int(const char* name, int64_t fallback, int64_t min, int64_t max) {
+  auto s = env(name);
+  if (s.empty()) return fallback;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < min || v > max)
+    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + s + "' is not an integer in [" +
+                                                 std::to_string(min) + ", " + std::to_string(max) + "]");
+  return v;
+}
+
+RankInfo from_wire(const proto::RankInfo& r) {
+  return {r.job,      r.rank,      r.local_rank,           r.world_size, r.local_world_size,
+          r.node_rank, r.num_nodes, static_cast<int>(r.device), r.generation};
+}
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions opts;
+  zmq::socket_t sock{context(), zmq::socket_type::dealer};
+  uint64_t next_id = 1;
+  std::optional<RankInfo> info;
+
+  // Sends one request and returns the reply's envelope, or throws the
+  // daemon's error. extra_wait covers requests that wait in the daemon.
+  template <class Reply, class M>
+  Reply call(const M& msg, std::chrono::milliseconds extra_wait = {}) {
+    uint64_t id = next_id++;
+    auto frame = proto::encode(id, msg);
+    sock.send(zmq::buffer(frame), zmq::send_flags::none);
+    auto deadline = std::chrono::steady_clock::now() + opts.request_timeout + extra_wait;
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() < 0) left = std::chrono::milliseconds(0);
+      zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, left);
+      if (!(item.revents & ZMQ_POLLIN)) {
+        throw Error(ErrorCode::kUnavailable,
+                    "no reply from musterd at " + opts.endpoint + " within " +
+                        std::to_string((opts.request_timeout + extra_wait).count()) +
+                        " ms (is musterd running? `muster run` starts one for its job)");
+      }
+      zmq::message_t reply;
+      (void)sock.recv(reply);
+      proto::Envelope env;
+      try {
+        env = proto::decode_envelope(reply.data(), reply.size());
+      } catch (const Error& e) {
+        throw Error(ErrorCode::kBadMessage, std::string("bad reply from musterd: ") + e.what());
+      }
+      if (env.request_id != id) continue;  // a late reply to an abandoned request
+      if (env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply)) {
+        auto err = proto::ErrorReply::unpack(env.payload);
+        throw Error(static_cast<ErrorCode>(err.code), err.message);
+      }
+      if (env.type != static_cast<uint16_t>(Reply::kType))
+        throw Error(ErrorCode::kBadMessage, std::string("musterd answered ") +
+                                                proto::type_name(env.type) + " instead of " +
+                                                proto::type_name(static_cast<uint16_t>(Reply::kType)));
+      return Reply::unpack(env.payload);
+    }
+  }
+
+  const std::string& job() const {
+    if (!info)
+      throw Error(ErrorCode::kInvalidArgument, "this client has not joined a job; call join() first");
+    return info->job;
+  }
+  int64_t wait_ms(std::optional<std::chrono::milliseconds> t) const {
+    auto ms = (t ? *t : opts.wait_timeout).count();
+    return std::clamp<int64_t>(ms, 0, limits::kMaxTimeoutMs);
+  }
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->opts = std::move(options);
+  if (impl_->opts.endpoint.empty()) impl_->opts.endpoint = resolve_endpoint();
+  if (auto s = env_int("MUSTER_TIMEOUT_S", -1, 0, limits::kMaxTimeoutMs / 1000); s >= 0)
+    impl_->opts.wait_timeout = std::chrono::seconds(s);
+  impl_->sock.set(zmq::sockopt::linger, 0);
+  try {
+    impl_->sock.connect(impl_->opts.endpoint);
+  } catch (const zmq::error_t& e) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "cannot use endpoint '" + impl_->opts.endpoint + "': " + e.what());
+  }
+}
+
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+
+const std::string& Client::endpoint() const { return impl_->opts.endpoint; }
+
+std::string Client::ping() { return impl_->call<proto::Pong>(proto::Ping{}).version; }
+
+RankInfo Client::join(const JoinOptions& o) {
+  proto::Join m{o.job, o.local_world_size, o.wants_gpu, static_cast<int64_t>(::getpid()),
+                o.local_rank};
+  impl_->info = from_wire(impl_->call<proto::RankInfo>(m));
+  return *impl_->info;
+}
+
+RankInfo Client::join_from_env() {
+  JoinOptions o;
+  o.job = env("MUSTER_JOB_ID");
+  if (o.job.empty()) o.job = env("TORCHELASTIC_RUN_ID");
+  if (o.job.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "MUSTER_JOB_ID is not set: start this program with `muster run`, or call join() "
+                "with a job id");
+  o.local_world_size = static_cast<uint32_t>(
+      env_int("LOCAL_WORLD_SIZE", 1, 1, limits::kMaxLocalWorldSize));
+  o.local_rank = static_cast<int>(env_int("LOCAL_RANK", -1, -1, limits::kMaxLocalWorldSize - 1));
+  o.wants_gpu = env_int("MUSTER_WANTS_GPU", 1, 0, 1) == 1;
+  return join(o);
+}
+
+void Client::leave() {
+  impl_->call<proto::Ok>(proto::Leave{impl_->job(), static_cast<int64_t>(::getpid())});
+  impl_->info.reset();
+}
+
+bool Client::joined() const { return impl_->info.has_value(); }
+
+const RankInfo& Client::rank_info() const {
+  impl_->job();
+  return *impl_->info;
+}
+
+void Client::barrier(const std::string& name, std::optional<std::chrono::milliseconds> timeout) {
+  auto ms = impl_->wait_ms(timeout);
+  impl_->call<proto::Ok>(proto::Barrier{impl_->job(), impl_->info->rank, name, ms},
+                         std::chrono::milliseconds(ms));
+}
+
+void Client::set(const std::string& key, const std::string& value) {
+  impl_->call<proto::Ok>(proto::StoreSet{impl_->job(), key, value});
+}
+
+std::string Client::get(const std::string& key, std::optional<std::chrono::milliseconds> timeout) {
+  auto ms = impl_->wait_ms(timeout);
+  return impl_->call<proto::Value>(proto::StoreGet{impl_->job(), key, ms},
+                                   std::chrono::milliseconds(ms))
+      .value;
+}
+
+std::optional<std::string> Client::try_get(const std::string& key) {
+  try {
+    return impl_->call<proto::Value>(proto::StoreGet{impl_->job(), key, 0}).value;
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::kNotFound) return std::nullopt;
+    throw;
+  }
+}
+
+int64_t Client::add(const std::string& key, int64_t delta) {
+  return impl_->call<proto::Int>(proto::StoreAdd{impl_->job(), key, delta}).value;
+}
+
+std::string Client::compare_set(const std::string& key, const std::string& expected,
+                                const std::string& desired) {
+  return impl_->call<proto::Value>(proto::StoreCompareSet{impl_->job(), key, expected, desired})
+      .value;
+}
+
+bool Client::remove(const std::string& key) {
+  return impl_->call<proto::Bool>(proto::StoreDelete{impl_->job(), key}).value;
+}
+
+void Client::wait(const std::vector<std::string>& keys,
+                  std::optional<std::chrono::milliseconds> timeout) {
+  auto ms = impl_->wait_ms(timeout);
+  impl_->call<proto::Ok>(proto::StoreWait{impl_->job(), keys, ms}, std::chrono::milliseconds(ms));
+}
+
+std::vector<int> Client::reserve(const std::string& job, uint32_t local_world_size,
+                                 bool wants_gpu, const std::vector<int>& allowed_devices,
+                                 int64_t launcher_pid) {
+  proto::Reserve m{job, local_world_size, wants_gpu, {}, launcher_pid};
+  for (int d : allowed_devices) m.devices.push_back(d);
+  auto r = impl_->call<proto::Reserved>(m);
+  return std::vector<int>(r.devices.begin(), r.devices.end());
+}
+
+void Client::attach(const std::string& job, const std::vector<int64_t>& pids) {
+  impl_->call<proto::Ok>(proto::Attach{job, pids});
+}
+
+DaemonStatus Client::status() {
+  auto s = impl_->call<proto::StatusReply>(proto::Status{});
+  DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}};
+  for (const auto& d : s.devices) out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid});
+  for (const auto& j : s.jobs) {
+    JobInfo ji{j.id, j.generation, j.world_size, j.local_world_size, {}};
+    for (const auto& r : j.ranks)
+      ji.ranks.push_back({r.rank, r.local_rank, r.pid, static_cast<int>(r.device), r.state});
+    out.jobs.push_back(std::move(ji));
+  }
+  return out;
+}
+
+}  // namespace muster

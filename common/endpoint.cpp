@@ -1,0 +1,40 @@
+#include "endpoint.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace muster {
+
+namespace {
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+}  // namespace
+
+std::string default_runtime_dir() {
+  if (geteuid() == 0) return "/run/muster";
+  if (auto xdg = env("XDG_RUNTIME_DIR"); !xdg.empty()) return xdg + "/muster";
+  return "/tmp/muster-" + std::to_string(geteuid());
+}
+
+std::string endpoint_for_dir(const std::string& runtime_dir) {
+  return "ipc://" + runtime_dir + "/musterd.sock";
+}
+
+std::string resolve_endpoint() {
+  if (auto e = env("MUSTER_ENDPOINT"); !e.empty()) return e;
+  if (auto d = env("MUSTER_RUNTIME_DIR"); !d.empty()) return endpoint_for_dir(d);
+  return endpoint_for_dir(default_runtime_dir());
+}
+
+std::string ipc_dir_of(const std::string& endpoint) {
+  const std::string prefix = "ipc://";
+  if (endpoint.rfind(prefix, 0) != 0) return "";
+  auto path = endpoint.substr(prefix.size());
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+}  // namespace muster

@@ -1,0 +1,44 @@
+// The envelope around every message: a MessagePack array
+// [version, request_id, type, payload-map] in one ZeroMQ frame.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "protocol/errors.hpp"
+#include "protocol/messages.hpp"
+
+namespace muster::proto {
+
+struct Envelope {
+  uint16_t version = 0;
+  uint64_t request_id = 0;
+  uint16_t type = 0;
+  msgpack::object_handle handle;  // owns the memory payload points into
+  msgpack::object payload;
+};
+
+// Thrown by decode_envelope; request_id is set whenever the frame got far
+// enough to carry one, so that the error reply can be matched.
+struct EnvelopeError : Error {
+  EnvelopeError(ErrorCode c, const std::string& m, uint64_t rid) : Error(c, m), request_id(rid) {}
+  uint64_t request_id;
+};
+
+std::string encode_raw(uint64_t request_id, uint16_t type, const codec::Buffer& payload,
+                       uint16_t version = kVersion);
+
+template <class M>
+std::string encode(uint64_t request_id, const M& msg) {
+  codec::Buffer buf;
+  codec::Packer p(buf);
+  msg.pack(p);
+  return encode_raw(request_id, static_cast<uint16_t>(M::kType), buf);
+}
+
+// Validates shape, limits and version; never trusts a size it has not checked.
+Envelope decode_envelope(const void* data, size_t size);
+
+std::string encode_error(uint64_t request_id, ErrorCode code, const std::string& message);
+
+}  // namespace muster::proto

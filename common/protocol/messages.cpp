@@ -1,0 +1,387 @@
+#include "protocol/messages.hpp"
+
+#include "protocol/limits.hpp"
+
+namespace muster::proto {
+
+using codec::MapReader;
+using codec::put_bin;
+using codec::put_str;
+
+namespace {
+
+constexpr int64_t kMaxPid = (1LL << 22);  // Linux pid_max ceiling
+constexpr uint32_t kU32Max = 0xffffffffu;
+
+void put_ints(codec::Packer& p, const std::vector<int64_t>& v) {
+  p.pack_array(static_cast<uint32_t>(v.size()));
+  for (auto x : v) p.pack(x);
+}
+
+// Job ids appear in logs, status tables and file names: keep them printable.
+std::string job_id(const MapReader& r) {
+  auto id = r.str("job", limits::kMaxJobIdBytes);
+  if (id.empty()) throw Error(ErrorCode::kInvalidArgument, "job id must not be empty");
+  for (unsigned char c : id)
+    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '@' || c == '+'))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "job id '" + id + "' may hold only letters, digits and - _ . : @ +");
+  return id;
+}
+
+std::string store_key(const MapReader& r, const char* name = "key") {
+  auto k = r.str(name, limits::kMaxKeyBytes);
+  if (k.empty()) throw Error(ErrorCode::kInvalidArgument, "store key must not be empty");
+  return k;
+}
+
+int64_t timeout(const MapReader& r) { return r.i64("timeout_ms", 0, limits::kMaxTimeoutMs); }
+int64_t read_pid(const MapReader& r, const char* name) { return r.i64(name, 1, kMaxPid); }
+uint32_t world(const MapReader& r) {
+  return static_cast<uint32_t>(r.u64("local_world_size", 1, limits::kMaxLocalWorldSize));
+}
+
+}  // namespace
+
+const char* type_name(uint16_t type) {
+  switch (static_cast<MsgType>(type)) {
+    case MsgType::kPing: return "ping";
+    case MsgType::kJoin: return "join";
+    case MsgType::kLeave: return "leave";
+    case MsgType::kReserve: return "reserve";
+    case MsgType::kAttach: return "attach";
+    case MsgType::kStoreSet: return "store_set";
+    case MsgType::kStoreGet: return "store_get";
+    case MsgType::kStoreAdd: return "store_add";
+    case MsgType::kStoreCompareSet: return "store_compare_set";
+    case MsgType::kStoreDelete: return "store_delete";
+    case MsgType::kStoreWait: return "store_wait";
+    case MsgType::kBarrier: return "barrier";
+    case MsgType::kStatus: return "status";
+    case MsgType::kOk: return "ok";
+    case MsgType::kErrorReply: return "error";
+    case MsgType::kPong: return "pong";
+    case MsgType::kRankInfo: return "rank_info";
+    case MsgType::kReserved: return "reserved";
+    case MsgType::kValue: return "value";
+    case MsgType::kInt: return "int";
+    case MsgType::kBool: return "bool";
+    case MsgType::kStatusReply: return "status_reply";
+  }
+  return nullptr;
+}
+
+void Ping::pack(codec::Packer& p) const { p.pack_map(0); }
+Ping Ping::unpack(const msgpack::object& o) {
+  MapReader r(o, "ping");
+  return {};
+}
+
+void Pong::pack(codec::Packer& p) const {
+  p.pack_map(2);
+  codec::key(p, "version"), put_str(p, version);
+  codec::key(p, "pid"), p.pack(pid);
+}
+Pong Pong::unpack(const msgpack::object& o) {
+  MapReader r(o, "pong");
+  return {r.str("version", 256), r.i64("pid", 0, kMaxPid)};
+}
+
+void Join::pack(codec::Packer& p) const {
+  p.pack_map(5);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "local_world_size"), p.pack(local_world_size);
+  codec::key(p, "wants_gpu"), p.pack(wants_gpu);
+  codec::key(p, "pid"), p.pack(pid);
+  codec::key(p, "local_rank"), p.pack(local_rank);
+}
+Join Join::unpack(const msgpack::object& o) {
+  MapReader r(o, "join");
+  Join m;
+  m.job = job_id(r);
+  m.local_world_size = world(r);
+  m.wants_gpu = r.boolean("wants_gpu");
+  m.pid = read_pid(r, "pid");
+  m.local_rank = r.i64("local_rank", -1, m.local_world_size - 1);
+  return m;
+}
+
+void RankInfo::pack(codec::Packer& p) const {
+  p.pack_map(9);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "rank"), p.pack(rank);
+  codec::key(p, "local_rank"), p.pack(local_rank);
+  codec::key(p, "world_size"), p.pack(world_size);
+  codec::key(p, "local_world_size"), p.pack(local_world_size);
+  codec::key(p, "node_rank"), p.pack(node_rank);
+  codec::key(p, "num_nodes"), p.pack(num_nodes);
+  codec::key(p, "device"), p.pack(device);
+  codec::key(p, "generation"), p.pack(generation);
+}
+RankInfo RankInfo::unpack(const msgpack::object& o) {
+  MapReader r(o, "rank_info");
+  RankInfo m;
+  m.job = job_id(r);
+  m.world_size = static_cast<uint32_t>(r.u64("world_size", 1, kU32Max));
+  m.rank = static_cast<uint32_t>(r.u64("rank", 0, m.world_size - 1));
+  m.local_world_size = static_cast<uint32_t>(r.u64("local_world_size", 1, m.world_size));
+  m.local_rank = static_cast<uint32_t>(r.u64("local_rank", 0, m.local_world_size - 1));
+  m.num_nodes = static_cast<uint32_t>(r.u64("num_nodes", 1, kU32Max));
+  m.node_rank = static_cast<uint32_t>(r.u64("node_rank", 0, m.num_nodes - 1));
+  m.device = r.i64("device", -1, limits::kMaxDevices - 1);
+  m.generation = r.u64("generation", 0, UINT64_MAX);
+  return m;
+}
+
+void Leave::pack(codec::Packer& p) const {
+  p.pack_map(2);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "pid"), p.pack(pid);
+}
+Leave Leave::unpack(const msgpack::object& o) {
+  MapReader r(o, "leave");
+  return {job_id(r), read_pid(r, "pid")};
+}
+
+void Reserve::pack(codec::Packer& p) const {
+  p.pack_map(5);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "local_world_size"), p.pack(local_world_size);
+  codec::key(p, "wants_gpu"), p.pack(wants_gpu);
+  codec::key(p, "devices"), put_ints(p, devices);
+  codec::key(p, "launcher_pid"), p.pack(launcher_pid);
+}
+Reserve Reserve::unpack(const msgpack::object& o) {
+  MapReader r(o, "reserve");
+  Reserve m;
+  m.job = job_id(r);
+  m.local_world_size = world(r);
+  m.wants_gpu = r.boolean("wants_gpu");
+  m.devices = r.int_list("devices", limits::kMaxDevices, 0, limits::kMaxDevices - 1);
+  m.launcher_pid = read_pid(r, "launcher_pid");
+  return m;
+}
+
+void Reserved::pack(codec::Packer& p) const {
+  p.pack_map(2);
+  codec::key(p, "generation"), p.pack(generation);
+  codec::key(p, "devices"), put_ints(p, devices);
+}
+Reserved Reserved::unpack(const msgpack::object& o) {
+  MapReader r(o, "reserved");
+  return {r.u64("generation", 0, UINT64_MAX),
+          r.int_list("devices", limits::kMaxLocalWorldSize, -1, limits::kMaxDevices - 1)};
+}
+
+void Attach::pack(codec::Packer& p) const {
+  p.pack_map(2);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "pids"), put_ints(p, pids);
+}
+Attach Attach::unpack(const msgpack::object& o) {
+  MapReader r(o, "attach");
+  return {job_id(r), r.int_list("pids", limits::kMaxLocalWorldSize, 1, kMaxPid)};
+}
+
+void StoreSet::pack(codec::Packer& p) const {
+  p.pack_map(3);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "key"), put_str(p, this->key);
+  codec::key(p, "value"), put_bin(p, value);
+}
+StoreSet StoreSet::unpack(const msgpack::object& o) {
+  MapReader r(o, "store_set");
+  return {job_id(r), store_key(r), r.bin("value", limits::kMaxValueBytes)};
+}
+
+void StoreGet::pack(codec::Packer& p) const {
+  p.pack_map(3);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "key"), put_str(p, key);
+  codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+}
+StoreGet StoreGet::unpack(const msgpack::object& o) {
+  MapReader r(o, "store_get");
+  return {job_id(r), store_key(r), timeout(r)};
+}
+
+void StoreAdd::pack(codec::Packer& p) const {
+  p.pack_map(3);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "key"), put_str(p, key);
+  codec::key(p, "delta"), p.pack(delta);
+}
+StoreAdd StoreAdd::unpack(const msgpack::object& o) {
+  MapReader r(o, "store_add");
+  return {job_id(r), store_key(r), r.i64("delta", INT64_MIN, INT64_MAX)};
+}
+
+void StoreCompareSet::pack(codec::Packer& p) const {
+  p.pack_map(4);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "key"), put_str(p, key);
+  codec::key(p, "expected"), put_bin(p, expected);
+  codec::key(p, "desired"), put_bin(p, desired);
+}
+StoreCompareSet StoreCompareSet::unpack(const msgpack::object& o) {
+  MapReader r(o, "store_compare_set");
+  return {job_id(r), store_key(r), r.bin("expected", limits::kMaxValueBytes),
+          r.bin("desired", limits::kMaxValueBytes)};
+}
+
+void StoreDelete::pack(codec::Packer& p) const {
+  p.pack_map(2);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "key"), put_str(p, key);
+}
+StoreDelete StoreDelete::unpack(const msgpack::object& o) {
+  MapReader r(o, "store_delete");
+  return {job_id(r), store_key(r)};
+}
+
+void StoreWait::pack(codec::Packer& p) const {
+  p.pack_map(3);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "keys"), p.pack_array(static_cast<uint32_t>(keys.size()));
+  for (const auto& k : keys) put_str(p, k);
+  codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+}
+StoreWait StoreWait::unpack(const msgpack::object& o) {
+  MapReader r(o, "store_wait");
+  StoreWait m{job_id(r), r.str_list("keys", limits::kMaxWaitKeys, limits::kMaxKeyBytes),
+              timeout(r)};
+  if (m.keys.empty()) throw Error(ErrorCode::kInvalidArgument, "store_wait needs at least one key");
+  for (const auto& k : m.keys)
+    if (k.empty()) throw Error(ErrorCode::kInvalidArgument, "store key must not be empty");
+  return m;
+}
+
+void Barrier::pack(codec::Packer& p) const {
+  p.pack_map(4);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "rank"), p.pack(rank);
+  codec::key(p, "name"), put_str(p, name);
+  codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+}
+Barrier Barrier::unpack(const msgpack::object& o) {
+  MapReader r(o, "barrier");
+  return {job_id(r), static_cast<uint32_t>(r.u64("rank", 0, kU32Max)),
+          r.str("name", limits::kMaxKeyBytes), timeout(r)};
+}
+
+void Status::pack(codec::Packer& p) const { p.pack_map(0); }
+Status Status::unpack(const msgpack::object& o) {
+  MapReader r(o, "status");
+  return {};
+}
+
+void Ok::pack(codec::Packer& p) const { p.pack_map(0); }
+Ok Ok::unpack(const msgpack::object& o) {
+  MapReader r(o, "ok");
+  return {};
+}
+
+void ErrorReply::pack(codec::Packer& p) const {
+  p.pack_map(2);
+  codec::key(p, "code"), p.pack(code);
+  codec::key(p, "message"), put_str(p, message);
+}
+ErrorReply ErrorReply::unpack(const msgpack::object& o) {
+  MapReader r(o, "error");
+  return {static_cast<uint16_t>(r.u64("code", 1, 0xffff)), r.str("message", 64 << 10)};
+}
+
+void Value::pack(codec::Packer& p) const {
+  p.pack_map(1);
+  codec::key(p, "value"), put_bin(p, value);
+}
+Value Value::unpack(const msgpack::object& o) {
+  MapReader r(o, "value");
+  return {r.bin("value", limits::kMaxValueBytes)};
+}
+
+void Int::pack(codec::Packer& p) const {
+  p.pack_map(1);
+  codec::key(p, "value"), p.pack(value);
+}
+Int Int::unpack(const msgpack::object& o) {
+  MapReader r(o, "int");
+  return {r.i64("value", INT64_MIN, INT64_MAX)};
+}
+
+void Bool::pack(codec::Packer& p) const {
+  p.pack_map(1);
+  codec::key(p, "value"), p.pack(value);
+}
+Bool Bool::unpack(const msgpack::object& o) {
+  MapReader r(o, "bool");
+  return {r.boolean("value")};
+}
+
+void StatusReply::pack(codec::Packer& p) const {
+  p.pack_map(5);
+  codec::key(p, "version"), put_str(p, version);
+  codec::key(p, "pid"), p.pack(pid);
+  codec::key(p, "uptime_s"), p.pack(uptime_s);
+  codec::key(p, "devices"), p.pack_array(static_cast<uint32_t>(devices.size()));
+  for (const auto& d : devices) {
+    p.pack_map(5);
+    codec::key(p, "index"), p.pack(d.index);
+    codec::key(p, "name"), put_str(p, d.name);
+    codec::key(p, "job"), put_str(p, d.job);
+    codec::key(p, "rank"), p.pack(d.rank);
+    codec::key(p, "pid"), p.pack(d.pid);
+  }
+  codec::key(p, "jobs"), p.pack_array(static_cast<uint32_t>(jobs.size()));
+  for (const auto& j : jobs) {
+    p.pack_map(5);
+    codec::key(p, "id"), put_str(p, j.id);
+    codec::key(p, "generation"), p.pack(j.generation);
+    codec::key(p, "world_size"), p.pack(j.world_size);
+    codec::key(p, "local_world_size"), p.pack(j.local_world_size);
+    codec::key(p, "ranks"), p.pack_array(static_cast<uint32_t>(j.ranks.size()));
+    for (const auto& rk : j.ranks) {
+      p.pack_map(5);
+      codec::key(p, "rank"), p.pack(rk.rank);
+      codec::key(p, "local_rank"), p.pack(rk.local_rank);
+      codec::key(p, "pid"), p.pack(rk.pid);
+      codec::key(p, "device"), p.pack(rk.device);
+      codec::key(p, "state"), put_str(p, rk.state);
+    }
+  }
+}
+StatusReply StatusReply::unpack(const msgpack::object& o) {
+  MapReader r(o, "status_reply");
+  StatusReply m;
+  m.version = r.str("version", 256);
+  m.pid = r.i64("pid", 0, kMaxPid);
+  m.uptime_s = r.f64("uptime_s");
+  const auto& devs = r.array("devices", limits::kMaxDevices);
+  for (uint32_t i = 0; i < devs.size; ++i) {
+    MapReader d(devs.ptr[i], "status_reply.devices[]");
+    m.devices.push_back({static_cast<uint32_t>(d.u64("index", 0, limits::kMaxDevices - 1)),
+                         d.str("name", 256), d.str("job", limits::kMaxJobIdBytes),
+                         d.i64("rank", -1, kU32Max), d.i64("pid", 0, kMaxPid)});
+  }
+  const auto& jobs = r.array("jobs", 1u << 20);
+  for (uint32_t i = 0; i < jobs.size; ++i) {
+    MapReader j(jobs.ptr[i], "status_reply.jobs[]");
+    JobStatus js;
+    js.id = j.str("id", limits::kMaxJobIdBytes);
+    js.generation = j.u64("generation", 0, UINT64_MAX);
+    js.world_size = static_cast<uint32_t>(j.u64("world_size", 0, kU32Max));
+    js.local_world_size = static_cast<uint32_t>(j.u64("local_world_size", 0, kU32Max));
+    const auto& ranks = j.array("ranks", limits::kMaxLocalWorldSize);
+    for (uint32_t k = 0; k < ranks.size; ++k) {
+      MapReader rr(ranks.ptr[k], "status_reply.jobs[].ranks[]");
+      js.ranks.push_back({static_cast<uint32_t>(rr.u64("rank", 0, kU32Max)),
+                          static_cast<uint32_t>(rr.u64("local_rank", 0, kU32Max)),
+                          rr.i64("pid", 0, kMaxPid), rr.i64("device", -1, limits::kMaxDevices - 1),
+                          rr.str("state", 32)});
+    }
+    m.jobs.push_back(std::move(js));
+  }
+  return m;
+}
+
+}  // namespace muster::proto

@@ -1,0 +1,238 @@
+// One struct per protocol message (see PROTOCOL.md for the table). Each has
+// kType, pack() and a validating unpack(); field names on the wire are the
+// member names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "protocol/codec.hpp"
+
+namespace muster::proto {
+
+inline constexpr uint16_t kVersion = 1;
+
+enum class MsgType : uint16_t {
+  // requests
+  kPing = 1,
+  kJoin = 2,
+  kLeave = 3,
+  kReserve = 4,
+  kAttach = 5,
+  kStoreSet = 6,
+  kStoreGet = 7,
+  kStoreAdd = 8,
+  kStoreCompareSet = 9,
+  kStoreDelete = 10,
+  kStoreWait = 11,
+  kBarrier = 12,
+  kStatus = 13,
+  // replies
+  kOk = 100,
+  kErrorReply = 101,
+  kPong = 102,
+  kRankInfo = 103,
+  kReserved = 104,
+  kValue = 105,
+  kInt = 106,
+  kBool = 107,
+  kStatusReply = 108,
+};
+
+const char* type_name(uint16_t type);
+
+#define MUSTER_MESSAGE(Name)                                    \
+  static constexpr MsgType kType = MsgType::k##Name;            \
+  void pack(codec::Packer& p) const;                            \
+  static Name unpack(const msgpack::object& o);                 \
+  bool operator==(const Name&) const = default
+
+struct Ping {
+  MUSTER_MESSAGE(Ping);
+};
+
+struct Pong {
+  std::string version;
+  int64_t pid = 0;
+  MUSTER_MESSAGE(Pong);
+};
+
+// A process asks for its place in a job. A slot that `muster run` registered
+// for this pid is returned as is; otherwise the daemon assigns a local rank
+// (local_rank >= 0 is honoured when free).
+struct Join {
+  std::string job;
+  uint32_t local_world_size = 1;
+  bool wants_gpu = true;
+  int64_t pid = 0;
+  int64_t local_rank = -1;
+  MUSTER_MESSAGE(Join);
+};
+
+struct RankInfo {
+  std::string job;
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  uint32_t world_size = 1;
+  uint32_t local_world_size = 1;
+  uint32_t node_rank = 0;
+  uint32_t num_nodes = 1;
+  int64_t device = -1;  // leased GPU index, -1 for none
+  uint64_t generation = 0;
+  MUSTER_MESSAGE(RankInfo);
+};
+
+struct Leave {
+  std::string job;
+  int64_t pid = 0;
+  MUSTER_MESSAGE(Leave);
+};
+
+// The launcher books all local slots (and their GPUs) of a job before it
+// starts any worker; the slots are held by launcher_pid until Attach.
+struct Reserve {
+  std::string job;
+  uint32_t local_world_size = 1;
+  bool wants_gpu = true;
+  std::vector<int64_t> devices;  // allowed subset; empty = any the daemon hands out
+  int64_t launcher_pid = 0;
+  MUSTER_MESSAGE(Reserve);
+};
+
+struct Reserved {
+  uint64_t generation = 0;
+  std::vector<int64_t> devices;  // by local rank; -1 = no device
+  MUSTER_MESSAGE(Reserved);
+};
+
+// The launcher hands each reserved slot to its worker's pid (by local rank).
+struct Attach {
+  std::string job;
+  std::vector<int64_t> pids;
+  MUSTER_MESSAGE(Attach);
+};
+
+struct StoreSet {
+  std::string job;
+  std::string key;
+  std::string value;
+  MUSTER_MESSAGE(StoreSet);
+};
+
+// timeout_ms = 0: answer NotFound at once when the key is absent.
+struct StoreGet {
+  std::string job;
+  std::string key;
+  int64_t timeout_ms = 0;
+  MUSTER_MESSAGE(StoreGet);
+};
+
+// Adds delta to the decimal integer stored at key (torch's Store.add).
+struct StoreAdd {
+  std::string job;
+  std::string key;
+  int64_t delta = 0;
+  MUSTER_MESSAGE(StoreAdd);
+};
+
+// torch's compare_set: sets desired when the current value equals expected
+// (or when the key is absent and expected is empty); replies the value after.
+struct StoreCompareSet {
+  std::string job;
+  std::string key;
+  std::string expected;
+  std::string desired;
+  MUSTER_MESSAGE(StoreCompareSet);
+};
+
+struct StoreDelete {
+  std::string job;
+  std::string key;
+  MUSTER_MESSAGE(StoreDelete);
+};
+
+struct StoreWait {
+  std::string job;
+  std::vector<std::string> keys;
+  int64_t timeout_ms = 0;
+  MUSTER_MESSAGE(StoreWait);
+};
+
+// Completes when every rank of the job has entered the barrier of this name.
+struct Barrier {
+  std::string job;
+  uint32_t rank = 0;
+  std::string name;
+  int64_t timeout_ms = 0;
+  MUSTER_MESSAGE(Barrier);
+};
+
+struct Status {
+  MUSTER_MESSAGE(Status);
+};
+
+struct Ok {
+  MUSTER_MESSAGE(Ok);
+};
+
+struct ErrorReply {
+  uint16_t code = 0;
+  std::string message;
+  MUSTER_MESSAGE(ErrorReply);
+};
+
+struct Value {
+  std::string value;
+  MUSTER_MESSAGE(Value);
+};
+
+struct Int {
+  int64_t value = 0;
+  MUSTER_MESSAGE(Int);
+};
+
+struct Bool {
+  bool value = false;
+  MUSTER_MESSAGE(Bool);
+};
+
+struct DeviceStatus {
+  uint32_t index = 0;
+  std::string name;
+  std::string job;  // empty when free
+  int64_t rank = -1;
+  int64_t pid = 0;
+  bool operator==(const DeviceStatus&) const = default;
+};
+
+struct RankStatus {
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  int64_t pid = 0;
+  int64_t device = -1;
+  std::string state;  // reserved | running | joined | exited
+  bool operator==(const RankStatus&) const = default;
+};
+
+struct JobStatus {
+  std::string id;
+  uint64_t generation = 0;
+  uint32_t world_size = 0;
+  uint32_t local_world_size = 0;
+  std::vector<RankStatus> ranks;
+  bool operator==(const JobStatus&) const = default;
+};
+
+struct StatusReply {
+  std::string version;
+  int64_t pid = 0;
+  double uptime_s = 0;
+  std::vector<DeviceStatus> devices;
+  std::vector<JobStatus> jobs;
+  MUSTER_MESSAGE(StatusReply);
+};
+
+#undef MUSTER_MESSAGE
+
+}  // namespace muster::proto

@@ -1,0 +1,263 @@
+// Jobs, slots and GPU leases: the bookkeeping that must never hand one GPU
+// to two ranks.
+#include <algorithm>
+
+#include "core/state.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+namespace {
+std::string list(const std::vector<int64_t>& v) {
+  std::string s;
+  for (auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+}  // namespace
+
+Job& State::job_or_throw(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
+  return it->second;
+}
+
+std::vector<int64_t> State::pick_devices(const std::string& job, size_t n, bool wants_gpu,
+                                         const std::vector<int64_t>& subset) const {
+  std::vector<int64_t> out(n, -1);
+  if (!subset.empty()) {
+    if (devices_.empty())
+      throw Error(ErrorCode::kNoDevice, "job '" + job + "' asks for devices " + list(subset) +
+                                            " but this daemon hands out no GPUs");
+    for (auto d : subset) {
+      bool known = std::any_of(devices_.begin(), devices_.end(),
+                               [&](const DeviceSlot& s) { return s.device.index == d; });
+      if (!known)
+        throw Error(ErrorCode::kInvalidArgument,
+                    "device " + std::to_string(d) + " is not among the GPUs this daemon hands out");
+    }
+  }
+  // CPU jobs, and nodes without GPUs, get no device rather than an error.
+  if (!wants_gpu || devices_.empty()) return out;
+  size_t got = 0;
+  std::string busy;
+  for (const auto& s : devices_) {
+    if (!subset.empty() && std::find(subset.begin(), subset.end(), s.device.index) == subset.end())
+      continue;
+    if (!s.job.empty()) {
+      busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
+              " is leased to job '" + s.job + "' local rank " + std::to_string(s.local_rank);
+      continue;
+    }
+    if (got < n) out[got++] = s.device.index;
+  }
+  if (got < n)
+    throw Error(ErrorCode::kNoDevice,
+                "job '" + job + "' needs " + std::to_string(n) + " GPU(s) but only " +
+                    std::to_string(got) + " of the allowed ones are free" +
+                    (busy.empty() ? "" : " (" + busy + ")") +
+                    "; a GPU is never shared between ranks");
+  return out;
+}
+
+void State::lease(const std::string& job, uint32_t local_rank, int64_t device) {
+  if (device < 0) return;
+  for (auto& s : devices_)
+    if (s.device.index == device) {
+      s.job = job;
+      s.local_rank = local_rank;
+    }
+}
+
+void State::release(Job& job, uint32_t local_rank) {
+  auto& slot = job.slots[local_rank];
+  for (auto& s : devices_)
+    if (slot.device >= 0 && s.device.index == slot.device && s.job == job.id &&
+        s.local_rank == local_rank)
+      s.job.clear();
+  slot.device = -1;
+}
+
+proto::Reserved State::reserve(const proto::Reserve& m) {
+  if (auto it = jobs_.find(m.job); it != jobs_.end())
+    throw Error(ErrorCode::kConflict, "job '" + m.job + "' already runs on this daemon with " +
+                                          std::to_string(it->second.local_world_size) +
+                                          " local rank(s); pick another --job-id");
+  auto devices = pick_devices(m.job, m.local_world_size, m.wants_gpu, m.devices);
+  if (!watch_.watch(m.launcher_pid))
+    throw Error(ErrorCode::kInvalidArgument,
+                "launcher pid " + std::to_string(m.launcher_pid) + " is not a running process");
+  Job job;
+  job.id = m.job;
+  job.local_world_size = m.local_world_size;
+  job.wants_gpu = m.wants_gpu;
+  job.slots.resize(m.local_world_size);
+  for (uint32_t i = 0; i < m.local_world_size; ++i) {
+    job.slots[i] = {SlotState::kReserved, m.launcher_pid, devices[i]};
+    lease(m.job, i, devices[i]);
+  }
+  // One watch per slot: the launcher's pid counts once for each.
+  for (uint32_t i = 1; i < m.local_world_size; ++i) watch_.watch(m.launcher_pid);
+  log::info("job=" + m.job + " reserved " + std::to_string(m.local_world_size) +
+            " slot(s) for launcher pid=" + std::to_string(m.launcher_pid) + " devices=[" +
+            list(devices) + "]");
+  jobs_.emplace(m.job, std::move(job));
+  return {0, devices};
+}
+
+void State::attach(const proto::Attach& m) {
+  Job& job = job_or_throw(m.job);
+  if (m.pids.size() != job.local_world_size)
+    throw Error(ErrorCode::kInvalidArgument,
+                "attach gives " + std::to_string(m.pids.size()) + " pid(s) for job '" + m.job +
+                    "' of " + std::to_string(job.local_world_size) + " local rank(s)");
+  for (uint32_t i = 0; i < job.local_world_size; ++i)
+    if (job.slots[i].state != SlotState::kReserved)
+      throw Error(ErrorCode::kConflict, "local rank " + std::to_string(i) + " of job '" + m.job +
+                                            "' is " + slot_state_name(job.slots[i].state) +
+                                            ", not reserved");
+  // Watch every pid first so that a dead one refuses the whole request.
+  for (size_t i = 0; i < m.pids.size(); ++i) {
+    if (!watch_.watch(m.pids[i])) {
+      for (size_t k = 0; k < i; ++k) watch_.unwatch(m.pids[k]);
+      throw Error(ErrorCode::kInvalidArgument,
+                  "worker pid " + std::to_string(m.pids[i]) + " is not a running process");
+    }
+  }
+  for (uint32_t i = 0; i < job.local_world_size; ++i) {
+    watch_.unwatch(job.slots[i].pid);  // the launcher's hold on this slot
+    job.slots[i].pid = m.pids[i];
+    job.slots[i].state = SlotState::kRunning;
+    log::info("job=" + m.job + " rank=" + std::to_string(i) + " pid=" + std::to_string(m.pids[i]) +
+              " device=" + std::to_string(job.slots[i].device) + " registered");
+  }
+}
+
+proto::RankInfo State::join(const proto::Join& m) {
+  auto it = jobs_.find(m.job);
+  bool created = it == jobs_.end();
+  if (!created && it->second.local_world_size != m.local_world_size)
+    throw Error(ErrorCode::kConflict,
+                "job '" + m.job + "' has " + std::to_string(it->second.local_world_size) +
+                    " local rank(s), but this process asks for " +
+                    std::to_string(m.local_world_size));
+  Job fresh;
+  Job& job = created ? fresh : it->second;
+  if (created) {
+    job.id = m.job;
+    job.local_world_size = m.local_world_size;
+    job.wants_gpu = m.wants_gpu;
+    job.slots.resize(m.local_world_size);
+  }
+  // A slot registered for this very pid (by muster run) wins.
+  int64_t chosen = -1;
+  for (uint32_t i = 0; i < job.local_world_size; ++i)
+    if (job.slots[i].pid == m.pid && slot_live(job.slots[i].state)) chosen = i;
+  bool takes_free = chosen < 0;
+  if (takes_free) {
+    auto usable = [&](int64_t i) { return !slot_live(job.slots[i].state); };
+    if (m.local_rank >= 0 && usable(m.local_rank)) {
+      chosen = m.local_rank;
+    } else if (m.local_rank >= 0 && job.slots[m.local_rank].state != SlotState::kFree) {
+      throw Error(ErrorCode::kConflict, "local rank " + std::to_string(m.local_rank) + " of job '" +
+                                            m.job + "' is already held by pid " +
+                                            std::to_string(job.slots[m.local_rank].pid));
+    } else {
+      for (uint32_t i = 0; i < job.local_world_size && chosen < 0; ++i)
+        if (usable(i)) chosen = i;
+    }
+    if (chosen < 0)
+      throw Error(ErrorCode::kConflict, "job '" + m.job + "' already has all " +
+                                            std::to_string(job.local_world_size) +
+                                            " local rank(s) taken");
+  }
+  auto r = static_cast<uint32_t>(chosen);
+  if (takes_free) {
+    int64_t device = pick_devices(m.job, 1, m.wants_gpu, {})[0];
+    if (!watch_.watch(m.pid))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "pid " + std::to_string(m.pid) + " is not a running process");
+    job.slots[r] = {SlotState::kJoined, m.pid, device};
+    lease(m.job, r, device);
+  } else {
+    job.slots[r].state = SlotState::kJoined;
+  }
+  log::info("job=" + m.job + " rank=" + std::to_string(r) + " pid=" + std::to_string(m.pid) +
+            " device=" + std::to_string(job.slots[r].device) + " joined");
+  proto::RankInfo info;
+  info.job = m.job;
+  info.rank = r;
+  info.local_rank = r;
+  info.world_size = job.world_size();
+  info.local_world_size = job.local_world_size;
+  info.device = job.slots[r].device;
+  info.generation = job.generation;
+  if (created) jobs_.emplace(m.job, std::move(fresh));
+  return info;
+}
+
+void State::leave(const proto::Leave& m, std::vector<Outgoing>& out) {
+  Job& job = job_or_throw(m.job);
+  for (uint32_t i = 0; i < job.local_world_size; ++i)
+    if (job.slots[i].pid == m.pid && slot_live(job.slots[i].state)) {
+      watch_.unwatch(m.pid);
+      slot_ended(job, i, "left", out);
+      maybe_remove(m.job, out);
+      return;
+    }
+  throw Error(ErrorCode::kInvalidArgument,
+              "pid " + std::to_string(m.pid) + " holds no rank in job '" + m.job + "'");
+}
+
+void State::on_pid_exit(int64_t pid, std::vector<Outgoing>& out) {
+  watch_.forget(pid);
+  std::vector<std::string> touched;
+  for (auto& [id, job] : jobs_)
+    for (uint32_t i = 0; i < job.local_world_size; ++i)
+      if (job.slots[i].pid == pid && slot_live(job.slots[i].state)) {
+        bool was_reserved = job.slots[i].state == SlotState::kReserved;
+        slot_ended(job, i, was_reserved ? "launcher exited" : "exited", out);
+        touched.push_back(id);
+      }
+  for (const auto& id : touched) maybe_remove(id, out);
+}
+
+void State::slot_ended(Job& job, uint32_t r, const char* why, std::vector<Outgoing>& out) {
+  log::info("job=" + job.id + " rank=" + std::to_string(r) +
+            " pid=" + std::to_string(job.slots[r].pid) + " " + why + "; device " +
+            std::to_string(job.slots[r].device) + " released");
+  release(job, r);
+  job.slots[r].state = SlotState::kExited;
+  // A barrier the rank never entered can no longer complete: say so now
+  // rather than at the timeout.
+  for (auto& [name, b] : job.barriers) {
+    if (b.arrived.count(r)) continue;
+    for (auto id : b.waiters) {
+      auto it = waiters_.find(id);
+      if (it == waiters_.end()) continue;
+      fail(it->second.to, ErrorCode::kPeerExited,
+           "barrier '" + name + "' of job '" + job.id + "' cannot complete: rank " +
+               std::to_string(r) + " (pid " + std::to_string(job.slots[r].pid) + ") " + why,
+           out);
+      waiters_.erase(it);
+    }
+    b.waiters.clear();
+    b.arrived.clear();
+  }
+}
+
+void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.live()) return;
+  std::vector<uint64_t> ids = it->second.key_waiters;
+  for (auto& [name, b] : it->second.barriers) ids.insert(ids.end(), b.waiters.begin(), b.waiters.end());
+  for (auto wid : ids) {
+    auto w = waiters_.find(wid);
+    if (w == waiters_.end()) continue;
+    fail(w->second.to, ErrorCode::kPeerExited, "job '" + id + "' ended: all its ranks exited", out);
+    waiters_.erase(w);
+  }
+  log::info("job=" + id + " ended");
+  jobs_.erase(it);
+}
+
+}  // namespace muster::daemon

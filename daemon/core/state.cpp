@@ -1,0 +1,138 @@
+#include "core/state.hpp"
+
+#include "log.hpp"
+#include "muster_config.h"
+
+#include <unistd.h>
+
+namespace muster::daemon {
+
+using proto::MsgType;
+
+const char* slot_state_name(SlotState s) {
+  switch (s) {
+    case SlotState::kFree: return "free";
+    case SlotState::kReserved: return "reserved";
+    case SlotState::kRunning: return "running";
+    case SlotState::kJoined: return "joined";
+    case SlotState::kExited: return "exited";
+  }
+  return "?";
+}
+
+State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch) : watch_(watch) {
+  for (auto& d : allowed_devices) devices_.push_back({std::move(d), "", 0});
+}
+
+void State::fail(const ReplyTo& to, ErrorCode code, const std::string& msg,
+                 std::vector<Outgoing>& out) {
+  out.push_back({to, proto::encode_error(to.request_id, code, msg)});
+}
+
+void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
+  // Decoding happens before any state is touched; a throw below this point
+  // comes from validation that also runs before mutation.
+  try {
+    switch (static_cast<MsgType>(env.type)) {
+      case MsgType::kPing:
+        proto::Ping::unpack(env.payload);
+        reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
+        return;
+      case MsgType::kJoin:
+        reply(to, join(proto::Join::unpack(env.payload)), out);
+        return;
+      case MsgType::kLeave:
+        leave(proto::Leave::unpack(env.payload), out);
+        reply(to, proto::Ok{}, out);
+        return;
+      case MsgType::kReserve:
+        reply(to, reserve(proto::Reserve::unpack(env.payload)), out);
+        return;
+      case MsgType::kAttach:
+        attach(proto::Attach::unpack(env.payload));
+        reply(to, proto::Ok{}, out);
+        return;
+      case MsgType::kStoreSet:
+      case MsgType::kStoreGet:
+      case MsgType::kStoreAdd:
+      case MsgType::kStoreCompareSet:
+      case MsgType::kStoreDelete:
+      case MsgType::kStoreWait:
+        store_request(to, env, out);
+        return;
+      case MsgType::kBarrier:
+        barrier(to, proto::Barrier::unpack(env.payload), out);
+        return;
+      case MsgType::kStatus:
+        proto::Status::unpack(env.payload);
+        reply(to, status(), out);
+        return;
+      default:
+        fail(to, ErrorCode::kUnknownType,
+             std::string("message type '") + proto::type_name(env.type) +
+                 "' is a reply, not a request",
+             out);
+        return;
+    }
+  } catch (const Error& e) {
+    fail(to, e.code(), e.what(), out);
+  } catch (const std::exception& e) {
+    log::error(std::string("internal error handling ") + proto::type_name(env.type) + ": " +
+               e.what());
+    fail(to, ErrorCode::kInternal, std::string("internal error: ") + e.what(), out);
+  }
+}
+
+uint64_t State::add_waiter(Waiter w) {
+  uint64_t id = next_waiter_++;
+  deadlines_.emplace(w.deadline, id);
+  waiters_.emplace(id, std::move(w));
+  return id;
+}
+
+std::optional<Clock::time_point> State::next_deadline() const {
+  for (const auto& [t, id] : deadlines_)
+    if (waiters_.count(id)) return t;
+  return std::nullopt;
+}
+
+void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    uint64_t id = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) continue;
+    const Waiter& w = it->second;
+    std::string what;
+    auto job_it = jobs_.find(w.job);
+    if (job_it == jobs_.end()) {
+      what = "job '" + w.job + "' ended while waiting";
+    } else if (w.kind == WaitKind::kBarrier) {
+      auto& job = job_it->second;
+      auto& b = job.barriers[w.barrier];
+      std::string missing;
+      for (uint32_t r = 0; r < job.world_size(); ++r)
+        if (!b.arrived.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      what = "barrier '" + w.barrier + "' of job '" + w.job + "' timed out waiting for rank(s) " +
+             missing;
+      // The rank gave up: it no longer counts as arrived.
+      b.arrived.erase(w.rank);
+    } else {
+      std::string missing;
+      const auto& kv = job_it->second.kv;
+      for (const auto& k : w.keys)
+        if (!kv.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
+      what = "timed out waiting for key(s) " + missing + " in job '" + w.job + "'";
+    }
+    fail(w.to, ErrorCode::kTimeout, what, out);
+    waiters_.erase(it);
+  }
+}
+
+void State::cancel_all(std::vector<Outgoing>& out) {
+  for (auto& [id, w] : waiters_) fail(w.to, ErrorCode::kShuttingDown, "musterd is stopping", out);
+  waiters_.clear();
+  deadlines_.clear();
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,33 @@
+#include <unistd.h>
+
+#include "core/state.hpp"
+#include "muster_config.h"
+
+namespace muster::daemon {
+
+proto::StatusReply State::status() const {
+  proto::StatusReply s;
+  s.version = MUSTER_VERSION;
+  s.pid = ::getpid();
+  s.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
+  for (const auto& d : devices_) {
+    proto::DeviceStatus ds{d.device.index, d.device.name, d.job, -1, 0};
+    if (!d.job.empty()) {
+      const auto& slot = jobs_.at(d.job).slots.at(d.local_rank);
+      ds.rank = d.local_rank;
+      ds.pid = slot.pid;
+    }
+    s.devices.push_back(std::move(ds));
+  }
+  for (const auto& [id, job] : jobs_) {
+    proto::JobStatus js{id, job.generation, job.world_size(), job.local_world_size, {}};
+    for (uint32_t i = 0; i < job.local_world_size; ++i) {
+      const auto& slot = job.slots[i];
+      js.ranks.push_back({i, i, slot.pid, slot.device, slot_state_name(slot.state)});
+    }
+    s.jobs.push_back(std::move(js));
+  }
+  return s;
+}
+
+}  // namespace muster::daemon

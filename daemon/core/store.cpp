@@ -1,0 +1,153 @@
+// The per-job key/value store and barriers. Waits are parked as waiters and
+// answered from key_changed() the moment they can complete: no polling.
+#include <algorithm>
+#include <charconv>
+
+#include "core/state.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+using proto::MsgType;
+
+namespace {
+bool all_present(const Job& job, const std::vector<std::string>& keys) {
+  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return job.kv.count(k) != 0; });
+}
+}  // namespace
+
+void State::store_request(const ReplyTo& to, const proto::Envelope& env,
+                          std::vector<Outgoing>& out) {
+  auto now = Clock::now();
+  switch (static_cast<MsgType>(env.type)) {
+    case MsgType::kStoreSet: {
+      auto m = proto::StoreSet::unpack(env.payload);
+      Job& job = job_or_throw(m.job);
+      job.kv[m.key] = std::move(m.value);
+      reply(to, proto::Ok{}, out);
+      key_changed(job, out);
+      return;
+    }
+    case MsgType::kStoreGet: {
+      auto m = proto::StoreGet::unpack(env.payload);
+      Job& job = job_or_throw(m.job);
+      if (auto it = job.kv.find(m.key); it != job.kv.end()) return reply(to, proto::Value{it->second}, out);
+      if (m.timeout_ms == 0)
+        throw Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'");
+      job.key_waiters.push_back(add_waiter({to, WaitKind::kGet, m.job, {m.key}, "", 0,
+                                            now + std::chrono::milliseconds(m.timeout_ms)}));
+      return;
+    }
+    case MsgType::kStoreAdd: {
+      auto m = proto::StoreAdd::unpack(env.payload);
+      Job& job = job_or_throw(m.job);
+      int64_t v = 0;
+      auto it = job.kv.find(m.key);
+      if (it != job.kv.end()) {
+        const auto& s = it->second;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc() || p != s.data() + s.size())
+          throw Error(ErrorCode::kInvalidArgument,
+                      "key '" + m.key + "' does not hold a decimal integer; add() cannot use it");
+      }
+      if (__builtin_add_overflow(v, m.delta, &v))
+        throw Error(ErrorCode::kInvalidArgument, "add() on key '" + m.key + "' would overflow");
+      job.kv[m.key] = std::to_string(v);
+      reply(to, proto::Int{v}, out);
+      key_changed(job, out);
+      return;
+    }
+    case MsgType::kStoreCompareSet: {
+      auto m = proto::StoreCompareSet::unpack(env.payload);
+      Job& job = job_or_throw(m.job);
+      auto it = job.kv.find(m.key);
+      if (it == job.kv.end()) {
+        if (!m.expected.empty()) return reply(to, proto::Value{m.expected}, out);
+        job.kv[m.key] = m.desired;
+      } else if (it->second == m.expected) {
+        it->second = m.desired;
+      }
+      reply(to, proto::Value{job.kv[m.key]}, out);
+      key_changed(job, out);
+      return;
+    }
+    case MsgType::kStoreDelete: {
+      auto m = proto::StoreDelete::unpack(env.payload);
+      Job& job = job_or_throw(m.job);
+      reply(to, proto::Bool{job.kv.erase(m.key) != 0}, out);
+      return;
+    }
+    case MsgType::kStoreWait: {
+      auto m = proto::StoreWait::unpack(env.payload);
+      Job& job = job_or_throw(m.job);
+      if (all_present(job, m.keys)) return reply(to, proto::Ok{}, out);
+      if (m.timeout_ms == 0) {
+        std::string missing;
+        for (const auto& k : m.keys)
+          if (!job.kv.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
+        throw Error(ErrorCode::kTimeout, "key(s) " + missing + " not set in job '" + m.job + "'");
+      }
+      job.key_waiters.push_back(add_waiter({to, WaitKind::kWait, m.job, std::move(m.keys), "", 0,
+                                            now + std::chrono::milliseconds(m.timeout_ms)}));
+      return;
+    }
+    default:
+      throw Error(ErrorCode::kInternal, "not a store request");
+  }
+}
+
+void State::key_changed(Job& job, std::vector<Outgoing>& out) {
+  auto& ids = job.key_waiters;
+  std::vector<uint64_t> keep;
+  for (auto id : ids) {
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) continue;  // already timed out
+    const Waiter& w = it->second;
+    if (!all_present(job, w.keys)) {
+      keep.push_back(id);
+      continue;
+    }
+    if (w.kind == WaitKind::kGet)
+      reply(w.to, proto::Value{job.kv[w.keys[0]]}, out);
+    else
+      reply(w.to, proto::Ok{}, out);
+    waiters_.erase(it);
+  }
+  ids = std::move(keep);
+}
+
+void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out) {
+  Job& job = job_or_throw(m.job);
+  if (m.rank >= job.world_size())
+    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) + " is outside job '" +
+                                                 m.job + "' of world size " +
+                                                 std::to_string(job.world_size()));
+  if (!slot_live(job.slots[m.rank].state))
+    throw Error(ErrorCode::kPeerExited, "rank " + std::to_string(m.rank) + " of job '" + m.job +
+                                            "' is " + slot_state_name(job.slots[m.rank].state));
+  for (uint32_t r = 0; r < job.world_size(); ++r)
+    if (job.slots[r].state == SlotState::kExited)
+      throw Error(ErrorCode::kPeerExited, "barrier '" + m.name + "' of job '" + m.job +
+                                              "' cannot complete: rank " + std::to_string(r) +
+                                              " has exited");
+  auto& b = job.barriers[m.name];
+  if (b.arrived.count(m.rank))
+    throw Error(ErrorCode::kConflict, "rank " + std::to_string(m.rank) +
+                                          " is already waiting in barrier '" + m.name + "'");
+  b.arrived.insert(m.rank);
+  if (b.arrived.size() < job.world_size()) {
+    b.waiters.push_back(add_waiter({to, WaitKind::kBarrier, m.job, {}, m.name, m.rank,
+                                    Clock::now() + std::chrono::milliseconds(m.timeout_ms)}));
+    return;
+  }
+  for (auto id : b.waiters) {
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) continue;
+    reply(it->second.to, proto::Ok{}, out);
+    waiters_.erase(it);
+  }
+  reply(to, proto::Ok{}, out);
+  job.barriers.erase(m.name);
+}
+
+}  // namespace muster::daemon

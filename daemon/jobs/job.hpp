@@ -1,0 +1,61 @@
+// A job as one daemon sees it: its local slots (one per local rank), the
+// store, and the requests that wait on it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace muster::daemon {
+
+using Clock = std::chrono::steady_clock;
+
+enum class SlotState {
+  kFree,      // nobody holds this local rank
+  kReserved,  // booked by a launcher, worker not started yet
+  kRunning,   // worker pid registered by the launcher, not joined yet
+  kJoined,    // the process joined through libmuster
+  kExited,    // the process ended (or left); its lease is gone
+};
+
+const char* slot_state_name(SlotState s);
+inline bool slot_live(SlotState s) {
+  return s == SlotState::kReserved || s == SlotState::kRunning || s == SlotState::kJoined;
+}
+
+struct Slot {
+  SlotState state = SlotState::kFree;
+  int64_t pid = 0;  // the worker; for kReserved, the launcher
+  int64_t device = -1;
+};
+
+struct BarrierState {
+  std::set<uint32_t> arrived;
+  std::vector<uint64_t> waiters;
+};
+
+struct Job {
+  std::string id;
+  uint64_t generation = 0;
+  uint32_t local_world_size = 0;
+  bool wants_gpu = false;
+  std::vector<Slot> slots;
+  std::unordered_map<std::string, std::string> kv;
+  std::vector<uint64_t> key_waiters;  // ids into State::waiters_
+  std::map<std::string, BarrierState> barriers;
+
+  uint32_t world_size() const { return local_world_size; }  // one node for now
+  bool live() const {
+    for (const auto& s : slots)
+      if (slot_live(s.state)) return true;
+    return false;
+  }
+};
+
+}  // namespace muster::daemon

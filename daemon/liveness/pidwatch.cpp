@@ -1,0 +1,83 @@
+#include "liveness/pidwatch.hpp"
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+namespace muster::daemon {
+
+PidWatch::~PidWatch() {
+  for (auto& [pid, e] : watched_)
+    if (e.fd >= 0) ::close(e.fd);
+}
+
+bool PidWatch::alive(int64_t pid) {
+  if (pid <= 0) return false;
+  // kill(pid, 0) succeeds for zombies too; /proc tells them apart.
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  auto close_paren = line.rfind(')');
+  if (close_paren == std::string::npos || close_paren + 2 >= line.size()) return false;
+  char state = line[close_paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+bool PidWatch::watch(int64_t pid) {
+  auto it = watched_.find(pid);
+  if (it != watched_.end()) {
+    ++it->second.refs;
+    return true;
+  }
+  if (!alive(pid)) return false;
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (fd < 0 && errno == ESRCH) return false;
+  watched_[pid] = Entry{fd, 1};  // fd < 0: no pidfd support, swept instead
+  return true;
+}
+
+void PidWatch::unwatch(int64_t pid) {
+  auto it = watched_.find(pid);
+  if (it == watched_.end()) return;
+  if (--it->second.refs > 0) return;
+  if (it->second.fd >= 0) ::close(it->second.fd);
+  watched_.erase(it);
+}
+
+void PidWatch::forget(int64_t pid) {
+  auto it = watched_.find(pid);
+  if (it == watched_.end()) return;
+  if (it->second.fd >= 0) ::close(it->second.fd);
+  watched_.erase(it);
+}
+
+std::vector<PidWatch::Fd> PidWatch::fds() const {
+  std::vector<Fd> out;
+  for (const auto& [pid, e] : watched_)
+    if (e.fd >= 0) out.push_back({e.fd, pid});
+  return out;
+}
+
+bool PidWatch::needs_sweep() const {
+  for (const auto& [pid, e] : watched_)
+    if (e.fd < 0) return true;
+  return false;
+}
+
+std::vector<int64_t> PidWatch::sweep_dead() const {
+  std::vector<int64_t> dead;
+  for (const auto& [pid, e] : watched_)
+    if (e.fd < 0 && !alive(pid)) dead.push_back(pid);
+  return dead;
+}
+
+}  // namespace muster::daemon

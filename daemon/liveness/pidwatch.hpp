@@ -1,0 +1,45 @@
+// Knows, without polling, when a process ends: one pidfd per watched pid
+// (Linux >= 5.3), polled by the event loop. Where pidfd_open is missing the
+// loop falls back to a periodic /proc check of the few pids concerned.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace muster::daemon {
+
+class PidWatch {
+ public:
+  PidWatch() = default;
+  PidWatch(const PidWatch&) = delete;
+  PidWatch& operator=(const PidWatch&) = delete;
+  ~PidWatch();
+
+  // Reference counted; false when the pid does not exist (or is a zombie).
+  bool watch(int64_t pid);
+  void unwatch(int64_t pid);
+  bool watched(int64_t pid) const { return watched_.count(pid) != 0; }
+
+  struct Fd {
+    int fd;
+    int64_t pid;
+  };
+  std::vector<Fd> fds() const;
+  bool needs_sweep() const;  // some pid has no pidfd
+  std::vector<int64_t> sweep_dead() const;
+
+  // Forgets the pid entirely (after its exit was handled).
+  void forget(int64_t pid);
+
+  static bool alive(int64_t pid);
+
+ private:
+  struct Entry {
+    int fd = -1;
+    int refs = 0;
+  };
+  std::map<int64_t, Entry> watched_;
+};
+
+}  // namespace muster::daemon

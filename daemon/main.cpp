@@ -1,0 +1,47 @@
+#include <csignal>
+#include <iostream>
+
+#include "log.hpp"
+#include "muster/error.hpp"
+#include "options.hpp"
+#include "server/server.hpp"
+#include "systemd/notify.hpp"
+
+namespace {
+muster::daemon::Server* g_server = nullptr;
+extern "C" void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::optional<muster::daemon::Options> opts;
+  try {
+    opts = muster::daemon::parse_options(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "musterd: " << e.what() << "\nTry 'musterd --help'.\n";
+    return 2;
+  }
+  if (!opts) return 0;
+  muster::log::Level lvl;
+  muster::log::parse_level(opts->log_level, lvl);
+  muster::log::set_level(lvl);
+  try {
+    muster::daemon::Server server(opts->config);
+    server.bind();
+    g_server = &server;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+    muster::daemon::systemd::notify_ready();
+    server.run();
+    muster::daemon::systemd::notify_stopping();
+    g_server = nullptr;
+  } catch (const muster::Error& e) {
+    std::cerr << "musterd: " << e.what() << "\n";
+    return e.code() == muster::ErrorCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}

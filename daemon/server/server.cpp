@@ -1,0 +1,192 @@
+#include "server/server.hpp"
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <zmq.hpp>
+
+#include "core/state.hpp"
+#include "endpoint.hpp"
+#include "liveness/pidwatch.hpp"
+#include "log.hpp"
+#include "protocol/limits.hpp"
+
+namespace muster::daemon {
+
+struct Server::Impl {
+  zmq::context_t ctx{1};
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  PidWatch watch;
+  std::unique_ptr<State> state;
+  std::string socket_path;
+};
+
+namespace {
+
+void make_dir(const std::string& dir) {
+  // Parents first (an XDG dir may lack its muster/ child); the last level is
+  // private to the owner unless it is the system service's.
+  for (size_t pos = 1; pos != std::string::npos;) {
+    pos = dir.find('/', pos + 1);
+    std::string part = dir.substr(0, pos);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+      throw Error(ErrorCode::kInternal, "cannot create " + part + ": " + std::strerror(errno));
+  }
+  if (geteuid() != 0) ::chmod(dir.c_str(), 0700);
+}
+
+void send(zmq::socket_t& s, const Outgoing& o) {
+  // A vanished peer is not an error for the daemon: ROUTER drops the reply.
+  s.send(zmq::buffer(o.to.routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  if (o.to.delimiter) s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  s.send(zmq::buffer(o.frame), zmq::send_flags::dontwait);
+}
+
+}  // namespace
+
+Server::Server(Config cfg) : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg)) {
+  inventory_ = gpu::discover(cfg_.simulate_gpus);
+  if (cfg_.devices_given) {
+    for (auto d : cfg_.devices) {
+      auto it = std::find_if(inventory_.devices.begin(), inventory_.devices.end(),
+                             [&](const gpu::Device& x) { return x.index == d; });
+      if (it == inventory_.devices.end())
+        throw Error(ErrorCode::kInvalidArgument,
+                    "--devices names GPU " + std::to_string(d) + ", but this node has " +
+                        std::to_string(inventory_.devices.size()) + " GPU(s) (source: " +
+                        inventory_.source + ")");
+      if (std::find_if(allowed_.begin(), allowed_.end(),
+                       [&](const gpu::Device& x) { return x.index == d; }) == allowed_.end())
+        allowed_.push_back(*it);
+    }
+  } else {
+    allowed_ = inventory_.devices;
+  }
+  impl_->state = std::make_unique<State>(allowed_, impl_->watch);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) throw Error(ErrorCode::kInternal, "eventfd failed");
+}
+
+Server::~Server() {
+  if (!impl_->socket_path.empty()) ::unlink(impl_->socket_path.c_str());
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void Server::bind() {
+  make_dir(cfg_.runtime_dir);
+  std::string lock_path = cfg_.runtime_dir + "/musterd.lock";
+  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0)
+    throw Error(ErrorCode::kInternal, "cannot open " + lock_path + ": " + std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    throw Error(ErrorCode::kConflict, "another musterd already serves " + cfg_.runtime_dir);
+  }
+  // We hold the lock, so a socket file left here is stale.
+  impl_->socket_path = cfg_.runtime_dir + "/musterd.sock";
+  ::unlink(impl_->socket_path.c_str());
+  endpoint_ = endpoint_for_dir(cfg_.runtime_dir);
+  auto& r = impl_->router;
+  r.set(zmq::sockopt::linger, 0);
+  r.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
+  r.set(zmq::sockopt::router_handover, 1);
+  try {
+    r.bind(endpoint_);
+  } catch (const zmq::error_t& e) {
+    impl_->socket_path.clear();
+    throw Error(ErrorCode::kInternal, "cannot bind " + endpoint_ + ": " + e.what());
+  }
+  // Owner and group only: other users must not reach the daemon.
+  ::chmod(impl_->socket_path.c_str(), 0660);
+  log::notice("listening on " + endpoint_ + ", " + std::to_string(allowed_.size()) +
+              " GPU(s) to hand out (source: " + inventory_.source + ")");
+}
+
+void Server::stop() noexcept {
+  uint64_t one = 1;
+  ssize_t r = ::write(wake_fd_, &one, sizeof one);
+  (void)r;
+}
+
+void Server::run() {
+  auto& router = impl_->router;
+  auto& state = *impl_->state;
+  std::vector<Outgoing> out;
+  std::vector<zmq::pollitem_t> items;
+  std::vector<int64_t> item_pids;
+  for (;;) {
+    items.clear();
+    item_pids.clear();
+    items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    for (const auto& f : impl_->watch.fds()) {
+      items.push_back({nullptr, f.fd, ZMQ_POLLIN, 0});
+      item_pids.push_back(f.pid);
+    }
+    long timeout_ms = -1;
+    if (auto d = state.next_deadline()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*d - Clock::now()).count();
+      timeout_ms = std::max<long>(0, left + 1);
+    }
+    if (impl_->watch.needs_sweep()) timeout_ms = timeout_ms < 0 ? 200 : std::min(timeout_ms, 200L);
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+
+    if (items[1].revents & ZMQ_POLLIN) break;
+    for (size_t i = 2; i < items.size(); ++i)
+      if (items[i].revents & ZMQ_POLLIN) state.on_pid_exit(item_pids[i - 2], out);
+    for (auto pid : impl_->watch.sweep_dead()) state.on_pid_exit(pid, out);
+
+    // Bounded batch so pid exits and timeouts are never starved.
+    for (int n = 0; n < 1024; ++n) {
+      std::vector<zmq::message_t> frames;
+      zmq::message_t part;
+      if (!router.recv(part, zmq::recv_flags::dontwait)) break;
+      frames.push_back(std::move(part));
+      while (frames.back().more()) {
+        zmq::message_t next;
+        (void)router.recv(next);
+        frames.push_back(std::move(next));
+      }
+      ReplyTo to;
+      to.routing_id = frames[0].to_string();
+      const zmq::message_t* body = nullptr;
+      if (frames.size() == 2) {
+        body = &frames[1];
+      } else if (frames.size() == 3 && frames[1].size() == 0) {
+        to.delimiter = true;
+        body = &frames[2];
+      }
+      if (!body) {
+        out.push_back({to, proto::encode_error(0, ErrorCode::kBadMessage,
+                                               "expected one frame per request, got " +
+                                                   std::to_string(frames.size() - 1))});
+        continue;
+      }
+      try {
+        auto env = proto::decode_envelope(body->data(), body->size());
+        to.request_id = env.request_id;
+        state.handle(to, env, out);
+      } catch (const proto::EnvelopeError& e) {
+        log::debug(std::string("refused a frame: ") + e.what());
+        out.push_back({to, proto::encode_error(e.request_id, e.code(), e.what())});
+      }
+    }
+    state.expire(Clock::now(), out);
+    for (const auto& o : out) send(router, o);
+    out.clear();
+    jobs_ = state.job_count();
+  }
+  state.cancel_all(out);
+  for (const auto& o : out) send(router, o);
+  log::notice("stopping");
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,54 @@
+// The daemon's one event loop: a ZeroMQ ROUTER on the ipc:// socket, the
+// pidfds of watched processes and a wake-up eventfd, all in one poll.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/inventory.hpp"
+
+namespace muster::daemon {
+
+struct Config {
+  std::string runtime_dir;        // where musterd.sock and musterd.lock live
+  std::vector<int64_t> devices;   // allowed subset; empty = all discovered
+  bool devices_given = false;
+  int simulate_gpus = -1;
+};
+
+class Server {
+ public:
+  // Discovers GPUs and validates the config; throws Error on bad values.
+  explicit Server(Config cfg);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Takes the runtime directory's lock and binds the socket. Throws Error
+  // (kConflict when another daemon holds the directory).
+  void bind();
+  // Runs until stop(); then fails pending waits and removes the socket.
+  void run();
+  // Safe from any thread and from a signal handler.
+  void stop() noexcept;
+
+  const std::string& endpoint() const { return endpoint_; }
+  const gpu::Inventory& inventory() const { return inventory_; }
+  const std::vector<gpu::Device>& allowed() const { return allowed_; }
+  size_t job_count() const { return jobs_.load(); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  Config cfg_;
+  gpu::Inventory inventory_;
+  std::vector<gpu::Device> allowed_;
+  std::string endpoint_;
+  int wake_fd_ = -1;
+  int lock_fd_ = -1;
+  std::atomic<size_t> jobs_{0};
+};
+
+}  // namespace muster::daemon
