@@ -25,8 +25,6 @@ EmbeddedDaemon::~EmbeddedDaemon() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool EmbeddedDaemon::has_jobs() const { return server_->job_count() > 0; }
-
 namespace {
 bool answers(const std::string& endpoint) {
   // No socket file, no daemon: skip the ping's timeout.

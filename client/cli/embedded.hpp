@@ -19,10 +19,6 @@ class EmbeddedDaemon {
   EmbeddedDaemon(const EmbeddedDaemon&) = delete;
   EmbeddedDaemon& operator=(const EmbeddedDaemon&) = delete;
 
-  // Other launchers may have found this daemon and started jobs on it: the
-  // daemon stays until they are done too.
-  bool has_jobs() const;
-
  private:
   std::unique_ptr<daemon::Server> server_;
   std::thread thread_;

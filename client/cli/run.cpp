@@ -74,6 +74,37 @@ std::vector<std::string> worker_env(const std::map<std::string, std::string>& se
   return env;
 }
 
+// Other launchers may have found our embedded daemon and started jobs on it:
+// it serves them until they end (or until we are told to stop).
+void linger_for_other_jobs(const std::string& endpoint) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  timespec tick{0, 50 * 1000 * 1000};
+  bool announced = false;
+  try {
+    Client client({endpoint});
+    // Our own workers' exits reach the daemon through pidfds a moment after
+    // we reaped them; their job disappears then.
+    for (int i = 0; i < 40; ++i) {
+      if (client.status().jobs.empty()) return;
+      if (sigtimedwait(&set, nullptr, &tick) > 0) return;
+    }
+    while (!client.status().jobs.empty()) {
+      if (!announced) {
+        std::cerr << "muster run: the embedded musterd still serves other jobs; waiting for them "
+                     "(Ctrl-C stops it)\n";
+        announced = true;
+      }
+      if (sigtimedwait(&set, nullptr, &tick) > 0) return;
+    }
+  } catch (const Error& e) {
+    std::cerr << "muster run: " << e.what() << "\n";
+  }
+}
+
 }  // namespace
 
 int run_main(const std::vector<std::string>& args) {
@@ -132,22 +163,7 @@ int run_main(const std::vector<std::string>& args) {
     kill_all(workers, SIGKILL);
     code = 1;
   }
-  if (embedded) {
-    // Other jobs found our daemon: it serves them until they end.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    timespec ts{0, 100 * 1000 * 1000};
-    bool announced = false;
-    while (embedded->has_jobs()) {
-      if (!announced) {
-        std::cerr << "muster run: the embedded musterd still serves other jobs; waiting for them\n";
-        announced = true;
-      }
-      if (sigtimedwait(&set, nullptr, &ts) > 0) break;
-    }
-  }
+  if (embedded) linger_for_other_jobs(endpoint);
   return code;
 }
 

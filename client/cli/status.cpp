@@ -2,7 +2,10 @@
 #include <cstdio>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "cli/commands.hpp"
+#include "endpoint.hpp"
 #include "muster/client.hpp"
 
 namespace muster::cli {
@@ -58,7 +61,14 @@ int status_main(const std::vector<std::string>& args) {
     }
   }
   try {
-    Client c;
+    auto endpoint = resolve_endpoint();
+    // Say so at once rather than after the request timeout.
+    if (!ipc_dir_of(endpoint).empty() && ::access(endpoint.substr(6).c_str(), F_OK) != 0) {
+      std::cerr << "muster status: no musterd is listening at " << endpoint
+                << " (socket file missing; start musterd, or use muster run)\n";
+      return 1;
+    }
+    Client c({endpoint});
     auto s = c.status();
     if (json)
       std::cout << to_json(s) << "\n";

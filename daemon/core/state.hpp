@@ -52,7 +52,6 @@ class State {
   void cancel_all(std::vector<Outgoing>& out);
 
   proto::StatusReply status() const;
-  size_t job_count() const { return jobs_.size(); }
 
  private:
   enum class WaitKind { kGet, kWait, kBarrier };

@@ -137,7 +137,12 @@ void Server::run() {
       timeout_ms = std::max<long>(0, left + 1);
     }
     if (impl_->watch.needs_sweep()) timeout_ms = timeout_ms < 0 ? 200 : std::min(timeout_ms, 200L);
-    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+      continue;  // a signal handler ran; it wakes us through wake_fd_
+    }
 
     if (items[1].revents & ZMQ_POLLIN) break;
     for (size_t i = 2; i < items.size(); ++i)
@@ -182,7 +187,6 @@ void Server::run() {
     state.expire(Clock::now(), out);
     for (const auto& o : out) send(router, o);
     out.clear();
-    jobs_ = state.job_count();
   }
   state.cancel_all(out);
   for (const auto& o : out) send(router, o);

@@ -37,7 +37,6 @@ class Server {
   const std::string& endpoint() const { return endpoint_; }
   const gpu::Inventory& inventory() const { return inventory_; }
   const std::vector<gpu::Device>& allowed() const { return allowed_; }
-  size_t job_count() const { return jobs_.load(); }
 
  private:
   struct Impl;
@@ -48,7 +47,6 @@ class Server {
   std::string endpoint_;
   int wake_fd_ = -1;
   int lock_fd_ = -1;
-  std::atomic<size_t> jobs_{0};
 };
 
 }  // namespace muster::daemon

@@ -1,0 +1,163 @@
+#include "support/process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "muster/client.hpp"
+
+extern char** environ;
+
+namespace muster::test {
+
+std::string program(const char* env_var) {
+  const char* p = std::getenv(env_var);
+  if (!p || !*p) throw std::runtime_error(std::string(env_var) + " is not set (run through meson test)");
+  return p;
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/muster-test-XXXXXX";
+  if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+Process::Process(const std::vector<std::string>& argv,
+                 const std::map<std::string, std::string>& env, bool merge_stderr) {
+  std::vector<std::string> envs;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    if (!env.count(kv.substr(0, kv.find('=')))) envs.push_back(kv);
+  }
+  for (const auto& [k, v] : env)
+    if (!v.empty()) envs.push_back(k + "=" + v);
+  std::vector<char*> cargv, cenv;
+  for (auto& s : argv) cargv.push_back(const_cast<char*>(s.c_str()));
+  cargv.push_back(nullptr);
+  for (auto& s : envs) cenv.push_back(const_cast<char*>(s.c_str()));
+  cenv.push_back(nullptr);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    if (merge_stderr) dup2(fds[1], STDERR_FILENO);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execvpe(cargv[0], cargv.data(), cenv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  out_fd_ = fds[0];
+}
+
+Process::~Process() {
+  if (!status_) {
+    ::kill(pid_, SIGKILL);
+    wait(std::chrono::seconds(5));
+  }
+  if (out_fd_ >= 0) close(out_fd_);
+}
+
+std::optional<std::string> Process::read_line(std::chrono::milliseconds timeout) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto nl = buffer_.find('\n');
+    if (nl != std::string::npos) {
+      auto line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      return line;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    end - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) return std::nullopt;
+    pollfd p{out_fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(out_fd_, buf, sizeof buf);
+    if (n <= 0) return std::nullopt;
+    buffer_.append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::string Process::read_all(std::chrono::milliseconds timeout) {
+  std::string all;
+  while (auto line = read_line(timeout)) all += *line + "\n";
+  all += buffer_;
+  buffer_.clear();
+  return all;
+}
+
+std::optional<int> Process::wait(std::chrono::milliseconds timeout) {
+  if (status_) return status_;
+  auto end = std::chrono::steady_clock::now() + timeout;
+  do {
+    int st;
+    pid_t r = waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      return status_;
+    }
+    usleep(5000);
+  } while (std::chrono::steady_clock::now() < end);
+  return std::nullopt;
+}
+
+void Process::signal(int sig) { ::kill(pid_, sig); }
+
+bool process_exists(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  // A zombie is not a running process.
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char buf[512] = {0};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  std::string s(buf, n);
+  auto p = s.rfind(')');
+  return p != std::string::npos && p + 2 < s.size() && s[p + 2] != 'Z';
+}
+
+TestDaemon::TestDaemon(std::vector<std::string> extra_args) {
+  std::vector<std::string> argv = {program("MUSTER_TEST_MUSTERD"), "--runtime-dir", dir_.path(),
+                                   "--log-level", "warning"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  proc_ = std::make_unique<Process>(argv);
+  endpoint_ = "ipc://" + dir_.path() + "/musterd.sock";
+  bool up = eventually(
+      [&] {
+        if (access((dir_.path() + "/musterd.sock").c_str(), F_OK) != 0) return false;
+        try {
+          Client c({endpoint_, std::chrono::milliseconds(200)});
+          c.ping();
+          return true;
+        } catch (const Error&) {
+          return false;
+        }
+      },
+      std::chrono::seconds(10));
+  if (!up) throw std::runtime_error("private musterd did not come up in " + dir_.path());
+}
+
+TestDaemon::~TestDaemon() {
+  proc_->signal(SIGTERM);
+  if (!proc_->wait(std::chrono::seconds(5))) proc_->signal(SIGKILL);
+}
+
+}  // namespace muster::test

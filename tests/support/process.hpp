@@ -1,0 +1,84 @@
+// Test support: temporary directories, child processes with a stdout pipe,
+// and a private musterd in its own runtime directory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace muster::test {
+
+// Path of a built program, passed in by meson as an environment variable.
+std::string program(const char* env_var);
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class Process {
+ public:
+  // env entries override (or, with an empty value, remove) the inherited ones.
+  // merge_stderr: the pipe carries stderr too (for checking error sentences).
+  Process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
+          bool merge_stderr = false);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // One line of the child's stdout, or nullopt at EOF or after the timeout.
+  std::optional<std::string> read_line(std::chrono::milliseconds timeout);
+  // Everything until EOF (bounded by timeout).
+  std::string read_all(std::chrono::milliseconds timeout);
+  // Exit code (128+signal); nullopt if still running after timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  void signal(int sig);
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::string buffer_;
+  std::optional<int> status_;
+};
+
+class TestDaemon {
+ public:
+  explicit TestDaemon(std::vector<std::string> extra_args = {});
+  ~TestDaemon();
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& runtime_dir() const { return dir_.path(); }
+  pid_t pid() const { return proc_->pid(); }
+
+ private:
+  TempDir dir_;
+  std::string endpoint_;
+  std::unique_ptr<Process> proc_;
+};
+
+// Polls cond every 10 ms until it holds or timeout passes.
+template <class F>
+bool eventually(F cond, std::chrono::milliseconds timeout) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (cond()) return true;
+    struct timespec ts {0, 10 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  return cond();
+}
+
+bool process_exists(pid_t pid);
+
+}  // namespace muster::test

@@ -1,0 +1,319 @@
+// Integration tests against a private musterd in a temporary runtime dir.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <regex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "muster/client.hpp"
+#include "protocol/envelope.hpp"
+#include "support/process.hpp"
+
+using namespace muster;
+using namespace std::chrono_literals;
+using test::Process;
+using test::TestDaemon;
+
+namespace {
+
+ClientOptions at(const TestDaemon& d) { return ClientOptions{d.endpoint()}; }
+
+// A separate process that joins (so it has its own pid) and reports its rank.
+struct Rank {
+  std::unique_ptr<Process> proc;
+  std::string line;
+  int device = -2;
+  Rank(const TestDaemon& d, const std::string& job, int lws, int local_rank = -1,
+       const char* gpu = "gpu", std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {test::program("MUSTER_TEST_RANK"), job, std::to_string(lws),
+                                     std::to_string(local_rank), gpu};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    proc = std::make_unique<Process>(argv, std::map<std::string, std::string>{
+                                               {"MUSTER_ENDPOINT", d.endpoint()}});
+    line = proc->read_line(10s).value_or("");
+    std::smatch m;
+    if (std::regex_search(line, m, std::regex("device=(-?\\d+)"))) device = std::stoi(m[1]);
+  }
+};
+
+const DeviceInfo* device(const DaemonStatus& s, uint32_t index) {
+  for (const auto& d : s.devices)
+    if (d.index == index) return &d;
+  return nullptr;
+}
+
+// Sends raw bytes as one frame and returns the decoded error reply.
+proto::ErrorReply raw_request(const TestDaemon& d, const std::string& bytes, uint64_t* request_id) {
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 5000);
+  s.connect(d.endpoint());
+  s.send(zmq::buffer(bytes));
+  zmq::message_t reply;
+  REQUIRE(s.recv(reply));
+  auto env = proto::decode_envelope(reply.data(), reply.size());
+  REQUIRE(env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply));
+  if (request_id) *request_id = env.request_id;
+  return proto::ErrorReply::unpack(env.payload);
+}
+
+}  // namespace
+
+TEST_CASE("a rank joins, learns its rank and lease, and status shows it") {
+  TestDaemon d({"--simulate-gpus", "2"});
+  Rank r0(d, "train", 2, 0);
+  Rank r1(d, "train", 2, 1);
+  REQUIRE(r0.line.find("rank=0 local_rank=0 world_size=2") == 0);
+  REQUIRE(r1.line.find("rank=1 local_rank=1 world_size=2") == 0);
+  CHECK(r0.device != r1.device);
+  auto s = Client(at(d)).status();
+  REQUIRE(s.jobs.size() == 1);
+  CHECK(s.jobs[0].id == "train");
+  REQUIRE(s.jobs[0].ranks.size() == 2);
+  CHECK(s.jobs[0].ranks[0].pid == r0.proc->pid());
+  CHECK(s.jobs[0].ranks[1].pid == r1.proc->pid());
+  CHECK(s.jobs[0].ranks[0].state == "joined");
+  CHECK(device(s, r0.device)->pid == r0.proc->pid());
+  CHECK(device(s, r1.device)->job == "train");
+}
+
+TEST_CASE("two concurrent jobs never share a device") {
+  TestDaemon d({"--simulate-gpus", "3"});
+  Rank a0(d, "job-a", 2, 0), a1(d, "job-a", 2, 1);
+  Rank b0(d, "job-b", 2, 0);
+  std::set<int> leased = {a0.device, a1.device, b0.device};
+  CHECK(leased.size() == 3);
+  CHECK(*leased.begin() >= 0);
+  // The fourth rank finds no free GPU and is refused; nothing changes.
+  Rank b1(d, "job-b", 2, 1);
+  CHECK(b1.line.find("error=no_device") == 0);
+  CHECK(b1.line.find("never shared") != std::string::npos);
+  auto s = Client(at(d)).status();
+  for (const auto& dev : s.devices) CHECK(!dev.job.empty());
+  // A launcher's reservation is all or nothing as well.
+  Client c(at(d));
+  try {
+    c.reserve("job-c", 1, true, {}, getpid());
+    FAIL("a GPU was leased twice");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kNoDevice);
+  }
+  CHECK(Client(at(d)).status().jobs.size() == 2);
+  // A CPU rank needs no GPU and still joins.
+  Rank cpu(d, "job-b", 2, 1, "cpu");
+  CHECK(cpu.line.find("rank=1") == 0);
+  CHECK(cpu.device == -1);
+}
+
+TEST_CASE("a killed worker's lease is released and shows free within 2 s") {
+  TestDaemon d({"--simulate-gpus", "1"});
+  Rank r(d, "victim", 1);
+  REQUIRE(r.device == 0);
+  Client c(at(d));
+  REQUIRE(device(c.status(), 0)->pid == r.proc->pid());
+  auto t0 = std::chrono::steady_clock::now();
+  r.proc->signal(SIGKILL);
+  bool freed = test::eventually([&] { return device(c.status(), 0)->job.empty(); }, 2s);
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(freed);
+  CHECK(took < 2s);
+  // The job is gone too, and the GPU can be leased again.
+  CHECK(c.status().jobs.empty());
+  Rank again(d, "next", 1);
+  CHECK(again.device == 0);
+}
+
+TEST_CASE("garbage bytes and a wrong protocol version get error replies, then a job runs") {
+  TestDaemon d({"--simulate-gpus", "1"});
+  uint64_t rid = 0;
+  auto e1 = raw_request(d, "\x00\x01garbage\xff\xfe", &rid);
+  CHECK(e1.code == static_cast<uint16_t>(ErrorCode::kBadMessage));
+  CHECK(!e1.message.empty());
+  codec::Buffer empty;
+  codec::Packer p(empty);
+  p.pack_map(0);
+  auto e2 = raw_request(d, proto::encode_raw(77, 2, empty, 9), &rid);
+  CHECK(e2.code == static_cast<uint16_t>(ErrorCode::kBadVersion));
+  CHECK(rid == 77);
+  auto e3 = raw_request(d, proto::encode_raw(78, 999, empty), &rid);
+  CHECK(e3.code == static_cast<uint16_t>(ErrorCode::kUnknownType));
+  // A well-formed join with a missing field is refused and creates nothing.
+  auto e4 = raw_request(d, proto::encode_raw(79, static_cast<uint16_t>(proto::MsgType::kJoin), empty),
+                        &rid);
+  CHECK(e4.code == static_cast<uint16_t>(ErrorCode::kBadMessage));
+  // A reply type sent as a request.
+  auto e5 = raw_request(d, proto::encode(80, proto::Ok{}), &rid);
+  CHECK(e5.code == static_cast<uint16_t>(ErrorCode::kUnknownType));
+  Client c(at(d));
+  CHECK(c.status().jobs.empty());
+  Rank r(d, "after-garbage", 1);
+  CHECK(r.line.find("rank=0") == 0);
+  CHECK(r.device == 0);
+}
+
+TEST_CASE("a store wait times out with a clear error") {
+  TestDaemon d;
+  Client c(at(d));
+  c.join({"store-job", 1, false, -1});
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    c.wait({"never-set"}, 200ms);
+    FAIL("wait returned without the key");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kTimeout);
+    CHECK_THAT(e.what(), Catch::Contains("never-set") && Catch::Contains("store-job"));
+  }
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 200ms);
+  CHECK(took < 2s);
+  try {
+    c.get("also-missing", 100ms);
+    FAIL("get returned without the key");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kTimeout);
+  }
+}
+
+TEST_CASE("store set, get, add, compare_set and delete follow torch's Store") {
+  TestDaemon d;
+  Client c(at(d));
+  c.join({"kv", 1, false, -1});
+  CHECK_FALSE(c.try_get("k"));
+  c.set("k", std::string("\0bin", 4));
+  CHECK(c.get("k") == std::string("\0bin", 4));
+  CHECK(c.add("n", 5) == 5);
+  CHECK(c.add("n", -2) == 3);
+  CHECK(c.get("n") == "3");
+  CHECK_THROWS_AS(c.add("k", 1), Error);  // not a number
+  CHECK(c.compare_set("cas", "", "first") == "first");   // absent + empty expected: set
+  CHECK(c.compare_set("cas", "wrong", "second") == "first");
+  CHECK(c.compare_set("cas", "first", "second") == "second");
+  CHECK(c.compare_set("absent", "x", "y") == "x");  // absent + non-empty expected: unchanged
+  CHECK_FALSE(c.try_get("absent"));
+  CHECK(c.remove("cas"));
+  CHECK_FALSE(c.remove("cas"));
+  c.wait({"k", "n"}, 0ms);  // present keys: no wait at all
+}
+
+TEST_CASE("a waiting get is answered the moment the key is set") {
+  TestDaemon d;
+  Client c(at(d));
+  c.join({"evt", 1, false, -1});
+  std::string got;
+  std::chrono::steady_clock::duration waited{};
+  std::thread waiter([&] {
+    Client w(at(d));
+    w.join({"evt", 1, false, -1});  // same pid: the same slot
+    auto t0 = std::chrono::steady_clock::now();
+    got = w.get("id", 10s);
+    waited = std::chrono::steady_clock::now() - t0;
+  });
+  std::this_thread::sleep_for(300ms);
+  c.set("id", "unique-id-bytes");
+  waiter.join();
+  CHECK(got == "unique-id-bytes");
+  CHECK(waited >= 250ms);
+  CHECK(waited < 2s);  // answered by the set, not by a timeout or a poll
+}
+
+TEST_CASE("a barrier completes when every rank arrives and fails fast when one dies") {
+  TestDaemon d;
+  Client c(at(d));
+  c.join({"bar", 2, false, 0});
+  Rank r1(d, "bar", 2, 1, "cpu", {"barrier", "b1"});
+  REQUIRE(r1.line.find("rank=1") == 0);
+  c.barrier("b1", 10s);
+  CHECK(r1.proc->read_line(5s).value_or("") == "barrier passed");
+
+  Rank r2(d, "bar2", 2, 1, "cpu");
+  Client c2(at(d));
+  c2.join({"bar2", 2, false, 0});
+  std::thread killer([&] {
+    std::this_thread::sleep_for(300ms);
+    r2.proc->signal(SIGKILL);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    c2.barrier("b2", 20s);
+    FAIL("barrier passed without rank 1");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kPeerExited);
+    CHECK_THAT(e.what(), Catch::Contains("rank 1"));
+  }
+  killer.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+}
+
+TEST_CASE("conflicting joins and unknown jobs are refused without changing state") {
+  TestDaemon d({"--simulate-gpus", "2"});
+  Client c(at(d));
+  c.join({"j", 2, false, 0});
+  Rank wrong_size(d, "j", 3, -1, "cpu");
+  CHECK(wrong_size.line.find("error=conflict") == 0);
+  Rank taken(d, "j", 2, 0, "cpu");
+  CHECK(taken.line.find("error=conflict") == 0);
+  Rank honoured(d, "j", 2, 1, "cpu");
+  CHECK(honoured.line.find("rank=1") == 0);
+  auto s = c.status();
+  REQUIRE(s.jobs.size() == 1);
+  CHECK(s.jobs[0].ranks[1].pid == honoured.proc->pid());
+  try {
+    c.attach("no-such-job", {getpid()});
+    FAIL("attach to an unknown job");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kUnknownJob);
+  }
+  try {
+    c.reserve("j", 1, false, {}, getpid());
+    FAIL("reserved an existing job id");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kConflict);
+  }
+  try {
+    c.reserve("k", 1, true, {7}, getpid());
+    FAIL("reserved a device the daemon does not have");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInvalidArgument);
+  }
+  CHECK(c.status().jobs.size() == 1);
+}
+
+TEST_CASE("musterd refuses bad options with exit code 2 and a second daemon on its directory") {
+  auto musterd = test::program("MUSTER_TEST_MUSTERD");
+  Process bogus({musterd, "--no-such-option"});
+  CHECK(bogus.wait(5s) == 2);
+  Process bad_devices({musterd, "--runtime-dir", "/tmp/muster-test-unused", "--simulate-gpus", "2",
+                       "--devices", "0,5"});
+  CHECK(bad_devices.wait(5s) == 2);
+  Process bad_list({musterd, "--devices", "0,x"});
+  CHECK(bad_list.wait(5s) == 2);
+  test::TempDir cfg_dir;
+  std::string cfg = cfg_dir.path() + "/musterd.conf";
+  FILE* f = std::fopen(cfg.c_str(), "w");
+  std::fputs("simulate-gpus = 2\nno-such-key = 1\n", f);
+  std::fclose(f);
+  Process bad_cfg({musterd, "--config", cfg});
+  CHECK(bad_cfg.wait(5s) == 2);
+
+  TestDaemon d;
+  Process second({musterd, "--runtime-dir", d.runtime_dir()});
+  CHECK(second.wait(5s) == 1);
+  Client c(at(d));
+  CHECK(c.ping() == "0.1.0");
+}
+
+TEST_CASE("the config file sets the same options as the command line") {
+  test::TempDir dir;
+  std::string cfg = dir.path() + "/musterd.conf";
+  FILE* f = std::fopen(cfg.c_str(), "w");
+  std::fputs("# four pretend GPUs, two handed out\nsimulate-gpus = 4\ndevices = 1,3\n", f);
+  std::fclose(f);
+  TestDaemon d({"--config", cfg});
+  auto s = Client(at(d)).status();
+  REQUIRE(s.devices.size() == 2);
+  CHECK(s.devices[0].index == 1);
+  CHECK(s.devices[1].index == 3);
+}

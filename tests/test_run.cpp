@@ -1,0 +1,213 @@
+// `muster run` end to end: real worker processes, an embedded or a private
+// daemon, signals and failures.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "muster/client.hpp"
+#include "support/process.hpp"
+
+using namespace muster;
+using namespace std::chrono_literals;
+using test::Process;
+
+namespace {
+
+std::map<std::string, std::string> env_for(const std::string& runtime_dir) {
+  return {{"MUSTER_RUNTIME_DIR", runtime_dir}, {"MUSTER_ENDPOINT", ""}};
+}
+
+std::vector<std::string> muster_run(std::vector<std::string> args) {
+  args.insert(args.begin(), {test::program("MUSTER_TEST_MUSTER"), "run"});
+  return args;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::vector<pid_t> read_pids(Process& p, size_t n) {
+  std::vector<pid_t> pids;
+  while (pids.size() < n) {
+    auto line = p.read_line(10s);
+    if (!line) break;
+    pids.push_back(std::stoi(*line));
+  }
+  return pids;
+}
+
+}  // namespace
+
+TEST_CASE("muster run -n 4 of the C++ example: ranks cooperate, one master writes its file") {
+  test::TempDir dir;
+  std::string out = dir.path() + "/result.txt";
+  Process p(muster_run({"-n", "4", test::program("MUSTER_TEST_HELLO"), "--out", out}),
+            env_for(dir.path()));
+  auto text = p.read_all(30s);
+  REQUIRE(p.wait(10s) == 0);
+  for (int r = 0; r < 4; ++r) CHECK(count(text, "rank " + std::to_string(r) + "/4 ") == 1);
+  CHECK(count(text, ": master=yes") == 1);
+  CHECK(count(text, "local master: 4 ranks agreed on the total 18") == 1);
+  CHECK(count(text, "master: wrote") == 1);
+  std::ifstream f(out);
+  std::string content((std::istreambuf_iterator<char>(f)), {});
+  CHECK_THAT(content, Catch::Contains("world_size 4 total 18"));
+}
+
+TEST_CASE("workers are registered with pid and GPU before they start, and leases end with them") {
+  test::TempDir dir;
+  test::TestDaemon d({"--simulate-gpus", "2"});
+  std::string script = "echo $$; " + test::program("MUSTER_TEST_MUSTER") + " status --json";
+  Process p(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c", script}),
+            {{"MUSTER_ENDPOINT", d.endpoint()}});
+  auto text = p.read_all(30s);
+  REQUIRE(p.wait(10s) == 0);
+  // Each worker sees itself in the daemon's status, with its own GPU.
+  std::regex pid_line("^(\\d+)$");
+  std::smatch m;
+  std::istringstream lines(text);
+  std::string line;
+  int seen = 0;
+  while (std::getline(lines, line)) {
+    if (!std::regex_match(line, m, pid_line)) continue;
+    std::string pid = m[1];
+    std::regex me("\\{\"rank\":(\\d),\"local_rank\":\\d,\"pid\":" + pid +
+                  ",\"device\":(\\d),\"state\":\"running\"\\}");
+    CHECK(std::regex_search(text, me));
+    ++seen;
+  }
+  CHECK(seen == 2);
+  // Both workers are gone: so are their leases.
+  auto s = Client({d.endpoint()}).status();
+  CHECK(s.jobs.empty());
+  for (const auto& dev : s.devices) CHECK(dev.job.empty());
+}
+
+TEST_CASE("too few free GPUs: muster run says so and starts nothing") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "3", "--simulate-gpus", "2", "/bin/echo", "started"}),
+            env_for(dir.path()), true);
+  auto text = p.read_all(20s);
+  CHECK(p.wait(10s) == 1);
+  CHECK_THAT(text, Catch::Contains("needs 3 GPU(s) but only 2"));
+  CHECK(count(text, "started") == 0);
+}
+
+TEST_CASE("a failing worker stops the others and muster run exits with its code") {
+  test::TempDir dir;
+  auto t0 = std::chrono::steady_clock::now();
+  Process p(muster_run({"-n", "3", "--use-env", "--grace-period", "1", "/bin/sh", "-c",
+                        "echo $$; if [ \"$RANK\" = 1 ]; then sleep 0.3; exit 3; fi; exec sleep 30"}),
+            env_for(dir.path()));
+  auto pids = read_pids(p, 3);
+  REQUIRE(pids.size() == 3);
+  CHECK(p.wait(15s) == 3);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  for (auto pid : pids) CHECK_FALSE(test::process_exists(pid));
+}
+
+TEST_CASE("a worker that ignores SIGTERM is killed after the grace period") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--use-env", "--grace-period", "0.5", "/bin/sh", "-c",
+                        "trap '' TERM; echo $$; if [ \"$RANK\" = 0 ]; then exit 5; fi; "
+                        "while :; do sleep 0.1; done"}),
+            env_for(dir.path()));
+  auto pids = read_pids(p, 2);
+  REQUIRE(pids.size() == 2);
+  CHECK(p.wait(10s) == 5);
+  for (auto pid : pids) CHECK_FALSE(test::process_exists(pid));
+}
+
+TEST_CASE("Ctrl-C reaches every worker and nothing outlives muster run") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c",
+                        "echo $$; sleep 30 & echo $!; wait"}),
+            env_for(dir.path()));
+  auto pids = read_pids(p, 4);  // two workers and a grandchild each
+  REQUIRE(pids.size() == 4);
+  p.signal(SIGINT);
+  CHECK(p.wait(10s) == 130);
+  for (auto pid : pids) CHECK(test::eventually([&] { return !test::process_exists(pid); }, 2s));
+}
+
+TEST_CASE("workers die with muster run even when it is SIGKILLed") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c", "echo $$; exec sleep 30"}),
+            env_for(dir.path()));
+  auto pids = read_pids(p, 2);
+  REQUIRE(pids.size() == 2);
+  p.signal(SIGKILL);
+  CHECK(p.wait(5s) == 128 + SIGKILL);
+  for (auto pid : pids) CHECK(test::eventually([&] { return !test::process_exists(pid); }, 2s));
+}
+
+TEST_CASE("workers get torchrun's environment, and --local_rank unless --use-env") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--job-id", "envjob", "--use-env", "/bin/sh", "-c",
+                        "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
+                        "$MASTER_ADDR $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS "
+                        "$TORCHELASTIC_RUN_ID $MUSTER_JOB_ID port=$MASTER_PORT ep=$MUSTER_ENDPOINT"}),
+            env_for(dir.path()));
+  auto text = p.read_all(20s);
+  REQUIRE(p.wait(5s) == 0);
+  CHECK_THAT(text, Catch::Contains("0 0 2 2 0 127.0.0.1 0 0 envjob envjob port="));
+  CHECK_THAT(text, Catch::Contains("1 1 2 2 0 127.0.0.1 0 0 envjob envjob port="));
+  CHECK_THAT(text, Catch::Contains("ep=ipc://" + dir.path() + "/musterd.sock"));
+  std::regex port("port=(\\d+)");
+  std::smatch m;
+  REQUIRE(std::regex_search(text, m, port));
+  CHECK(std::stoi(m[1]) > 0);
+
+  Process legacy(muster_run({"-n", "2", "/bin/echo", "arg"}), env_for(dir.path()));
+  auto out = legacy.read_all(20s);
+  REQUIRE(legacy.wait(5s) == 0);
+  CHECK_THAT(out, Catch::Contains("--local_rank=0 arg"));
+  CHECK_THAT(out, Catch::Contains("--local_rank=1 arg"));
+}
+
+TEST_CASE("muster run refuses bad arguments with exit code 2") {
+  test::TempDir dir;
+  for (std::vector<std::string> args : {std::vector<std::string>{"-n", "0", "/bin/true"},
+                                        {"--bogus", "/bin/true"},
+                                        {"-n", "2"},
+                                        {"--devices", "0,a", "/bin/true"}}) {
+    Process p(muster_run(args), env_for(dir.path()), true);
+    auto text = p.read_all(10s);
+    CHECK(p.wait(5s) == 2);
+    CHECK_THAT(text, Catch::Contains("muster run:"));
+  }
+}
+
+TEST_CASE("muster status reports a missing daemon clearly") {
+  test::TempDir dir;
+  auto t0 = std::chrono::steady_clock::now();
+  Process p({test::program("MUSTER_TEST_MUSTER"), "status"},
+            {{"MUSTER_ENDPOINT", "ipc://" + dir.path() + "/musterd.sock"}}, true);
+  auto text = p.read_all(30s);
+  CHECK(p.wait(30s) == 1);
+  CHECK_THAT(text, Catch::Contains("no musterd is listening at ipc://" + dir.path()));
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+}
+
+TEST_CASE("muster status shows a running job's ranks and leases") {
+  test::TestDaemon d({"--simulate-gpus", "2"});
+  Process p(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c", "echo $$; exec sleep 30"}),
+            {{"MUSTER_ENDPOINT", d.endpoint()}});
+  auto pids = read_pids(p, 2);
+  REQUIRE(pids.size() == 2);
+  Process st({test::program("MUSTER_TEST_MUSTER"), "status"}, {{"MUSTER_ENDPOINT", d.endpoint()}});
+  auto table = st.read_all(10s);
+  CHECK(st.wait(5s) == 0);
+  CHECK_THAT(table, Catch::Contains("simulated GPU 0"));
+  CHECK_THAT(table, Catch::Contains("world size 2"));
+  for (auto pid : pids) CHECK_THAT(table, Catch::Contains(std::to_string(pid)));
+  CHECK_THAT(table, Catch::Contains("running"));
+  p.signal(SIGTERM);
+  CHECK(p.wait(10s) == 128 + SIGTERM);
+}
