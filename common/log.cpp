@@ -11,15 +11,23 @@ namespace {
 std::atomic<int> g_max{static_cast<int>(Level::kInfo)};
 }
 
-void set_level(Level max) { g_max = static_cast<int>(max); }
+void set_level(Level max) {
+  g_max = static_cast<int>(max);
+}
 
 bool parse_level(std::string_view name, Level& out) {
-  if (name == "error") out = Level::kError;
-  else if (name == "warning") out = Level::kWarning;
-  else if (name == "notice") out = Level::kNotice;
-  else if (name == "info") out = Level::kInfo;
-  else if (name == "debug") out = Level::kDebug;
-  else return false;
+  if (name == "error")
+    out = Level::kError;
+  else if (name == "warning")
+    out = Level::kWarning;
+  else if (name == "notice")
+    out = Level::kNotice;
+  else if (name == "info")
+    out = Level::kInfo;
+  else if (name == "debug")
+    out = Level::kDebug;
+  else
+    return false;
   return true;
 }
 

@@ -41,7 +41,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
       std::cout << "musterd " MUSTER_VERSION
                    " - node-local daemon for GPU leases, ranks and job stores\n\n"
                 << "Usage: musterd [OPTIONS]\n\n"
-                << all << "\nClients find the daemon through MUSTER_ENDPOINT, else "
+                << all
+                << "\nClients find the daemon through MUSTER_ENDPOINT, else "
                    "MUSTER_RUNTIME_DIR, else the default runtime directory.\n";
       return std::nullopt;
     }

@@ -36,11 +36,20 @@ ErrorCode decode_error(const std::string& bytes) {
     auto env = decode_envelope(bytes.data(), bytes.size());
     // Envelope fine: let the payload decoder judge.
     switch (static_cast<MsgType>(env.type)) {
-      case MsgType::kJoin: Join::unpack(env.payload); break;
-      case MsgType::kStoreSet: StoreSet::unpack(env.payload); break;
-      case MsgType::kStoreWait: StoreWait::unpack(env.payload); break;
-      case MsgType::kReserve: Reserve::unpack(env.payload); break;
-      default: break;
+      case MsgType::kJoin:
+        Join::unpack(env.payload);
+        break;
+      case MsgType::kStoreSet:
+        StoreSet::unpack(env.payload);
+        break;
+      case MsgType::kStoreWait:
+        StoreWait::unpack(env.payload);
+        break;
+      case MsgType::kReserve:
+        Reserve::unpack(env.payload);
+        break;
+      default:
+        break;
     }
   } catch (const Error& e) {
     return e.code();
@@ -84,7 +93,9 @@ TEST_CASE("every request and reply survives a round trip") {
   CHECK(round_trip(Value{binary}) == Value{binary});
   CHECK(round_trip(Int{INT64_MIN}) == Int{INT64_MIN});
   CHECK(round_trip(Bool{true}) == Bool{true});
-  StatusReply st{"0.1.0", 12, 3.5,
+  StatusReply st{"0.1.0",
+                 12,
+                 3.5,
                  {{0, "GPU 0", "job", 1, 100}, {1, "GPU 1", "", -1, 0}},
                  {{"job", 0, 2, 2, {{0, 0, 100, 1, "joined"}, {1, 1, 101, -1, "running"}}}}};
   CHECK(round_trip(st) == st);
@@ -151,7 +162,8 @@ TEST_CASE("the envelope must be a four-item array with integer header fields") {
 }
 
 TEST_CASE("a wrong protocol version is refused with bad_version and keeps the request id") {
-  auto bytes = custom(static_cast<uint16_t>(MsgType::kPing), [](auto& p) { p.pack_map(0); }, 99, 31);
+  auto bytes = custom(
+      static_cast<uint16_t>(MsgType::kPing), [](auto& p) { p.pack_map(0); }, 99, 31);
   try {
     decode_envelope(bytes.data(), bytes.size());
     FAIL("accepted version 99");
@@ -201,7 +213,8 @@ TEST_CASE("payload fields are checked for presence, type and range") {
   CHECK(decode_error(encode(1, Join{"j", 1, true, 0, -1})) == ErrorCode::kInvalidArgument);
   // store limits
   CHECK(decode_error(encode(1, StoreSet{"j", "", "v"})) == ErrorCode::kInvalidArgument);
-  CHECK(decode_error(encode(1, StoreSet{"j", std::string(2000, 'k'), "v"})) == ErrorCode::kTooLarge);
+  CHECK(decode_error(encode(1, StoreSet{"j", std::string(2000, 'k'), "v"})) ==
+        ErrorCode::kTooLarge);
   CHECK(decode_error(encode(1, StoreWait{"j", {}, 0})) == ErrorCode::kInvalidArgument);
   CHECK(decode_error(encode(1, StoreWait{"j", {"a"}, -5})) == ErrorCode::kInvalidArgument);
   CHECK(decode_error(encode(1, Reserve{"j", 2, true, {4096}, 5})) == ErrorCode::kInvalidArgument);

@@ -18,7 +18,9 @@ using test::TestDaemon;
 
 namespace {
 
-ClientOptions at(const TestDaemon& d) { return ClientOptions{d.endpoint()}; }
+ClientOptions at(const TestDaemon& d) {
+  return ClientOptions{d.endpoint()};
+}
 
 // A separate process that joins (so it has its own pid) and reports its rank.
 struct Rank {
@@ -30,8 +32,8 @@ struct Rank {
     std::vector<std::string> argv = {test::program("MUSTER_TEST_RANK"), job, std::to_string(lws),
                                      std::to_string(local_rank), gpu};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    proc = std::make_unique<Process>(argv, std::map<std::string, std::string>{
-                                               {"MUSTER_ENDPOINT", d.endpoint()}});
+    proc = std::make_unique<Process>(
+        argv, std::map<std::string, std::string>{{"MUSTER_ENDPOINT", d.endpoint()}});
     line = proc->read_line(10s).value_or("");
     std::smatch m;
     if (std::regex_search(line, m, std::regex("device=(-?\\d+)"))) device = std::stoi(m[1]);
@@ -141,8 +143,8 @@ TEST_CASE("garbage bytes and a wrong protocol version get error replies, then a 
   auto e3 = raw_request(d, proto::encode_raw(78, 999, empty), &rid);
   CHECK(e3.code == static_cast<uint16_t>(ErrorCode::kUnknownType));
   // A well-formed join with a missing field is refused and creates nothing.
-  auto e4 = raw_request(d, proto::encode_raw(79, static_cast<uint16_t>(proto::MsgType::kJoin), empty),
-                        &rid);
+  auto e4 = raw_request(
+      d, proto::encode_raw(79, static_cast<uint16_t>(proto::MsgType::kJoin), empty), &rid);
   CHECK(e4.code == static_cast<uint16_t>(ErrorCode::kBadMessage));
   // A reply type sent as a request.
   auto e5 = raw_request(d, proto::encode(80, proto::Ok{}), &rid);
@@ -187,8 +189,8 @@ TEST_CASE("store set, get, add, compare_set and delete follow torch's Store") {
   CHECK(c.add("n", 5) == 5);
   CHECK(c.add("n", -2) == 3);
   CHECK(c.get("n") == "3");
-  CHECK_THROWS_AS(c.add("k", 1), Error);  // not a number
-  CHECK(c.compare_set("cas", "", "first") == "first");   // absent + empty expected: set
+  CHECK_THROWS_AS(c.add("k", 1), Error);                // not a number
+  CHECK(c.compare_set("cas", "", "first") == "first");  // absent + empty expected: set
   CHECK(c.compare_set("cas", "wrong", "second") == "first");
   CHECK(c.compare_set("cas", "first", "second") == "second");
   CHECK(c.compare_set("absent", "x", "y") == "x");  // absent + non-empty expected: unchanged

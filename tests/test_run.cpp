@@ -102,9 +102,10 @@ TEST_CASE("too few free GPUs: muster run says so and starts nothing") {
 TEST_CASE("a failing worker stops the others and muster run exits with its code") {
   test::TempDir dir;
   auto t0 = std::chrono::steady_clock::now();
-  Process p(muster_run({"-n", "3", "--use-env", "--grace-period", "1", "/bin/sh", "-c",
-                        "echo $$; if [ \"$RANK\" = 1 ]; then sleep 0.3; exit 3; fi; exec sleep 30"}),
-            env_for(dir.path()));
+  Process p(
+      muster_run({"-n", "3", "--use-env", "--grace-period", "1", "/bin/sh", "-c",
+                  "echo $$; if [ \"$RANK\" = 1 ]; then sleep 0.3; exit 3; fi; exec sleep 30"}),
+      env_for(dir.path()));
   auto pids = read_pids(p, 3);
   REQUIRE(pids.size() == 3);
   CHECK(p.wait(15s) == 3);
@@ -126,9 +127,9 @@ TEST_CASE("a worker that ignores SIGTERM is killed after the grace period") {
 
 TEST_CASE("Ctrl-C reaches every worker and nothing outlives muster run") {
   test::TempDir dir;
-  Process p(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c",
-                        "echo $$; sleep 30 & echo $!; wait"}),
-            env_for(dir.path()));
+  Process p(
+      muster_run({"-n", "2", "--use-env", "/bin/sh", "-c", "echo $$; sleep 30 & echo $!; wait"}),
+      env_for(dir.path()));
   auto pids = read_pids(p, 4);  // two workers and a grandchild each
   REQUIRE(pids.size() == 4);
   p.signal(SIGINT);
@@ -149,11 +150,12 @@ TEST_CASE("workers die with muster run even when it is SIGKILLed") {
 
 TEST_CASE("workers get torchrun's environment, and --local_rank unless --use-env") {
   test::TempDir dir;
-  Process p(muster_run({"-n", "2", "--job-id", "envjob", "--use-env", "/bin/sh", "-c",
-                        "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
-                        "$MASTER_ADDR $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS "
-                        "$TORCHELASTIC_RUN_ID $MUSTER_JOB_ID port=$MASTER_PORT ep=$MUSTER_ENDPOINT"}),
-            env_for(dir.path()));
+  Process p(
+      muster_run({"-n", "2", "--job-id", "envjob", "--use-env", "/bin/sh", "-c",
+                  "echo $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK "
+                  "$MASTER_ADDR $TORCHELASTIC_RESTART_COUNT $TORCHELASTIC_MAX_RESTARTS "
+                  "$TORCHELASTIC_RUN_ID $MUSTER_JOB_ID port=$MASTER_PORT ep=$MUSTER_ENDPOINT"}),
+      env_for(dir.path()));
   auto text = p.read_all(20s);
   REQUIRE(p.wait(5s) == 0);
   CHECK_THAT(text, Catch::Contains("0 0 2 2 0 127.0.0.1 0 0 envjob envjob port="));

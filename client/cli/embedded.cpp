@@ -61,8 +61,8 @@ std::unique_ptr<EmbeddedDaemon> ensure_daemon(const std::string& endpoint, int s
       if (answers(endpoint)) return nullptr;
     }
   }
-  throw Error(ErrorCode::kUnavailable, "a musterd holds " + dir + " but does not answer at " +
-                                           endpoint);
+  throw Error(ErrorCode::kUnavailable,
+              "a musterd holds " + dir + " but does not answer at " + endpoint);
 }
 
 }  // namespace muster::cli

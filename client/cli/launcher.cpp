@@ -126,8 +126,8 @@ int supervise(std::vector<Worker>& ws, double grace_s) {
   Clock::time_point kill_at{};
   auto begin_stop = [&](int sig) {
     stopping = true;
-    kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(grace_s));
+    kill_at = Clock::now() +
+              std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
     for (auto& w : ws)
       if (!w.done) kill(-w.pid, sig);
   };
@@ -164,7 +164,8 @@ int supervise(std::vector<Worker>& ws, double grace_s) {
         w.exit_code = code_of(status);
         --running;
         if (w.exit_code != 0 && !stopping) {
-          std::fprintf(stderr, "muster run: rank %u (pid %d) %s; stopping the other %zu worker(s)\n",
+          std::fprintf(stderr,
+                       "muster run: rank %u (pid %d) %s; stopping the other %zu worker(s)\n",
                        w.rank, pid, describe(status).c_str(), running);
           result = w.exit_code;
           begin_stop(SIGTERM);

@@ -11,9 +11,10 @@ namespace po = boost::program_options;
 namespace muster::cli {
 
 namespace {
-const std::set<std::string> kTakesValue = {"-n",        "--nproc-per-node", "--nproc_per_node",
-                                           "--devices", "--job-id",         "--simulate-gpus",
-                                           "--grace-period", "--master-port", "--master_port"};
+const std::set<std::string> kTakesValue = {
+    "-n",           "--nproc-per-node", "--nproc_per_node", "--devices",
+    "--job-id",     "--simulate-gpus",  "--grace-period",   "--master-port",
+    "--master_port"};
 }
 
 std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args) {
@@ -59,16 +60,17 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
     throw std::runtime_error(e.what());
   }
   if (vm.count("help")) {
-    std::cout << "Usage: muster run [OPTIONS] PROGRAM [ARGS...]\n\n"
-                 "Starts N workers of PROGRAM on this node with torchrun's environment (RANK,\n"
-                 "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
-                 "TORCHELASTIC_*) plus MUSTER_ENDPOINT and MUSTER_JOB_ID for libmuster. Each\n"
-                 "rank leases its own GPU when the daemon has GPUs (never shared). Uses the node's\n"
-                 "musterd, or starts an embedded one for the job's lifetime if none answers.\n"
-                 "A PROGRAM ending in .py runs with $MUSTER_PYTHON (default python3).\n"
-                 "If a worker fails, the others are stopped (SIGTERM, then SIGKILL after the\n"
-                 "grace period) and muster run exits with the failing worker's code.\n\n"
-              << desc;
+    std::cout
+        << "Usage: muster run [OPTIONS] PROGRAM [ARGS...]\n\n"
+           "Starts N workers of PROGRAM on this node with torchrun's environment (RANK,\n"
+           "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
+           "TORCHELASTIC_*) plus MUSTER_ENDPOINT and MUSTER_JOB_ID for libmuster. Each\n"
+           "rank leases its own GPU when the daemon has GPUs (never shared). Uses the node's\n"
+           "musterd, or starts an embedded one for the job's lifetime if none answers.\n"
+           "A PROGRAM ending in .py runs with $MUSTER_PYTHON (default python3).\n"
+           "If a worker fails, the others are stopped (SIGTERM, then SIGKILL after the\n"
+           "grace period) and muster run exits with the failing worker's code.\n\n"
+        << desc;
     return std::nullopt;
   }
   if (i >= args.size()) throw std::runtime_error("no PROGRAM given (try 'muster run --help')");

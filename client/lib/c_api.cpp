@@ -56,7 +56,10 @@ void copy_out(const std::string& s, void** value, size_t* len) {
   if (!p) throw std::bad_alloc();
   std::memcpy(p, s.data(), s.size());
   p[s.size()] = 0;
-  if (value) *value = p; else std::free(p);
+  if (value)
+    *value = p;
+  else
+    std::free(p);
   if (len) *len = s.size();
 }
 
@@ -66,7 +69,8 @@ std::optional<std::chrono::milliseconds> timeout(int64_t ms) {
 }
 
 muster::Error null_arg(const char* what) {
-  return muster::Error(muster::ErrorCode::kInvalidArgument, std::string(what) + " must not be NULL");
+  return muster::Error(muster::ErrorCode::kInvalidArgument,
+                       std::string(what) + " must not be NULL");
 }
 
 }  // namespace
@@ -82,12 +86,18 @@ muster_client* muster_client_new(const char* endpoint) {
   return c;
 }
 
-void muster_client_free(muster_client* c) { delete c; }
-int muster_error_code(const muster_client* c) { return c ? c->code : 4; }
+void muster_client_free(muster_client* c) {
+  delete c;
+}
+int muster_error_code(const muster_client* c) {
+  return c ? c->code : 4;
+}
 const char* muster_error_message(const muster_client* c) {
   return c ? c->message.c_str() : "muster_client is NULL";
 }
-void muster_free(void* p) { std::free(p); }
+void muster_free(void* p) {
+  std::free(p);
+}
 
 int muster_ping(muster_client* c) {
   return guarded(c, [](muster::Client& cl) { cl.ping(); });
@@ -122,7 +132,8 @@ int muster_is_local_master(muster_client* c) {
 }
 
 int muster_barrier(muster_client* c, const char* name, int64_t timeout_ms) {
-  return guarded(c, [&](muster::Client& cl) { cl.barrier(name ? name : "default", timeout(timeout_ms)); });
+  return guarded(
+      c, [&](muster::Client& cl) { cl.barrier(name ? name : "default", timeout(timeout_ms)); });
 }
 
 int muster_store_set(muster_client* c, const char* key, const void* value, size_t len) {

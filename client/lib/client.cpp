@@ -32,14 +32,22 @@ int64_t env_int(const char* name, int64_t fallback, int64_t min, int64_t max) {
   int64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || p != s.data() + s.size() || v < min || v > max)
-    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + s + "' is not an integer in [" +
-                                                 std::to_string(min) + ", " + std::to_string(max) + "]");
+    throw Error(ErrorCode::kInvalidArgument, std::string(name) + "='" + s +
+                                                 "' is not an integer in [" + std::to_string(min) +
+                                                 ", " + std::to_string(max) + "]");
   return v;
 }
 
 RankInfo from_wire(const proto::RankInfo& r) {
-  return {r.job,      r.rank,      r.local_rank,           r.world_size, r.local_world_size,
-          r.node_rank, r.num_nodes, static_cast<int>(r.device), r.generation};
+  return {r.job,
+          r.rank,
+          r.local_rank,
+          r.world_size,
+          r.local_world_size,
+          r.node_rank,
+          r.num_nodes,
+          static_cast<int>(r.device),
+          r.generation};
 }
 
 }  // namespace
@@ -84,16 +92,17 @@ struct Client::Impl {
         throw Error(static_cast<ErrorCode>(err.code), err.message);
       }
       if (env.type != static_cast<uint16_t>(Reply::kType))
-        throw Error(ErrorCode::kBadMessage, std::string("musterd answered ") +
-                                                proto::type_name(env.type) + " instead of " +
-                                                proto::type_name(static_cast<uint16_t>(Reply::kType)));
+        throw Error(ErrorCode::kBadMessage,
+                    std::string("musterd answered ") + proto::type_name(env.type) + " instead of " +
+                        proto::type_name(static_cast<uint16_t>(Reply::kType)));
       return Reply::unpack(env.payload);
     }
   }
 
   const std::string& job() const {
     if (!info)
-      throw Error(ErrorCode::kInvalidArgument, "this client has not joined a job; call join() first");
+      throw Error(ErrorCode::kInvalidArgument,
+                  "this client has not joined a job; call join() first");
     return info->job;
   }
   int64_t wait_ms(std::optional<std::chrono::milliseconds> t) const {
@@ -120,9 +129,13 @@ Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 
-const std::string& Client::endpoint() const { return impl_->opts.endpoint; }
+const std::string& Client::endpoint() const {
+  return impl_->opts.endpoint;
+}
 
-std::string Client::ping() { return impl_->call<proto::Pong>(proto::Ping{}).version; }
+std::string Client::ping() {
+  return impl_->call<proto::Pong>(proto::Ping{}).version;
+}
 
 RankInfo Client::join(const JoinOptions& o) {
   proto::Join m{o.job, o.local_world_size, o.wants_gpu, static_cast<int64_t>(::getpid()),
@@ -139,8 +152,8 @@ RankInfo Client::join_from_env() {
     throw Error(ErrorCode::kInvalidArgument,
                 "MUSTER_JOB_ID is not set: start this program with `muster run`, or call join() "
                 "with a job id");
-  o.local_world_size = static_cast<uint32_t>(
-      env_int("LOCAL_WORLD_SIZE", 1, 1, limits::kMaxLocalWorldSize));
+  o.local_world_size =
+      static_cast<uint32_t>(env_int("LOCAL_WORLD_SIZE", 1, 1, limits::kMaxLocalWorldSize));
   o.local_rank = static_cast<int>(env_int("LOCAL_RANK", -1, -1, limits::kMaxLocalWorldSize - 1));
   o.wants_gpu = env_int("MUSTER_WANTS_GPU", 1, 0, 1) == 1;
   return join(o);
@@ -151,7 +164,9 @@ void Client::leave() {
   impl_->info.reset();
 }
 
-bool Client::joined() const { return impl_->info.has_value(); }
+bool Client::joined() const {
+  return impl_->info.has_value();
+}
 
 const RankInfo& Client::rank_info() const {
   impl_->job();
@@ -170,8 +185,8 @@ void Client::set(const std::string& key, const std::string& value) {
 
 std::string Client::get(const std::string& key, std::optional<std::chrono::milliseconds> timeout) {
   auto ms = impl_->wait_ms(timeout);
-  return impl_->call<proto::Value>(proto::StoreGet{impl_->job(), key, ms},
-                                   std::chrono::milliseconds(ms))
+  return impl_
+      ->call<proto::Value>(proto::StoreGet{impl_->job(), key, ms}, std::chrono::milliseconds(ms))
       .value;
 }
 
@@ -204,9 +219,8 @@ void Client::wait(const std::vector<std::string>& keys,
   impl_->call<proto::Ok>(proto::StoreWait{impl_->job(), keys, ms}, std::chrono::milliseconds(ms));
 }
 
-std::vector<int> Client::reserve(const std::string& job, uint32_t local_world_size,
-                                 bool wants_gpu, const std::vector<int>& allowed_devices,
-                                 int64_t launcher_pid) {
+std::vector<int> Client::reserve(const std::string& job, uint32_t local_world_size, bool wants_gpu,
+                                 const std::vector<int>& allowed_devices, int64_t launcher_pid) {
   proto::Reserve m{job, local_world_size, wants_gpu, {}, launcher_pid};
   for (int d : allowed_devices) m.devices.push_back(d);
   auto r = impl_->call<proto::Reserved>(m);

@@ -26,7 +26,9 @@ inline void put_bin(Packer& p, std::string_view s) {
   p.pack_bin(static_cast<uint32_t>(s.size()));
   p.pack_bin_body(s.data(), static_cast<uint32_t>(s.size()));
 }
-inline void key(Packer& p, std::string_view k) { put_str(p, k); }
+inline void key(Packer& p, std::string_view k) {
+  put_str(p, k);
+}
 
 // Reads one msgpack map; every accessor checks type and range and throws
 // Error(kBadMessage / kTooLarge / kInvalidArgument) naming the field.

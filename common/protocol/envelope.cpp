@@ -20,9 +20,9 @@ std::string encode_raw(uint64_t request_id, uint16_t type, const codec::Buffer& 
 Envelope decode_envelope(const void* data, size_t size) {
   if (size == 0) throw EnvelopeError(ErrorCode::kBadMessage, "empty frame", 0);
   if (size > limits::kMaxFrameBytes)
-    throw EnvelopeError(ErrorCode::kTooLarge, "frame of " + std::to_string(size) +
-                                                  " bytes exceeds the limit of " +
-                                                  std::to_string(limits::kMaxFrameBytes),
+    throw EnvelopeError(ErrorCode::kTooLarge,
+                        "frame of " + std::to_string(size) + " bytes exceeds the limit of " +
+                            std::to_string(limits::kMaxFrameBytes),
                         0);
   Envelope env;
   size_t offset = 0;
@@ -30,7 +30,8 @@ Envelope decode_envelope(const void* data, size_t size) {
   msgpack::unpack_limit lim(1u << 20, 1u << 16, limits::kMaxFrameBytes, limits::kMaxFrameBytes, 0,
                             limits::kMaxDepth);
   try {
-    env.handle = msgpack::unpack(static_cast<const char*>(data), size, offset, nullptr, nullptr, lim);
+    env.handle =
+        msgpack::unpack(static_cast<const char*>(data), size, offset, nullptr, nullptr, lim);
   } catch (const msgpack::insufficient_bytes&) {
     throw EnvelopeError(ErrorCode::kBadMessage, "truncated MessagePack frame", 0);
   } catch (const std::exception& e) {
@@ -62,8 +63,8 @@ Envelope decode_envelope(const void* data, size_t size) {
                         env.request_id);
   env.type = static_cast<uint16_t>(f[2].via.u64);
   if (type_name(env.type) == nullptr)
-    throw EnvelopeError(ErrorCode::kUnknownType,
-                        "unknown message type " + std::to_string(env.type), env.request_id);
+    throw EnvelopeError(ErrorCode::kUnknownType, "unknown message type " + std::to_string(env.type),
+                        env.request_id);
   if (f[3].type != msgpack::type::MAP)
     throw EnvelopeError(ErrorCode::kBadMessage, "envelope payload is not a map", env.request_id);
   env.payload = f[3];

@@ -35,8 +35,12 @@ std::string store_key(const MapReader& r, const char* name = "key") {
   return k;
 }
 
-int64_t timeout(const MapReader& r) { return r.i64("timeout_ms", 0, limits::kMaxTimeoutMs); }
-int64_t read_pid(const MapReader& r, const char* name) { return r.i64(name, 1, kMaxPid); }
+int64_t timeout(const MapReader& r) {
+  return r.i64("timeout_ms", 0, limits::kMaxTimeoutMs);
+}
+int64_t read_pid(const MapReader& r, const char* name) {
+  return r.i64(name, 1, kMaxPid);
+}
 uint32_t world(const MapReader& r) {
   return static_cast<uint32_t>(r.u64("local_world_size", 1, limits::kMaxLocalWorldSize));
 }
@@ -45,33 +49,57 @@ uint32_t world(const MapReader& r) {
 
 const char* type_name(uint16_t type) {
   switch (static_cast<MsgType>(type)) {
-    case MsgType::kPing: return "ping";
-    case MsgType::kJoin: return "join";
-    case MsgType::kLeave: return "leave";
-    case MsgType::kReserve: return "reserve";
-    case MsgType::kAttach: return "attach";
-    case MsgType::kStoreSet: return "store_set";
-    case MsgType::kStoreGet: return "store_get";
-    case MsgType::kStoreAdd: return "store_add";
-    case MsgType::kStoreCompareSet: return "store_compare_set";
-    case MsgType::kStoreDelete: return "store_delete";
-    case MsgType::kStoreWait: return "store_wait";
-    case MsgType::kBarrier: return "barrier";
-    case MsgType::kStatus: return "status";
-    case MsgType::kOk: return "ok";
-    case MsgType::kErrorReply: return "error";
-    case MsgType::kPong: return "pong";
-    case MsgType::kRankInfo: return "rank_info";
-    case MsgType::kReserved: return "reserved";
-    case MsgType::kValue: return "value";
-    case MsgType::kInt: return "int";
-    case MsgType::kBool: return "bool";
-    case MsgType::kStatusReply: return "status_reply";
+    case MsgType::kPing:
+      return "ping";
+    case MsgType::kJoin:
+      return "join";
+    case MsgType::kLeave:
+      return "leave";
+    case MsgType::kReserve:
+      return "reserve";
+    case MsgType::kAttach:
+      return "attach";
+    case MsgType::kStoreSet:
+      return "store_set";
+    case MsgType::kStoreGet:
+      return "store_get";
+    case MsgType::kStoreAdd:
+      return "store_add";
+    case MsgType::kStoreCompareSet:
+      return "store_compare_set";
+    case MsgType::kStoreDelete:
+      return "store_delete";
+    case MsgType::kStoreWait:
+      return "store_wait";
+    case MsgType::kBarrier:
+      return "barrier";
+    case MsgType::kStatus:
+      return "status";
+    case MsgType::kOk:
+      return "ok";
+    case MsgType::kErrorReply:
+      return "error";
+    case MsgType::kPong:
+      return "pong";
+    case MsgType::kRankInfo:
+      return "rank_info";
+    case MsgType::kReserved:
+      return "reserved";
+    case MsgType::kValue:
+      return "value";
+    case MsgType::kInt:
+      return "int";
+    case MsgType::kBool:
+      return "bool";
+    case MsgType::kStatusReply:
+      return "status_reply";
   }
   return nullptr;
 }
 
-void Ping::pack(codec::Packer& p) const { p.pack_map(0); }
+void Ping::pack(codec::Packer& p) const {
+  p.pack_map(0);
+}
 Ping Ping::unpack(const msgpack::object& o) {
   MapReader r(o, "ping");
   return {};
@@ -269,13 +297,17 @@ Barrier Barrier::unpack(const msgpack::object& o) {
           r.str("name", limits::kMaxKeyBytes), timeout(r)};
 }
 
-void Status::pack(codec::Packer& p) const { p.pack_map(0); }
+void Status::pack(codec::Packer& p) const {
+  p.pack_map(0);
+}
 Status Status::unpack(const msgpack::object& o) {
   MapReader r(o, "status");
   return {};
 }
 
-void Ok::pack(codec::Packer& p) const { p.pack_map(0); }
+void Ok::pack(codec::Packer& p) const {
+  p.pack_map(0);
+}
 Ok Ok::unpack(const msgpack::object& o) {
   MapReader r(o, "ok");
   return {};

@@ -42,10 +42,10 @@ enum class MsgType : uint16_t {
 
 const char* type_name(uint16_t type);
 
-#define MUSTER_MESSAGE(Name)                                    \
-  static constexpr MsgType kType = MsgType::k##Name;            \
-  void pack(codec::Packer& p) const;                            \
-  static Name unpack(const msgpack::object& o);                 \
+#define MUSTER_MESSAGE(Name)                         \
+  static constexpr MsgType kType = MsgType::k##Name; \
+  void pack(codec::Packer& p) const;                 \
+  static Name unpack(const msgpack::object& o);      \
   bool operator==(const Name&) const = default
 
 struct Ping {

@@ -51,11 +51,11 @@ std::vector<int64_t> State::pick_devices(const std::string& job, size_t n, bool 
     if (got < n) out[got++] = s.device.index;
   }
   if (got < n)
-    throw Error(ErrorCode::kNoDevice,
-                "job '" + job + "' needs " + std::to_string(n) + " GPU(s) but only " +
-                    std::to_string(got) + " of the allowed ones are free" +
-                    (busy.empty() ? "" : " (" + busy + ")") +
-                    "; a GPU is never shared between ranks");
+    throw Error(ErrorCode::kNoDevice, "job '" + job + "' needs " + std::to_string(n) +
+                                          " GPU(s) but only " + std::to_string(got) +
+                                          " of the allowed ones are free" +
+                                          (busy.empty() ? "" : " (" + busy + ")") +
+                                          "; a GPU is never shared between ranks");
   return out;
 }
 
@@ -136,10 +136,10 @@ proto::RankInfo State::join(const proto::Join& m) {
   auto it = jobs_.find(m.job);
   bool created = it == jobs_.end();
   if (!created && it->second.local_world_size != m.local_world_size)
-    throw Error(ErrorCode::kConflict,
-                "job '" + m.job + "' has " + std::to_string(it->second.local_world_size) +
-                    " local rank(s), but this process asks for " +
-                    std::to_string(m.local_world_size));
+    throw Error(ErrorCode::kConflict, "job '" + m.job + "' has " +
+                                          std::to_string(it->second.local_world_size) +
+                                          " local rank(s), but this process asks for " +
+                                          std::to_string(m.local_world_size));
   Job fresh;
   Job& job = created ? fresh : it->second;
   if (created) {
@@ -249,7 +249,8 @@ void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.live()) return;
   std::vector<uint64_t> ids = it->second.key_waiters;
-  for (auto& [name, b] : it->second.barriers) ids.insert(ids.end(), b.waiters.begin(), b.waiters.end());
+  for (auto& [name, b] : it->second.barriers)
+    ids.insert(ids.end(), b.waiters.begin(), b.waiters.end());
   for (auto wid : ids) {
     auto w = waiters_.find(wid);
     if (w == waiters_.end()) continue;

@@ -11,11 +11,16 @@ using proto::MsgType;
 
 const char* slot_state_name(SlotState s) {
   switch (s) {
-    case SlotState::kFree: return "free";
-    case SlotState::kReserved: return "reserved";
-    case SlotState::kRunning: return "running";
-    case SlotState::kJoined: return "joined";
-    case SlotState::kExited: return "exited";
+    case SlotState::kFree:
+      return "free";
+    case SlotState::kReserved:
+      return "reserved";
+    case SlotState::kRunning:
+      return "running";
+    case SlotState::kJoined:
+      return "joined";
+    case SlotState::kExited:
+      return "exited";
   }
   return "?";
 }

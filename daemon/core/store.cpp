@@ -31,10 +31,16 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreGet: {
       auto m = proto::StoreGet::unpack(env.payload);
       Job& job = job_or_throw(m.job);
-      if (auto it = job.kv.find(m.key); it != job.kv.end()) return reply(to, proto::Value{it->second}, out);
+      if (auto it = job.kv.find(m.key); it != job.kv.end())
+        return reply(to, proto::Value{it->second}, out);
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'");
-      job.key_waiters.push_back(add_waiter({to, WaitKind::kGet, m.job, {m.key}, "", 0,
+      job.key_waiters.push_back(add_waiter({to,
+                                            WaitKind::kGet,
+                                            m.job,
+                                            {m.key},
+                                            "",
+                                            0,
                                             now + std::chrono::milliseconds(m.timeout_ms)}));
       return;
     }
@@ -119,8 +125,8 @@ void State::key_changed(Job& job, std::vector<Outgoing>& out) {
 void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out) {
   Job& job = job_or_throw(m.job);
   if (m.rank >= job.world_size())
-    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) + " is outside job '" +
-                                                 m.job + "' of world size " +
+    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) +
+                                                 " is outside job '" + m.job + "' of world size " +
                                                  std::to_string(job.world_size()));
   if (!slot_live(job.slots[m.rank].state))
     throw Error(ErrorCode::kPeerExited, "rank " + std::to_string(m.rank) + " of job '" + m.job +
@@ -136,7 +142,12 @@ void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outg
                                           " is already waiting in barrier '" + m.name + "'");
   b.arrived.insert(m.rank);
   if (b.arrived.size() < job.world_size()) {
-    b.waiters.push_back(add_waiter({to, WaitKind::kBarrier, m.job, {}, m.name, m.rank,
+    b.waiters.push_back(add_waiter({to,
+                                    WaitKind::kBarrier,
+                                    m.job,
+                                    {},
+                                    m.name,
+                                    m.rank,
                                     Clock::now() + std::chrono::milliseconds(m.timeout_ms)}));
     return;
   }

@@ -44,7 +44,8 @@ void make_dir(const std::string& dir) {
 void send(zmq::socket_t& s, const Outgoing& o) {
   // A vanished peer is not an error for the daemon: ROUTER drops the reply.
   s.send(zmq::buffer(o.to.routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-  if (o.to.delimiter) s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  if (o.to.delimiter)
+    s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   s.send(zmq::buffer(o.frame), zmq::send_flags::dontwait);
 }
 
@@ -57,10 +58,10 @@ Server::Server(Config cfg) : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg
       auto it = std::find_if(inventory_.devices.begin(), inventory_.devices.end(),
                              [&](const gpu::Device& x) { return x.index == d; });
       if (it == inventory_.devices.end())
-        throw Error(ErrorCode::kInvalidArgument,
-                    "--devices names GPU " + std::to_string(d) + ", but this node has " +
-                        std::to_string(inventory_.devices.size()) + " GPU(s) (source: " +
-                        inventory_.source + ")");
+        throw Error(ErrorCode::kInvalidArgument, "--devices names GPU " + std::to_string(d) +
+                                                     ", but this node has " +
+                                                     std::to_string(inventory_.devices.size()) +
+                                                     " GPU(s) (source: " + inventory_.source + ")");
       if (std::find_if(allowed_.begin(), allowed_.end(),
                        [&](const gpu::Device& x) { return x.index == d; }) == allowed_.end())
         allowed_.push_back(*it);

@@ -12,8 +12,8 @@
 namespace muster::daemon {
 
 struct Config {
-  std::string runtime_dir;        // where musterd.sock and musterd.lock live
-  std::vector<int64_t> devices;   // allowed subset; empty = all discovered
+  std::string runtime_dir;       // where musterd.sock and musterd.lock live
+  std::vector<int64_t> devices;  // allowed subset; empty = all discovered
   bool devices_given = false;
   int simulate_gpus = -1;
 };

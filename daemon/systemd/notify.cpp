@@ -9,9 +9,15 @@
 namespace muster::daemon::systemd {
 
 #if HAVE_SYSTEMD
-void notify_ready() { sd_notify(0, "READY=1"); }
-void notify_status(const std::string& status) { sd_notify(0, ("STATUS=" + status).c_str()); }
-void notify_stopping() { sd_notify(0, "STOPPING=1"); }
+void notify_ready() {
+  sd_notify(0, "READY=1");
+}
+void notify_status(const std::string& status) {
+  sd_notify(0, ("STATUS=" + status).c_str());
+}
+void notify_stopping() {
+  sd_notify(0, "STOPPING=1");
+}
 #else
 void notify_ready() {}
 void notify_status(const std::string&) {}

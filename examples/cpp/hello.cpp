@@ -6,10 +6,10 @@
 //   muster run -n 4 build/examples/cpp/hello_muster [--out FILE]
 #include <muster/client.hpp>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <unistd.h>
 #include <string>
 
 int main(int argc, char** argv) {

@@ -19,7 +19,8 @@ namespace muster::test {
 
 std::string program(const char* env_var) {
   const char* p = std::getenv(env_var);
-  if (!p || !*p) throw std::runtime_error(std::string(env_var) + " is not set (run through meson test)");
+  if (!p || !*p)
+    throw std::runtime_error(std::string(env_var) + " is not set (run through meson test)");
   return p;
 }
 
@@ -117,7 +118,9 @@ std::optional<int> Process::wait(std::chrono::milliseconds timeout) {
   return std::nullopt;
 }
 
-void Process::signal(int sig) { ::kill(pid_, sig); }
+void Process::signal(int sig) {
+  ::kill(pid_, sig);
+}
 
 bool process_exists(pid_t pid) {
   if (::kill(pid, 0) != 0) return false;

@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
     if (argc > 4) o.wants_gpu = std::string(argv[4]) != "cpu";
     auto r = c.join(o);
     std::printf("rank=%u local_rank=%u world_size=%u device=%d generation=%llu\n", r.rank,
-                r.local_rank, r.world_size, r.device, static_cast<unsigned long long>(r.generation));
+                r.local_rank, r.world_size, r.device,
+                static_cast<unsigned long long>(r.generation));
     std::fflush(stdout);
     if (argc > 6 && std::string(argv[5]) == "barrier") {
       c.barrier(argv[6], std::chrono::seconds(20));

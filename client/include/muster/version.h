@@ -7,10 +7,10 @@
 #define MUSTER_PATCH_VERSION 0
 
 /* True when the library is at least MAJOR.MINOR.PATCH. */
-#define MUSTER_CHECK_VERSION(major, minor, patch)                                  \
-  ((major) < MUSTER_MAJOR_VERSION ||                                               \
-   ((major) == MUSTER_MAJOR_VERSION &&                                             \
-    ((minor) < MUSTER_MINOR_VERSION ||                                             \
+#define MUSTER_CHECK_VERSION(major, minor, patch) \
+  ((major) < MUSTER_MAJOR_VERSION ||              \
+   ((major) == MUSTER_MAJOR_VERSION &&            \
+    ((minor) < MUSTER_MINOR_VERSION ||            \
      ((minor) == MUSTER_MINOR_VERSION && (patch) <= MUSTER_PATCH_VERSION))))
 
 #endif

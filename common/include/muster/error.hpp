@@ -21,10 +21,10 @@ enum class ErrorCode : uint16_t {
   kNoDevice = 8,         // not enough free GPUs to lease
   kConflict = 9,         // contradicts existing state (world size mismatch, rank taken)
   kPermissionDenied = 10,
-  kTooLarge = 11,        // key, value or frame over the documented limits
+  kTooLarge = 11,  // key, value or frame over the documented limits
   kInternal = 12,
-  kUnavailable = 13,     // client side: no daemon answered in time
-  kPeerExited = 14,      // a rank the request depends on has exited
+  kUnavailable = 13,  // client side: no daemon answered in time
+  kPeerExited = 14,   // a rank the request depends on has exited
   kShuttingDown = 15,
 };
 
