@@ -319,3 +319,20 @@ TEST_CASE("the config file sets the same options as the command line") {
   CHECK(s.devices[0].index == 1);
   CHECK(s.devices[1].index == 3);
 }
+
+TEST_CASE("threads of one process can hold several ranks when they name their local rank") {
+  TestDaemon d({"--simulate-gpus", "2"});
+  Client a(at(d)), b(at(d)), c(at(d));
+  auto ra = a.join({"threads", 2, true, 0});
+  auto rb = b.join({"threads", 2, true, 1});
+  CHECK(ra.rank == 0);
+  CHECK(rb.rank == 1);
+  CHECK(ra.device != rb.device);
+  // Without a requested rank, the process gets back a slot it already holds.
+  auto rc = c.join({"threads", 2, true, -1});
+  CHECK(rc.rank == 0);
+  CHECK(rc.device == ra.device);
+  std::thread t([&] { b.barrier("both", 5s); });
+  a.barrier("both", 5s);
+  t.join();
+}

@@ -148,23 +148,29 @@ proto::RankInfo State::join(const proto::Join& m) {
     job.wants_gpu = m.wants_gpu;
     job.slots.resize(m.local_world_size);
   }
-  // A slot registered for this very pid (by muster run) wins.
+  // A requested local rank is that slot: ours already (registered by muster
+  // run, or joined before) or free. Several ranks may share one pid (threads).
+  // Without a request, a slot this pid holds wins, else the lowest free one.
   int64_t chosen = -1;
-  for (uint32_t i = 0; i < job.local_world_size; ++i)
-    if (job.slots[i].pid == m.pid && slot_live(job.slots[i].state)) chosen = i;
-  bool takes_free = chosen < 0;
-  if (takes_free) {
-    auto usable = [&](int64_t i) { return !slot_live(job.slots[i].state); };
-    if (m.local_rank >= 0 && usable(m.local_rank)) {
+  bool takes_free = true;
+  auto usable = [&](int64_t i) { return !slot_live(job.slots[i].state); };
+  auto ours = [&](int64_t i) { return slot_live(job.slots[i].state) && job.slots[i].pid == m.pid; };
+  if (m.local_rank >= 0) {
+    if (ours(m.local_rank)) {
       chosen = m.local_rank;
-    } else if (m.local_rank >= 0 && job.slots[m.local_rank].state != SlotState::kFree) {
+      takes_free = false;
+    } else if (usable(m.local_rank)) {
+      chosen = m.local_rank;
+    } else {
       throw Error(ErrorCode::kConflict, "local rank " + std::to_string(m.local_rank) + " of job '" +
                                             m.job + "' is already held by pid " +
                                             std::to_string(job.slots[m.local_rank].pid));
-    } else {
-      for (uint32_t i = 0; i < job.local_world_size && chosen < 0; ++i)
-        if (usable(i)) chosen = i;
     }
+  } else {
+    for (uint32_t i = 0; i < job.local_world_size && chosen < 0; ++i)
+      if (ours(i)) chosen = i, takes_free = false;
+    for (uint32_t i = 0; i < job.local_world_size && chosen < 0; ++i)
+      if (usable(i)) chosen = i;
     if (chosen < 0)
       throw Error(ErrorCode::kConflict, "job '" + m.job + "' already has all " +
                                             std::to_string(job.local_world_size) +
