@@ -2,40 +2,14 @@
 #include <cstring>
 #include <new>
 
+#include "c_api_guard.hpp"
 #include "muster/client.hpp"
 #include "muster/muster.h"
 
-struct muster_client {
-  std::string endpoint;
-  std::unique_ptr<muster::Client> client;
-  int code = 0;
-  std::string message;
-};
-
 namespace {
 
-// Runs f, turning every exception into the handle's error state.
-template <class F>
-int guarded(muster_client* c, F&& f) {
-  if (!c) return static_cast<int>(muster::ErrorCode::kInvalidArgument);
-  try {
-    if (!c->client)
-      c->client = std::make_unique<muster::Client>(muster::ClientOptions{c->endpoint});
-    f(*c->client);
-    c->code = 0;
-    c->message.clear();
-  } catch (const muster::Error& e) {
-    c->code = static_cast<int>(e.code());
-    c->message = e.what();
-  } catch (const std::bad_alloc&) {
-    c->code = static_cast<int>(muster::ErrorCode::kInternal);
-    c->message = "out of memory";
-  } catch (const std::exception& e) {
-    c->code = static_cast<int>(muster::ErrorCode::kInternal);
-    c->message = e.what();
-  }
-  return c->code;
-}
+using muster::capi::guarded;
+using muster::capi::null_arg;
 
 void fill(const muster::RankInfo& r, muster_rank_info* out) {
   if (!out) return;
@@ -66,11 +40,6 @@ void copy_out(const std::string& s, void** value, size_t* len) {
 std::optional<std::chrono::milliseconds> timeout(int64_t ms) {
   if (ms < 0) return std::nullopt;
   return std::chrono::milliseconds(ms);
-}
-
-muster::Error null_arg(const char* what) {
-  return muster::Error(muster::ErrorCode::kInvalidArgument,
-                       std::string(what) + " must not be NULL");
 }
 
 }  // namespace

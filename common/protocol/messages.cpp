@@ -75,6 +75,8 @@ const char* type_name(uint16_t type) {
       return "barrier";
     case MsgType::kStatus:
       return "status";
+    case MsgType::kShard:
+      return "shard";
     case MsgType::kOk:
       return "ok";
     case MsgType::kErrorReply:
@@ -93,6 +95,8 @@ const char* type_name(uint16_t type) {
       return "bool";
     case MsgType::kStatusReply:
       return "status_reply";
+    case MsgType::kShardReply:
+      return "shard_reply";
   }
   return nullptr;
 }
@@ -413,6 +417,50 @@ StatusReply StatusReply::unpack(const msgpack::object& o) {
     }
     m.jobs.push_back(std::move(js));
   }
+  return m;
+}
+
+void Shard::pack(codec::Packer& p) const {
+  p.pack_map(7);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "rank"), p.pack(rank);
+  codec::key(p, "dataset_size"), p.pack(dataset_size);
+  codec::key(p, "epoch"), p.pack(epoch);
+  codec::key(p, "seed"), p.pack(seed);
+  codec::key(p, "shuffle"), p.pack(shuffle);
+  codec::key(p, "drop_last"), p.pack(drop_last);
+}
+Shard Shard::unpack(const msgpack::object& o) {
+  MapReader r(o, "shard");
+  Shard m;
+  m.job = job_id(r);
+  m.rank = static_cast<uint32_t>(r.u64("rank", 0, kU32Max));
+  m.dataset_size = r.u64("dataset_size", 0, kMaxDatasetSize);
+  m.epoch = r.u64("epoch", 0, UINT64_MAX);
+  m.seed = r.u64("seed", 0, UINT64_MAX);
+  m.shuffle = r.boolean("shuffle");
+  m.drop_last = r.boolean("drop_last");
+  return m;
+}
+
+void ShardReply::pack(codec::Packer& p) const {
+  p.pack_map(3);
+  codec::key(p, "count"), p.pack(count);
+  codec::key(p, "width"), p.pack(width);
+  codec::key(p, "indices"), put_bin(p, indices);
+}
+ShardReply ShardReply::unpack(const msgpack::object& o) {
+  MapReader r(o, "shard_reply");
+  ShardReply m;
+  m.width = static_cast<uint32_t>(r.u64("width", 4, 8));
+  if (m.width != 4 && m.width != 8)
+    throw Error(ErrorCode::kBadMessage, "shard_reply.width must be 4 or 8");
+  m.count = r.u64("count", 0, limits::kMaxFrameBytes / m.width);
+  m.indices = r.bin("indices", limits::kMaxFrameBytes);
+  if (m.indices.size() != m.count * m.width)
+    throw Error(ErrorCode::kBadMessage,
+                "shard_reply.indices holds " + std::to_string(m.indices.size()) + " bytes, not " +
+                    std::to_string(m.count) + " x " + std::to_string(m.width));
   return m;
 }
 

@@ -28,6 +28,7 @@ enum class MsgType : uint16_t {
   kStoreWait = 11,
   kBarrier = 12,
   kStatus = 13,
+  kShard = 20,
   // replies
   kOk = 100,
   kErrorReply = 101,
@@ -38,6 +39,7 @@ enum class MsgType : uint16_t {
   kInt = 106,
   kBool = 107,
   kStatusReply = 108,
+  kShardReply = 110,
 };
 
 const char* type_name(uint16_t type);
@@ -231,6 +233,30 @@ struct StatusReply {
   std::vector<DeviceStatus> devices;
   std::vector<JobStatus> jobs;
   MUSTER_MESSAGE(StatusReply);
+};
+
+inline constexpr uint64_t kMaxDatasetSize = uint64_t{1} << 40;
+
+// This rank's share of torch's DistributedSampler for one epoch (world size =
+// the job's). Requires rank < the job's world size (checked by the daemon).
+struct Shard {
+  std::string job;
+  uint32_t rank = 0;
+  uint64_t dataset_size = 0;  // 0..kMaxDatasetSize
+  uint64_t epoch = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+  MUSTER_MESSAGE(Shard);
+};
+
+// The shard's indices as little-endian unsigned integers of `width` bytes
+// (4 when dataset_size <= 2^32, else 8), in sampler order.
+struct ShardReply {
+  uint64_t count = 0;
+  uint32_t width = 4;
+  std::string indices;  // count * width bytes
+  MUSTER_MESSAGE(ShardReply);
 };
 
 #undef MUSTER_MESSAGE

@@ -264,6 +264,7 @@ void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
     waiters_.erase(w);
   }
   log::info("job=" + id + " ended");
+  drop_shards(id);
   jobs_.erase(it);
 }
 

@@ -72,6 +72,9 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         proto::Status::unpack(env.payload);
         reply(to, status(), out);
         return;
+      case MsgType::kShard:
+        shard_request(to, env, out);
+        return;
       default:
         fail(to, ErrorCode::kUnknownType,
              std::string("message type '") + proto::type_name(env.type) +

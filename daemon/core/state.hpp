@@ -77,6 +77,10 @@ class State {
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
+  // Sampler shards (shards.cpp): permutations cached per job, dropped with it.
+  void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void drop_shards(const std::string& job);
+
 
   Job& job_or_throw(const std::string& id);
   std::vector<int64_t> pick_devices(const std::string& job, size_t n, bool wants_gpu,
@@ -94,6 +98,16 @@ class State {
   std::map<uint64_t, Waiter> waiters_;
   std::multimap<Clock::time_point, uint64_t> deadlines_;
   uint64_t next_waiter_ = 1;
+  struct Permutation {
+    uint64_t generation = 0;
+    uint64_t n = 0;
+    uint64_t seed = 0;  // seed + epoch
+    std::vector<int64_t> perm;
+    uint64_t last_used = 0;
+  };
+  std::map<std::string, std::vector<Permutation>> shard_cache_;  // by job
+  size_t shard_cache_bytes_ = 0;
+  uint64_t shard_clock_ = 0;
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
 };

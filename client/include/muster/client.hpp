@@ -123,6 +123,18 @@ class Client {
   void wait(const std::vector<std::string>& keys,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
+  // This rank's indices of torch.utils.data.distributed.DistributedSampler
+  // (num_replicas = the job's world size, rank = this client's), bit-identical
+  // to torch; the daemon computes each epoch's permutation once for all ranks.
+  struct ShardOptions {
+    uint64_t dataset_size = 0;
+    uint64_t epoch = 0;
+    uint64_t seed = 0;
+    bool shuffle = true;
+    bool drop_last = false;
+  };
+  std::vector<int64_t> sampler_shard(const ShardOptions& options);
+
   // For launchers (`muster run`): book all local ranks of a new job, and
   // their GPUs, for launcher_pid; returns the device of each local rank.
   std::vector<int> reserve(const std::string& job, uint32_t local_world_size, bool wants_gpu,

@@ -61,6 +61,11 @@ int muster_store_delete(muster_client* c, const char* key, int* deleted);
 int muster_store_wait(muster_client* c, const char* const* keys, size_t n, int64_t timeout_ms);
 /* `muster status --json`'s document, malloc'd. */
 int muster_status_json(muster_client* c, char** json);
+/* This rank's indices of torch's DistributedSampler (num_replicas = the
+ * job's world size), bit-identical to torch; needs a joined handle.
+ * *indices is malloc'd (free with muster_free), *count entries. @since 0.1 */
+int muster_sampler_shard(muster_client* c, uint64_t dataset_size, uint64_t epoch, uint64_t seed,
+                         int shuffle, int drop_last, int64_t** indices, size_t* count);
 
 void muster_free(void* p);
 
