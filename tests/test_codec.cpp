@@ -68,7 +68,7 @@ TEST_CASE("every request and reply survives a round trip") {
   CHECK(round_trip(any) == any);
   RankInfo ri{"job", 5, 1, 8, 4, 1, 2, 3, 77};
   CHECK(round_trip(ri) == ri);
-  CHECK(round_trip(Leave{"job", 99}) == Leave{"job", 99});
+  CHECK(round_trip(Leave{"job", 99, 3}) == Leave{"job", 99, 3});
   Reserve rs{"job", 4, true, {0, 1, 4, 6}, 555};
   CHECK(round_trip(rs) == rs);
   Reserved rd{3, {0, -1, 4}};

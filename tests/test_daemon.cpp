@@ -256,7 +256,7 @@ TEST_CASE("conflicting joins and unknown jobs are refused without changing state
   Rank wrong_size(d, "j", 3, -1, "cpu");
   CHECK(wrong_size.line.find("error=conflict") == 0);
   Rank taken(d, "j", 2, 0, "cpu");
-  CHECK(taken.line.find("error=conflict") == 0);
+  CHECK_THAT(taken.line, Catch::StartsWith("error=conflict"));
   Rank honoured(d, "j", 2, 1, "cpu");
   CHECK(honoured.line.find("rank=1") == 0);
   auto s = c.status();
@@ -335,4 +335,42 @@ TEST_CASE("threads of one process can hold several ranks when they name their lo
   std::thread t([&] { b.barrier("both", 5s); });
   a.barrier("both", 5s);
   t.join();
+}
+
+TEST_CASE("a rank that dies after entering a barrier fails the others at once") {
+  TestDaemon d;
+  Client c0(at(d)), c2(at(d));
+  c0.join({"three", 3, false, 0});
+  c2.join({"three", 3, false, 2});
+  // Rank 1 enters the barrier in its own process, then dies.
+  Rank r1(d, "three", 3, 1, "cpu", {"barrier", "b"});
+  REQUIRE(r1.line.find("rank=1") == 0);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(300ms);
+    r1.proc->signal(SIGKILL);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    c2.barrier("b", 20s);
+    FAIL("barrier passed with a dead rank");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kPeerExited);
+  }
+  killer.join();
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+}
+
+TEST_CASE("leave gives back the caller's own rank and GPU, not another thread's") {
+  TestDaemon d({"--simulate-gpus", "2"});
+  Client a(at(d)), b(at(d));
+  auto ra = a.join({"two", 2, true, 0});
+  auto rb = b.join({"two", 2, true, 1});
+  b.leave();
+  auto s = Client(at(d)).status();
+  REQUIRE(device(s, ra.device) != nullptr);
+  CHECK(device(s, ra.device)->job == "two");
+  CHECK(device(s, rb.device)->job.empty());
+  REQUIRE(s.jobs.size() == 1);
+  CHECK(s.jobs[0].ranks[0].state == "joined");
+  CHECK(s.jobs[0].ranks[1].state == "exited");
 }

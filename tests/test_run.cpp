@@ -4,6 +4,8 @@
 
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -102,10 +104,9 @@ TEST_CASE("too few free GPUs: muster run says so and starts nothing") {
 TEST_CASE("a failing worker stops the others and muster run exits with its code") {
   test::TempDir dir;
   auto t0 = std::chrono::steady_clock::now();
-  Process p(
-      muster_run({"-n", "3", "--use-env", "--grace-period", "1", "/bin/sh", "-c",
-                  "echo $$; if [ \"$RANK\" = 1 ]; then sleep 0.3; exit 3; fi; exec sleep 30"}),
-      env_for(dir.path()));
+  Process p(muster_run({"-n", "3", "--use-env", "--grace-period", "1", "/bin/sh", "-c",
+                        "echo $$; if [ \"$RANK\" = 1 ]; then sleep 1; exit 3; fi; exec sleep 30"}),
+            env_for(dir.path()));
   auto pids = read_pids(p, 3);
   REQUIRE(pids.size() == 3);
   CHECK(p.wait(15s) == 3);
@@ -116,7 +117,7 @@ TEST_CASE("a failing worker stops the others and muster run exits with its code"
 TEST_CASE("a worker that ignores SIGTERM is killed after the grace period") {
   test::TempDir dir;
   Process p(muster_run({"-n", "2", "--use-env", "--grace-period", "0.5", "/bin/sh", "-c",
-                        "trap '' TERM; echo $$; if [ \"$RANK\" = 0 ]; then exit 5; fi; "
+                        "trap '' TERM; echo $$; if [ \"$RANK\" = 0 ]; then sleep 1; exit 5; fi; "
                         "while :; do sleep 0.1; done"}),
             env_for(dir.path()));
   auto pids = read_pids(p, 2);
@@ -212,4 +213,47 @@ TEST_CASE("muster status shows a running job's ranks and leases") {
   CHECK_THAT(table, Catch::Contains("running"));
   p.signal(SIGTERM);
   CHECK(p.wait(10s) == 128 + SIGTERM);
+}
+
+TEST_CASE("the embedded daemon outlives a SIGKILLed launcher while another job still uses it") {
+  test::TempDir dir;
+  auto env = env_for(dir.path());
+  Process a(muster_run({"-n", "1", "--simulate-gpus", "2", "--use-env", "/bin/sh", "-c",
+                        "echo $$; exec sleep 30"}),
+            env);
+  auto a_pids = read_pids(a, 1);
+  REQUIRE(a_pids.size() == 1);
+  Process b(muster_run(
+                {"-n", "1", "--use-env", "/bin/sh", "-c", "echo $$ $MUSTER_DEVICE; exec sleep 30"}),
+            env);
+  auto b_line = b.read_line(10s).value_or("");
+  REQUIRE(b_line.find(' ') != std::string::npos);
+  pid_t b_pid = std::stoi(b_line);
+  CHECK(b_line.substr(b_line.find(' ') + 1) == "1");
+  a.signal(SIGKILL);
+  CHECK(a.wait(5s) == 128 + SIGKILL);
+  CHECK(test::eventually([&] { return !test::process_exists(a_pids[0]); }, 2s));
+  CHECK(test::process_exists(b_pid));
+  // B's GPU is still leased: a job of two cannot start, a job of one can.
+  Process c(muster_run({"-n", "2", "/bin/true"}), env, true);
+  auto c_text = c.read_all(20s);
+  CHECK(c.wait(10s) == 1);
+  CHECK_THAT(c_text, Catch::Contains("needs 2 GPU(s) but only 1"));
+  b.signal(SIGTERM);
+  CHECK(b.wait(10s) == 128 + SIGTERM);
+  // With no job left the embedded daemon goes too.
+  CHECK(test::eventually([&] { return access((dir.path() + "/musterd.sock").c_str(), F_OK) != 0; },
+                         5s));
+}
+
+TEST_CASE("a worker started through a wrapper script still joins its registered rank") {
+  test::TestDaemon d({"--simulate-gpus", "2"});
+  // The shell does not exec: the joining process is the wrapper's child.
+  Process p(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c",
+                        test::program("MUSTER_TEST_HELLO") + " --out /dev/null; true"}),
+            {{"MUSTER_ENDPOINT", d.endpoint()}});
+  auto text = p.read_all(30s);
+  CHECK(p.wait(10s) == 0);
+  CHECK(count(text, "gpu 0:") + count(text, "gpu 1:") == 2);
+  CHECK_THAT(text, Catch::Contains("agreed on the total 3"));
 }

@@ -1,8 +1,13 @@
 #include "cli/embedded.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <thread>
 
 #include "endpoint.hpp"
 #include "log.hpp"
@@ -11,26 +16,12 @@
 
 namespace muster::cli {
 
-EmbeddedDaemon::EmbeddedDaemon(const std::string& runtime_dir, int simulate_gpus) {
-  daemon::Config cfg;
-  cfg.runtime_dir = runtime_dir;
-  cfg.simulate_gpus = simulate_gpus;
-  server_ = std::make_unique<daemon::Server>(cfg);
-  server_->bind();
-  thread_ = std::thread([this] { server_->run(); });
-}
-
-EmbeddedDaemon::~EmbeddedDaemon() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
-
 namespace {
+
 bool answers(const std::string& endpoint) {
   // No socket file, no daemon: skip the ping's timeout.
-  auto dir = ipc_dir_of(endpoint);
   struct stat st {};
-  if (!dir.empty() && ::stat(endpoint.substr(6).c_str(), &st) != 0) return false;
+  if (!ipc_dir_of(endpoint).empty() && ::stat(endpoint.substr(6).c_str(), &st) != 0) return false;
   try {
     Client c({endpoint, std::chrono::milliseconds(500)});
     c.ping();
@@ -39,30 +30,89 @@ bool answers(const std::string& endpoint) {
     return false;
   }
 }
+
+daemon::Server* g_server = nullptr;
+extern "C" void on_stop_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+// The forked daemon: never returns.
+[[noreturn]] void run_embedded(const std::string& dir, int simulate_gpus, int ready_fd) {
+  setsid();  // the terminal's Ctrl-C is for the launcher, which stops its workers
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  dup2(null, STDIN_FILENO);
+  dup2(null, STDOUT_FILENO);
+  // Quiet unless asked: the launcher's output is the user's program's.
+  log::Level lvl = log::Level::kError;
+  const char* l = std::getenv("MUSTER_LOG_LEVEL");
+  if (!(l && log::parse_level(l, lvl))) dup2(null, STDERR_FILENO);
+  log::set_level(lvl);
+  int code = 0;
+  try {
+    daemon::Config cfg;
+    cfg.runtime_dir = dir;
+    cfg.simulate_gpus = simulate_gpus;
+    cfg.exit_when_idle = true;
+    daemon::Server server(cfg);
+    server.bind();
+    g_server = &server;
+    char ok = 1;
+    ssize_t w = write(ready_fd, &ok, 1);
+    (void)w;
+    close(ready_fd);
+    server.run();
+    g_server = nullptr;
+  } catch (const Error& e) {
+    log::error(e.what());
+    code = e.code() == ErrorCode::kConflict ? 3 : 1;
+  }
+  // Not exit(): the launcher's static state (its ZeroMQ context) is not ours.
+  _exit(code);
+}
+
 }  // namespace
 
-std::unique_ptr<EmbeddedDaemon> ensure_daemon(const std::string& endpoint, int simulate_gpus) {
-  if (answers(endpoint)) return nullptr;
+void ensure_daemon(const std::string& endpoint, int simulate_gpus) {
+  if (answers(endpoint)) return;
   auto dir = ipc_dir_of(endpoint);
   if (dir.empty() || endpoint != endpoint_for_dir(dir))
     throw Error(ErrorCode::kUnavailable,
                 "no musterd answers at " + endpoint +
                     ", and an embedded daemon can only serve an ipc://DIR/musterd.sock endpoint");
-  // The embedded daemon logs only what matters to the user of muster run.
-  log::Level lvl = log::Level::kWarning;
-  if (const char* l = std::getenv("MUSTER_LOG_LEVEL")) log::parse_level(l, lvl);
-  log::set_level(lvl);
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    try {
-      return std::make_unique<EmbeddedDaemon>(dir, simulate_gpus);
-    } catch (const Error& e) {
-      // Another launcher is starting its own daemon here: use that one.
-      if (e.code() != ErrorCode::kConflict) throw;
-      if (answers(endpoint)) return nullptr;
-    }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw Error(ErrorCode::kInternal, "pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) throw Error(ErrorCode::kInternal, "fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    run_embedded(dir, simulate_gpus, fds[1]);
+  }
+  close(fds[1]);
+  char ok = 0;
+  ssize_t n = read(fds[0], &ok, 1);  // EOF: the child failed to bind
+  close(fds[0]);
+  if (n == 1 && answers(endpoint)) return;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  // Another launcher's daemon won the race for the directory: use it.
+  for (int i = 0; i < 50; ++i) {
+    if (answers(endpoint)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   throw Error(ErrorCode::kUnavailable,
-              "a musterd holds " + dir + " but does not answer at " + endpoint);
+              "could not start an embedded musterd in " + dir +
+                  (WIFEXITED(status) && WEXITSTATUS(status) == 3
+                       ? " (another musterd holds the directory but does not answer)"
+                       : " (set MUSTER_LOG_LEVEL=info to see why)"));
 }
 
 }  // namespace muster::cli

@@ -1,31 +1,16 @@
-// A musterd inside `muster run`, for machines where no daemon runs: it binds
-// the same socket a system daemon would, so `muster status` sees it.
+// A musterd for machines where none runs: `muster run` forks one that binds
+// the socket a system daemon would (so `muster status` sees it) and lives as
+// long as it has jobs, its launcher's or those of other launchers that found
+// it. Being its own process, it survives even a SIGKILLed launcher, so the
+// leases of other jobs are never forgotten.
 #pragma once
 
-#include <memory>
 #include <string>
-#include <thread>
-
-namespace muster::daemon {
-class Server;
-}
 
 namespace muster::cli {
 
-class EmbeddedDaemon {
- public:
-  EmbeddedDaemon(const std::string& runtime_dir, int simulate_gpus);
-  ~EmbeddedDaemon();
-  EmbeddedDaemon(const EmbeddedDaemon&) = delete;
-  EmbeddedDaemon& operator=(const EmbeddedDaemon&) = delete;
-
- private:
-  std::unique_ptr<daemon::Server> server_;
-  std::thread thread_;
-};
-
-// nullptr when a daemon already answers at endpoint; else an embedded one.
-// Throws muster::Error when neither works.
-std::unique_ptr<EmbeddedDaemon> ensure_daemon(const std::string& endpoint, int simulate_gpus);
+// Returns once a daemon answers at endpoint: the one already there, or an
+// embedded one started now. Throws muster::Error when neither works.
+void ensure_daemon(const std::string& endpoint, int simulate_gpus);
 
 }  // namespace muster::cli

@@ -75,37 +75,6 @@ std::vector<std::string> worker_env(const std::map<std::string, std::string>& se
   return env;
 }
 
-// Other launchers may have found our embedded daemon and started jobs on it:
-// it serves them until they end (or until we are told to stop).
-void linger_for_other_jobs(const std::string& endpoint) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  timespec tick{0, 50 * 1000 * 1000};
-  bool announced = false;
-  try {
-    Client client({endpoint});
-    // Our own workers' exits reach the daemon through pidfds a moment after
-    // we reaped them; their job disappears then.
-    for (int i = 0; i < 40; ++i) {
-      if (client.status().jobs.empty()) return;
-      if (sigtimedwait(&set, nullptr, &tick) > 0) return;
-    }
-    while (!client.status().jobs.empty()) {
-      if (!announced) {
-        std::cerr << "muster run: the embedded musterd still serves other jobs; waiting for them "
-                     "(Ctrl-C stops it)\n";
-        announced = true;
-      }
-      if (sigtimedwait(&set, nullptr, &tick) > 0) return;
-    }
-  } catch (const Error& e) {
-    std::cerr << "muster run: " << e.what() << "\n";
-  }
-}
-
 }  // namespace
 
 int run_main(const std::vector<std::string>& args) {
@@ -119,13 +88,12 @@ int run_main(const std::vector<std::string>& args) {
   if (!parsed) return 0;
   const RunOptions& o = *parsed;
 
-  block_supervisor_signals();  // before the embedded daemon's thread exists
+  block_supervisor_signals();
   std::string endpoint = resolve_endpoint();
-  std::unique_ptr<EmbeddedDaemon> embedded;
   std::vector<Worker> workers;
   int code = 1;
   try {
-    embedded = ensure_daemon(endpoint, o.simulate_gpus);
+    ensure_daemon(endpoint, o.simulate_gpus);
     Client client({endpoint});
     std::string job = o.job_id.empty() ? generated_job_id() : o.job_id;
     auto devices = client.reserve(job, o.nproc, !o.cpu, o.devices, getpid());
@@ -164,7 +132,6 @@ int run_main(const std::vector<std::string>& args) {
     kill_all(workers, SIGKILL);
     code = 1;
   }
-  if (embedded) linger_for_other_jobs(endpoint);
   return code;
 }
 

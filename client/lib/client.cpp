@@ -98,7 +98,8 @@ RankInfo Client::join_from_env() {
 }
 
 void Client::leave() {
-  impl_->call<proto::Ok>(proto::Leave{impl_->job(), static_cast<int64_t>(::getpid())});
+  impl_->call<proto::Ok>(
+      proto::Leave{impl_->job(), static_cast<int64_t>(::getpid()), impl_->info->local_rank});
   impl_->info.reset();
 }
 

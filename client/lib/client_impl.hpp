@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 #include <zmq.hpp>
 
@@ -28,14 +29,32 @@ struct Client::Impl {
   Reply call(const M& msg, std::chrono::milliseconds extra_wait = {}) {
     uint64_t id = next_id++;
     auto frame = proto::encode(id, msg);
-    sock.send(zmq::buffer(frame), zmq::send_flags::none);
+    // The daemon would drop the connection for a larger frame; say why here.
+    if (frame.size() > limits::kMaxFrameBytes)
+      throw Error(ErrorCode::kTooLarge, "request of " + std::to_string(frame.size()) +
+                                            " bytes exceeds the protocol's frame limit of " +
+                                            std::to_string(limits::kMaxFrameBytes));
+    for (;;) {
+      try {
+        sock.send(zmq::buffer(frame), zmq::send_flags::none);
+        break;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw Error(ErrorCode::kInternal, e.what());
+      }
+    }
     auto deadline = std::chrono::steady_clock::now() + opts.request_timeout + extra_wait;
     for (;;) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
       if (left.count() < 0) left = std::chrono::milliseconds(0);
       zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
+      try {
+        zmq::poll(&item, 1, left);
+      } catch (const zmq::error_t& e) {
+        // A signal (SIGCHLD from data loader workers, profilers) is no error.
+        if (e.num() == EINTR) continue;
+        throw Error(ErrorCode::kInternal, e.what());
+      }
       if (!(item.revents & ZMQ_POLLIN)) {
         throw Error(ErrorCode::kUnavailable,
                     "no reply from musterd at " + opts.endpoint + " within " +
@@ -43,7 +62,7 @@ struct Client::Impl {
                         " ms (is musterd running? `muster run` starts one for its job)");
       }
       zmq::message_t reply;
-      (void)sock.recv(reply);
+      if (!sock.recv(reply, zmq::recv_flags::dontwait)) continue;
       proto::Envelope env;
       try {
         env = proto::decode_envelope(reply.data(), reply.size());

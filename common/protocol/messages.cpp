@@ -166,13 +166,15 @@ RankInfo RankInfo::unpack(const msgpack::object& o) {
 }
 
 void Leave::pack(codec::Packer& p) const {
-  p.pack_map(2);
+  p.pack_map(3);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "pid"), p.pack(pid);
+  codec::key(p, "local_rank"), p.pack(local_rank);
 }
 Leave Leave::unpack(const msgpack::object& o) {
   MapReader r(o, "leave");
-  return {job_id(r), read_pid(r, "pid")};
+  return {job_id(r), read_pid(r, "pid"),
+          static_cast<uint32_t>(r.u64("local_rank", 0, limits::kMaxLocalWorldSize - 1))};
 }
 
 void Reserve::pack(codec::Packer& p) const {

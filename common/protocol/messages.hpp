@@ -85,9 +85,12 @@ struct RankInfo {
   MUSTER_MESSAGE(RankInfo);
 };
 
+// Ends the caller's rank (pid + local rank: several threads of one process
+// may hold ranks) and gives its lease back.
 struct Leave {
   std::string job;
   int64_t pid = 0;
+  uint32_t local_rank = 0;
   MUSTER_MESSAGE(Leave);
 };
 

@@ -92,7 +92,7 @@ proto::Reserved State::reserve(const proto::Reserve& m) {
   job.wants_gpu = m.wants_gpu;
   job.slots.resize(m.local_world_size);
   for (uint32_t i = 0; i < m.local_world_size; ++i) {
-    job.slots[i] = {SlotState::kReserved, m.launcher_pid, devices[i]};
+    job.slots[i] = {SlotState::kReserved, m.launcher_pid, 0, devices[i]};
     lease(m.job, i, devices[i]);
   }
   // One watch per slot: the launcher's pid counts once for each.
@@ -154,7 +154,14 @@ proto::RankInfo State::join(const proto::Join& m) {
   int64_t chosen = -1;
   bool takes_free = true;
   auto usable = [&](int64_t i) { return !slot_live(job.slots[i].state); };
-  auto ours = [&](int64_t i) { return slot_live(job.slots[i].state) && job.slots[i].pid == m.pid; };
+  // A worker may be a wrapper (shell, `conda run`) whose child joins: the
+  // slot is ours when its registered pid is the caller or an ancestor.
+  auto ours = [&](int64_t i) {
+    const Slot& s = job.slots[i];
+    return slot_live(s.state) &&
+           (s.pid == m.pid || s.joined_pid == m.pid ||
+            (s.state == SlotState::kRunning && PidWatch::is_ancestor(s.pid, m.pid)));
+  };
   if (m.local_rank >= 0) {
     if (ours(m.local_rank)) {
       chosen = m.local_rank;
@@ -182,10 +189,11 @@ proto::RankInfo State::join(const proto::Join& m) {
     if (!watch_.watch(m.pid))
       throw Error(ErrorCode::kInvalidArgument,
                   "pid " + std::to_string(m.pid) + " is not a running process");
-    job.slots[r] = {SlotState::kJoined, m.pid, device};
+    job.slots[r] = {SlotState::kJoined, m.pid, m.pid, device};
     lease(m.job, r, device);
   } else {
     job.slots[r].state = SlotState::kJoined;
+    job.slots[r].joined_pid = m.pid;
   }
   log::info("job=" + m.job + " rank=" + std::to_string(r) + " pid=" + std::to_string(m.pid) +
             " device=" + std::to_string(job.slots[r].device) + " joined");
@@ -203,15 +211,14 @@ proto::RankInfo State::join(const proto::Join& m) {
 
 void State::leave(const proto::Leave& m, std::vector<Outgoing>& out) {
   Job& job = job_or_throw(m.job);
-  for (uint32_t i = 0; i < job.local_world_size; ++i)
-    if (job.slots[i].pid == m.pid && slot_live(job.slots[i].state)) {
-      watch_.unwatch(m.pid);
-      slot_ended(job, i, "left", out);
-      maybe_remove(m.job, out);
-      return;
-    }
-  throw Error(ErrorCode::kInvalidArgument,
-              "pid " + std::to_string(m.pid) + " holds no rank in job '" + m.job + "'");
+  if (m.local_rank >= job.local_world_size || job.slots[m.local_rank].pid != m.pid ||
+      !slot_live(job.slots[m.local_rank].state))
+    throw Error(ErrorCode::kInvalidArgument,
+                "pid " + std::to_string(m.pid) + " holds no local rank " +
+                    std::to_string(m.local_rank) + " in job '" + m.job + "'");
+  watch_.unwatch(m.pid);
+  slot_ended(job, m.local_rank, "left", out);
+  maybe_remove(m.job, out);
 }
 
 void State::on_pid_exit(int64_t pid, std::vector<Outgoing>& out) {
@@ -233,22 +240,19 @@ void State::slot_ended(Job& job, uint32_t r, const char* why, std::vector<Outgoi
             std::to_string(job.slots[r].device) + " released");
   release(job, r);
   job.slots[r].state = SlotState::kExited;
-  // A barrier the rank never entered can no longer complete: say so now
-  // rather than at the timeout.
-  for (auto& [name, b] : job.barriers) {
-    if (b.arrived.count(r)) continue;
-    for (auto id : b.waiters) {
-      auto it = waiters_.find(id);
-      if (it == waiters_.end()) continue;
-      fail(it->second.to, ErrorCode::kPeerExited,
-           "barrier '" + name + "' of job '" + job.id + "' cannot complete: rank " +
-               std::to_string(r) + " (pid " + std::to_string(job.slots[r].pid) + ") " + why,
-           out);
-      waiters_.erase(it);
-    }
-    b.waiters.clear();
-    b.arrived.clear();
-  }
+  // With one rank gone no barrier of the job can complete (new arrivals are
+  // refused while a slot is exited): fail every waiting rank now, not at
+  // its timeout, and forget who had arrived.
+  for (auto& [name, b] : job.barriers)
+    for (auto id : b.waiters)
+      if (auto it = waiters_.find(id); it != waiters_.end()) {
+        fail(it->second.to, ErrorCode::kPeerExited,
+             "barrier '" + name + "' of job '" + job.id + "' cannot complete: rank " +
+                 std::to_string(r) + " (pid " + std::to_string(job.slots[r].pid) + ") " + why,
+             out);
+        drop_waiter(it);
+      }
+  job.barriers.clear();
 }
 
 void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
@@ -261,7 +265,7 @@ void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
     auto w = waiters_.find(wid);
     if (w == waiters_.end()) continue;
     fail(w->second.to, ErrorCode::kPeerExited, "job '" + id + "' ended: all its ranks exited", out);
-    waiters_.erase(w);
+    drop_waiter(w);
   }
   log::info("job=" + id + " ended");
   drop_shards(id);

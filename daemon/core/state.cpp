@@ -1,5 +1,7 @@
 #include "core/state.hpp"
 
+#include <algorithm>
+
 #include "log.hpp"
 #include "muster_config.h"
 
@@ -93,23 +95,25 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
 
 uint64_t State::add_waiter(Waiter w) {
   uint64_t id = next_waiter_++;
-  deadlines_.emplace(w.deadline, id);
+  w.deadline_it = deadlines_.emplace(w.deadline, id);
   waiters_.emplace(id, std::move(w));
   return id;
 }
 
+void State::drop_waiter(std::map<uint64_t, Waiter>::iterator it) {
+  deadlines_.erase(it->second.deadline_it);
+  waiters_.erase(it);
+}
+
 std::optional<Clock::time_point> State::next_deadline() const {
-  for (const auto& [t, id] : deadlines_)
-    if (waiters_.count(id)) return t;
-  return std::nullopt;
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.begin()->first;
 }
 
 void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     uint64_t id = deadlines_.begin()->second;
-    deadlines_.erase(deadlines_.begin());
     auto it = waiters_.find(id);
-    if (it == waiters_.end()) continue;
     const Waiter& w = it->second;
     std::string what;
     auto job_it = jobs_.find(w.job);
@@ -133,7 +137,13 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
       what = "timed out waiting for key(s) " + missing + " in job '" + w.job + "'";
     }
     fail(w.to, ErrorCode::kTimeout, what, out);
-    waiters_.erase(it);
+    if (job_it != jobs_.end()) {
+      // Keep the job's wait lists as short as what is still waiting.
+      auto& ids = w.kind == WaitKind::kBarrier ? job_it->second.barriers[w.barrier].waiters
+                                               : job_it->second.key_waiters;
+      ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+    }
+    drop_waiter(it);
   }
 }
 

@@ -22,7 +22,7 @@ namespace muster::daemon {
 // Where a reply goes: opaque to the state, filled in by the server.
 struct ReplyTo {
   std::string routing_id;
-  bool delimiter = false; // REQ-style peer: reply needs an empty frame
+  bool delimiter = false;  // REQ-style peer: reply needs an empty frame
   uint64_t request_id = 0;
 };
 
@@ -33,28 +33,28 @@ struct Outgoing {
 
 struct DeviceSlot {
   gpu::Device device;
-  std::string job; // holder, empty when free
+  std::string job;  // holder, empty when free
   uint32_t local_rank = 0;
 };
 
 class State {
-public:
-  State(std::vector<gpu::Device> allowed_devices, PidWatch &watch);
+ public:
+  State(std::vector<gpu::Device> allowed_devices, PidWatch& watch);
 
   // Handles one decoded request; replies now (or later, for waits) go to out.
-  void handle(const ReplyTo &to, const proto::Envelope &env,
-              std::vector<Outgoing> &out);
+  void handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   // A watched pid ended.
-  void on_pid_exit(int64_t pid, std::vector<Outgoing> &out);
+  void on_pid_exit(int64_t pid, std::vector<Outgoing>& out);
   // Fails waits whose deadline passed.
-  void expire(Clock::time_point now, std::vector<Outgoing> &out);
+  void expire(Clock::time_point now, std::vector<Outgoing>& out);
   std::optional<Clock::time_point> next_deadline() const;
   // Fails every pending wait (daemon shutting down).
-  void cancel_all(std::vector<Outgoing> &out);
+  void cancel_all(std::vector<Outgoing>& out);
 
   proto::StatusReply status() const;
+  size_t job_count() const { return jobs_.size(); }
 
-private:
+ private:
   enum class WaitKind { kGet, kWait, kBarrier };
   struct Waiter {
     ReplyTo to;
@@ -64,40 +64,37 @@ private:
     std::string barrier;
     uint32_t rank = 0;
     Clock::time_point deadline;
+    std::multimap<Clock::time_point, uint64_t>::iterator deadline_it{};
   };
 
   template <class M>
-  void reply(const ReplyTo &to, const M &m, std::vector<Outgoing> &out) {
+  void reply(const ReplyTo& to, const M& m, std::vector<Outgoing>& out) {
     out.push_back({to, proto::encode(to.request_id, m)});
   }
-  void fail(const ReplyTo &to, ErrorCode code, const std::string &msg,
-            std::vector<Outgoing> &out);
+  void fail(const ReplyTo& to, ErrorCode code, const std::string& msg, std::vector<Outgoing>& out);
 
-  proto::RankInfo join(const proto::Join &m);
-  proto::Reserved reserve(const proto::Reserve &m);
-  void attach(const proto::Attach &m);
-  void leave(const proto::Leave &m, std::vector<Outgoing> &out);
-  void store_request(const ReplyTo &to, const proto::Envelope &env,
-                     std::vector<Outgoing> &out);
-  void barrier(const ReplyTo &to, const proto::Barrier &m,
-               std::vector<Outgoing> &out);
+  proto::RankInfo join(const proto::Join& m);
+  proto::Reserved reserve(const proto::Reserve& m);
+  void attach(const proto::Attach& m);
+  void leave(const proto::Leave& m, std::vector<Outgoing>& out);
+  void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
   // Sampler shards (shards.cpp): permutations cached per job, dropped with it.
-  void shard_request(const ReplyTo &to, const proto::Envelope &env,
-                     std::vector<Outgoing> &out);
-  void drop_shards(const std::string &job);
+  void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void drop_shards(const std::string& job);
 
-  Job &job_or_throw(const std::string &id);
-  std::vector<int64_t> pick_devices(const std::string &job, size_t n,
-                                    bool wants_gpu,
-                                    const std::vector<int64_t> &subset) const;
-  void lease(const std::string &job, uint32_t local_rank, int64_t device);
-  void release(Job &job, uint32_t local_rank);
-  void slot_ended(Job &job, uint32_t local_rank, const char *why,
-                  std::vector<Outgoing> &out);
-  void maybe_remove(const std::string &id, std::vector<Outgoing> &out);
-  void key_changed(Job &job, std::vector<Outgoing> &out);
+  Job& job_or_throw(const std::string& id);
+  std::vector<int64_t> pick_devices(const std::string& job, size_t n, bool wants_gpu,
+                                    const std::vector<int64_t>& subset) const;
+  void lease(const std::string& job, uint32_t local_rank, int64_t device);
+  void release(Job& job, uint32_t local_rank);
+  void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
+  void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
+  void key_changed(Job& job, std::vector<Outgoing>& out);
   uint64_t add_waiter(Waiter w);
-  void finish_waiter(uint64_t id, std::vector<Outgoing> &out);
+  // Forgets a waiter and its deadline entry (so the timer index never holds
+  // answered requests).
+  void drop_waiter(std::map<uint64_t, Waiter>::iterator it);
 
   std::vector<DeviceSlot> devices_;
   std::map<std::string, Job> jobs_;
@@ -107,15 +104,15 @@ private:
   struct Permutation {
     uint64_t generation = 0;
     uint64_t n = 0;
-    uint64_t seed = 0; // seed + epoch
+    uint64_t seed = 0;  // seed + epoch
     std::vector<int64_t> perm;
     uint64_t last_used = 0;
   };
-  std::map<std::string, std::vector<Permutation>> shard_cache_; // by job
+  std::map<std::string, std::vector<Permutation>> shard_cache_;  // by job
   size_t shard_cache_bytes_ = 0;
   uint64_t shard_clock_ = 0;
-  PidWatch &watch_;
+  PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
 };
 
-} // namespace muster::daemon
+}  // namespace muster::daemon

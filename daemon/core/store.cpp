@@ -117,7 +117,7 @@ void State::key_changed(Job& job, std::vector<Outgoing>& out) {
       reply(w.to, proto::Value{job.kv[w.keys[0]]}, out);
     else
       reply(w.to, proto::Ok{}, out);
-    waiters_.erase(it);
+    drop_waiter(it);
   }
   ids = std::move(keep);
 }
@@ -155,7 +155,7 @@ void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outg
     auto it = waiters_.find(id);
     if (it == waiters_.end()) continue;
     reply(it->second.to, proto::Ok{}, out);
-    waiters_.erase(it);
+    drop_waiter(it);
   }
   reply(to, proto::Ok{}, out);
   job.barriers.erase(m.name);

@@ -31,7 +31,8 @@ inline bool slot_live(SlotState s) {
 
 struct Slot {
   SlotState state = SlotState::kFree;
-  int64_t pid = 0;  // the worker; for kReserved, the launcher
+  int64_t pid = 0;         // the worker; for kReserved, the launcher
+  int64_t joined_pid = 0;  // the process that joined (the worker or its child)
   int64_t device = -1;
 };
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #ifndef SYS_pidfd_open
@@ -30,6 +31,30 @@ bool PidWatch::alive(int64_t pid) {
   if (close_paren == std::string::npos || close_paren + 2 >= line.size()) return false;
   char state = line[close_paren + 2];
   return state != 'Z' && state != 'X';
+}
+
+namespace {
+int64_t parent_of(int64_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return 0;
+  auto close_paren = line.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  // After ") ": the state letter, then the parent pid.
+  std::istringstream rest(line.substr(close_paren + 2));
+  char state;
+  int64_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
+}
+}  // namespace
+
+bool PidWatch::is_ancestor(int64_t ancestor, int64_t pid) {
+  for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+    pid = parent_of(pid);
+    if (pid == ancestor) return true;
+  }
+  return false;
 }
 
 bool PidWatch::watch(int64_t pid) {

@@ -33,6 +33,8 @@ class PidWatch {
   void forget(int64_t pid);
 
   static bool alive(int64_t pid);
+  // Whether ancestor is pid's parent, grandparent, ... (from /proc).
+  static bool is_ancestor(int64_t ancestor, int64_t pid);
 
  private:
   struct Entry {

@@ -123,6 +123,8 @@ void Server::run() {
   std::vector<Outgoing> out;
   std::vector<zmq::pollitem_t> items;
   std::vector<int64_t> item_pids;
+  bool had_job = false;
+  auto idle_since = Clock::now();
   for (;;) {
     items.clear();
     item_pids.clear();
@@ -137,7 +139,8 @@ void Server::run() {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*d - Clock::now()).count();
       timeout_ms = std::max<long>(0, left + 1);
     }
-    if (impl_->watch.needs_sweep()) timeout_ms = timeout_ms < 0 ? 200 : std::min(timeout_ms, 200L);
+    if (impl_->watch.needs_sweep() || (cfg_.exit_when_idle && state.job_count() == 0))
+      timeout_ms = timeout_ms < 0 ? 200 : std::min(timeout_ms, 200L);
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
     } catch (const zmq::error_t& e) {
@@ -188,6 +191,17 @@ void Server::run() {
     state.expire(Clock::now(), out);
     for (const auto& o : out) send(router, o);
     out.clear();
+    if (cfg_.exit_when_idle) {
+      auto now = Clock::now();
+      if (state.job_count() > 0) {
+        had_job = true;
+        idle_since = now;
+      } else if (now - idle_since >
+                 (had_job ? std::chrono::seconds(1) : std::chrono::seconds(10))) {
+        log::info("no jobs left; the embedded daemon stops");
+        break;
+      }
+    }
   }
   state.cancel_all(out);
   for (const auto& o : out) send(router, o);

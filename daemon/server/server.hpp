@@ -16,6 +16,9 @@ struct Config {
   std::vector<int64_t> devices;  // allowed subset; empty = all discovered
   bool devices_given = false;
   int simulate_gpus = -1;
+  // An embedded daemon (started by muster run) ends once it has had no job
+  // for a moment, so it outlives its launcher only while others use it.
+  bool exit_when_idle = false;
 };
 
 class Server {

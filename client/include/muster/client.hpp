@@ -142,6 +142,19 @@ class Client {
   // Hands the reserved ranks to the started workers (pids by local rank).
   void attach(const std::string& job, const std::vector<int64_t>& pids);
 
+  // NCCL unique ids brokered by the daemon (opaque 128-byte values). The
+  // root (rank 0) makes the id (ncclGetUniqueId when built with NCCL, else
+  // random bytes) and publishes it under (job, generation, name); every other
+  // rank waits for it. A second publish of the same name is refused.
+  std::string nccl_unique_id(const std::string& name = "world",
+                             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // n ids for ncclCommInitRankScalable, in order; id i is made by rank
+  // nccl_id_root(i, n, world_size) and all ranks gather all n.
+  std::vector<std::string> nccl_unique_ids(
+      uint32_t n, const std::string& name = "world",
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  static uint32_t nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

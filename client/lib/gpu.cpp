@@ -1,0 +1,66 @@
+#include "muster/gpu.hpp"
+
+namespace muster::gpu {
+
+namespace {
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw Error(ErrorCode::kInternal, std::string(what) + ": " + cudaGetErrorString(e));
+}
+void check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess)
+    throw Error(ErrorCode::kInternal, std::string(what) + ": " + ncclGetErrorString(r));
+}
+ncclUniqueId to_id(const std::string& bytes) {
+  ncclUniqueId id;
+  static_assert(sizeof(id.internal) == 128);
+  std::copy(bytes.begin(), bytes.end(), id.internal);
+  return id;
+}
+}  // namespace
+
+int select_device(const RankInfo& info) {
+  if (info.device < 0)
+    throw Error(ErrorCode::kNoDevice, "rank " + std::to_string(info.rank) + " of job '" + info.job +
+                                          "' holds no GPU lease (started with --cpu?)");
+  check(cudaSetDevice(info.device), "cudaSetDevice");
+  return info.device;
+}
+
+ncclComm_t init_communicator(Client& client, const std::string& name) {
+  const auto& me = client.rank_info();
+  auto id = to_id(client.nccl_unique_id(name));
+  ncclComm_t comm = nullptr;
+  check(ncclCommInitRank(&comm, static_cast<int>(me.world_size), id, static_cast<int>(me.rank)),
+        "ncclCommInitRank");
+  return comm;
+}
+
+ncclComm_t init_communicator_scalable(Client& client, uint32_t n_ids, const std::string& name) {
+  const auto& me = client.rank_info();
+  std::vector<ncclUniqueId> ids;
+  for (const auto& b : client.nccl_unique_ids(n_ids, name)) ids.push_back(to_id(b));
+  ncclComm_t comm = nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  check(ncclCommInitRankScalable(&comm, static_cast<int>(me.world_size), static_cast<int>(me.rank),
+                                 static_cast<int>(ids.size()), ids.data(), &config),
+        "ncclCommInitRankScalable");
+  return comm;
+}
+
+void sync_model(ncclComm_t comm, const std::vector<DeviceBuffer>& buffers, bool reduce_parameters,
+                bool reduce_buffers, cudaStream_t stream) {
+  // One group: NCCL fuses the launches.
+  check(ncclGroupStart(), "ncclGroupStart");
+  for (const auto& b : buffers) {
+    bool reduce = b.is_parameter ? reduce_parameters : reduce_buffers;
+    if (reduce)
+      check(ncclAllReduce(b.data, b.data, b.count, b.type, ncclAvg, comm, stream), "ncclAllReduce");
+    else
+      check(ncclBroadcast(b.data, b.data, b.count, b.type, 0, comm, stream), "ncclBroadcast");
+  }
+  check(ncclGroupEnd(), "ncclGroupEnd");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+}  // namespace muster::gpu

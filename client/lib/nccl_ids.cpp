@@ -1,0 +1,97 @@
+// The NCCL unique-id broker, on top of the job's store: compare_set makes the
+// publish a set-once, and a waiting get is answered the moment the root
+// publishes. The daemon never interprets the 128 bytes.
+#include <sys/random.h>
+
+#include "client_impl.hpp"
+#include "muster_config.h"
+
+#if HAVE_NCCL
+#include <nccl.h>
+#endif
+
+namespace muster {
+
+namespace {
+
+constexpr size_t kIdBytes = 128;
+
+std::string make_id() {
+#if HAVE_NCCL
+  static_assert(sizeof(ncclUniqueId) == kIdBytes);
+  ncclUniqueId id;
+  if (auto r = ncclGetUniqueId(&id); r != ncclSuccess)
+    throw Error(ErrorCode::kInternal,
+                std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(r));
+  return std::string(id.internal, kIdBytes);
+#else
+  // Without NCCL the root still publishes 128 bytes of its own making.
+  std::string id(kIdBytes, '\0');
+  for (size_t got = 0; got < kIdBytes;) {
+    ssize_t n = getrandom(id.data() + got, kIdBytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return id;
+#endif
+}
+
+std::string id_key(const RankInfo& me, const std::string& name, uint32_t i, uint32_t n) {
+  if (name.empty() || name.size() > 256)
+    throw Error(ErrorCode::kInvalidArgument, "communicator name must be 1..256 bytes");
+  return "muster.nccl/" + std::to_string(me.generation) + "/" + name + "/" + std::to_string(n) +
+         "/" + std::to_string(i);
+}
+
+}  // namespace
+
+uint32_t Client::nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size) {
+  // Spread the roots evenly over the ranks, so that no process serves more
+  // than one id's bootstrap.
+  return static_cast<uint32_t>((static_cast<uint64_t>(i) * world_size) / n);
+}
+
+std::vector<std::string> Client::nccl_unique_ids(uint32_t n, const std::string& name,
+                                                 std::optional<std::chrono::milliseconds> timeout) {
+  const RankInfo& me = rank_info();
+  if (n < 1 || n > me.world_size)
+    throw Error(ErrorCode::kInvalidArgument,
+                "nccl_unique_ids needs 1.." + std::to_string(me.world_size) +
+                    " ids (one per rank at most), not " + std::to_string(n));
+  // Publish first (if we are a root), then gather: no rank waits on itself.
+  for (uint32_t i = 0; i < n; ++i) {
+    if (nccl_id_root(i, n, me.world_size) != me.rank) continue;
+    auto key = id_key(me, name, i, n);
+    auto id = make_id();
+    if (compare_set(key, "", id) != id)
+      throw Error(ErrorCode::kConflict, "NCCL unique id " + std::to_string(i) +
+                                            " of communicator '" + name + "' (generation " +
+                                            std::to_string(me.generation) +
+                                            ") was already published; use a new communicator name");
+  }
+  std::vector<std::string> ids;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto key = id_key(me, name, i, n);
+    try {
+      ids.push_back(get(key, timeout));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTimeout) throw;
+      throw Error(ErrorCode::kTimeout, "timed out waiting for NCCL unique id " + std::to_string(i) +
+                                           " of communicator '" + name + "' (generation " +
+                                           std::to_string(me.generation) + "): rank " +
+                                           std::to_string(nccl_id_root(i, n, me.world_size)) +
+                                           " was expected to publish it");
+    }
+    if (ids.back().size() != kIdBytes)
+      throw Error(ErrorCode::kBadMessage, "NCCL unique id under '" + key + "' is " +
+                                              std::to_string(ids.back().size()) +
+                                              " bytes, not 128");
+  }
+  return ids;
+}
+
+std::string Client::nccl_unique_id(const std::string& name,
+                                   std::optional<std::chrono::milliseconds> timeout) {
+  return nccl_unique_ids(1, name, timeout)[0];
+}
+
+}  // namespace muster

@@ -1,0 +1,86 @@
+// The NCCL unique-id broker: one id per (job, generation, name), made by the
+// root and waited for by everyone else.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <thread>
+
+#include "muster/client.hpp"
+#include "support/process.hpp"
+
+using namespace muster;
+using namespace std::chrono_literals;
+
+namespace {
+// Runs f(rank, client) on `world` rank threads of one job and returns when all are done.
+template <class F>
+void on_ranks(const test::TestDaemon& d, const std::string& job, uint32_t world, F f) {
+  std::vector<std::thread> ts;
+  for (uint32_t r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      Client c({d.endpoint()});
+      c.join({job, world, false, static_cast<int>(r)});
+      f(r, c);
+    });
+  for (auto& t : ts) t.join();
+}
+}  // namespace
+
+TEST_CASE("every rank gets the same 128-byte NCCL id from the root") {
+  test::TestDaemon d;
+  std::vector<std::string> ids(4);
+  on_ranks(d, "ids", 4, [&](uint32_t r, Client& c) { ids[r] = c.nccl_unique_id("world", 10s); });
+  REQUIRE(ids[0].size() == 128);
+  for (const auto& id : ids) CHECK(id == ids[0]);
+  CHECK(ids[0] != std::string(128, '\0'));
+}
+
+TEST_CASE("a second publish of the same communicator is refused, another name is fresh") {
+  test::TestDaemon d;
+  Client c({d.endpoint()});
+  c.join({"one", 1, false, 0});
+  auto first = c.nccl_unique_id("world");
+  try {
+    c.nccl_unique_id("world");
+    FAIL("published twice");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kConflict);
+    CHECK_THAT(e.what(), Catch::Contains("already published"));
+  }
+  auto other = c.nccl_unique_id("pipeline");
+  CHECK(other.size() == 128);
+  CHECK(other != first);
+}
+
+TEST_CASE("a rank waiting for an id that never comes learns which rank should publish it") {
+  test::TestDaemon d;
+  Client root({d.endpoint()});
+  root.join({"late", 2, false, 0});  // joined, but never publishes
+  Client c({d.endpoint()});
+  c.join({"late", 2, false, 1});
+  try {
+    c.nccl_unique_id("world", 200ms);
+    FAIL("got an id nobody published");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kTimeout);
+    CHECK_THAT(e.what(), Catch::Contains("rank 0 was expected to publish"));
+  }
+}
+
+TEST_CASE("scalable init: n ids from evenly spread roots, gathered in order by all ranks") {
+  CHECK(Client::nccl_id_root(0, 3, 8) == 0);
+  CHECK(Client::nccl_id_root(1, 3, 8) == 2);
+  CHECK(Client::nccl_id_root(2, 3, 8) == 5);
+  CHECK(Client::nccl_id_root(3, 4, 4) == 3);
+  test::TestDaemon d;
+  std::vector<std::vector<std::string>> got(8);
+  on_ranks(d, "scalable", 8,
+           [&](uint32_t r, Client& c) { got[r] = c.nccl_unique_ids(3, "w", 10s); });
+  REQUIRE(got[0].size() == 3);
+  std::set<std::string> distinct(got[0].begin(), got[0].end());
+  CHECK(distinct.size() == 3);
+  for (const auto& v : got) CHECK(v == got[0]);
+  Client c({d.endpoint()});
+  c.join({"too-many", 2, false, 0});
+  CHECK_THROWS_AS(c.nccl_unique_ids(3), Error);
+}
