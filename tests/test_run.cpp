@@ -257,3 +257,13 @@ TEST_CASE("a worker started through a wrapper script still joins its registered 
   CHECK(count(text, "gpu 0:") + count(text, "gpu 1:") == 2);
   CHECK_THAT(text, Catch::Contains("agreed on the total 3"));
 }
+
+TEST_CASE("--cpu leases no GPU even when the daemon has some") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--cpu", "--simulate-gpus", "2", "--use-env", "/bin/sh", "-c",
+                        "echo device=$MUSTER_DEVICE"}),
+            env_for(dir.path()));
+  auto text = p.read_all(20s);
+  REQUIRE(p.wait(10s) == 0);
+  CHECK(count(text, "device=-1") == 2);
+}

@@ -12,8 +12,11 @@
 namespace muster {
 
 zmq::context_t& client_context() {
-  static zmq::context_t ctx{1};
-  return ctx;
+  // Never destroyed: terminating a context blocks until every socket is
+  // closed, and a program that never frees its client (ctypes, a static
+  // Client) must still be able to exit.
+  static auto* ctx = new zmq::context_t(1);
+  return *ctx;
 }
 
 namespace {

@@ -1,0 +1,58 @@
+// A private musterd for a benchmark run: spawned from the path given on the
+// command line, in a fresh runtime directory, stopped at exit.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "muster/client.hpp"
+
+namespace muster::bench {
+
+class PrivateDaemon {
+ public:
+  explicit PrivateDaemon(const std::string& musterd) {
+    char tmpl[] = "/tmp/muster-bench-XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    dir_ = tmpl;
+    pid_ = fork();
+    if (pid_ == 0) {
+      execl(musterd.c_str(), musterd.c_str(), "--runtime-dir", dir_.c_str(), "--log-level", "error",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    endpoint_ = "ipc://" + dir_ + "/musterd.sock";
+    for (int i = 0; i < 200; ++i) {
+      try {
+        if (std::filesystem::exists(dir_ + "/musterd.sock")) {
+          Client({endpoint_, std::chrono::milliseconds(200)}).ping();
+          return;
+        }
+      } catch (const Error&) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    throw std::runtime_error("musterd did not start: " + musterd);
+  }
+  ~PrivateDaemon() {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  std::string dir_, endpoint_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace muster::bench
