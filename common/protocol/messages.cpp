@@ -445,11 +445,15 @@ Shard Shard::unpack(const msgpack::object& o) {
   return m;
 }
 
-void ShardReply::pack(codec::Packer& p) const {
+void ShardReply::pack_head(codec::Packer& p, uint64_t count, uint32_t width, size_t bytes) {
   p.pack_map(3);
   codec::key(p, "count"), p.pack(count);
   codec::key(p, "width"), p.pack(width);
-  codec::key(p, "indices"), put_bin(p, indices);
+  codec::key(p, "indices"), p.pack_bin(static_cast<uint32_t>(bytes));
+}
+void ShardReply::pack(codec::Packer& p) const {
+  pack_head(p, count, width, indices.size());
+  p.pack_bin_body(indices.data(), static_cast<uint32_t>(indices.size()));
 }
 ShardReply ShardReply::unpack(const msgpack::object& o) {
   MapReader r(o, "shard_reply");

@@ -260,6 +260,9 @@ struct ShardReply {
   uint32_t width = 4;
   std::string indices;  // count * width bytes
   MUSTER_MESSAGE(ShardReply);
+  // Everything pack() writes but the indices' `bytes` bytes, which must
+  // follow: lets the daemon write a multi-MB shard straight into the frame.
+  static void pack_head(codec::Packer& p, uint64_t count, uint32_t width, size_t bytes);
 };
 
 #undef MUSTER_MESSAGE

@@ -117,6 +117,11 @@ std::vector<int64_t> torch_randperm(uint64_t n, uint64_t seed) {
   return perm;
 }
 
+void torch_randperm_u32(uint32_t* out, uint64_t n, uint64_t seed) {
+  if (n > (uint64_t{1} << 32)) throw std::invalid_argument("torch_randperm_u32: n is over 2^32.");
+  torch_shuffle(out, n, seed);
+}
+
 uint64_t shard_size(const ShardSpec& spec) {
   validate(spec);
   const uint64_t n = spec.dataset_size;

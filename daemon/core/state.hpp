@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,8 +105,8 @@ class State {
   struct Permutation {
     uint64_t generation = 0;
     uint64_t n = 0;
-    uint64_t seed = 0;  // seed + epoch
-    std::vector<int64_t> perm;
+    uint64_t seed = 0;                 // seed + epoch
+    std::unique_ptr<uint32_t[]> perm;  // n entries; shuffled shards need n <= 2^28
     uint64_t last_used = 0;
   };
   std::map<std::string, std::vector<Permutation>> shard_cache_;  // by job
