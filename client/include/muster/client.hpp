@@ -123,6 +123,27 @@ class Client {
   void wait(const std::vector<std::string>& keys,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
+  // Model broadcast on one node (client/lib/broadcast.cpp). Collectives: every
+  // rank calls them in the same order. Bytes travel through POSIX shared
+  // memory, never through the daemon; a rank that dies makes the others throw
+  // (peer_exited). After an exception the buffers' contents are unspecified.
+  // Every rank ends with root's `size` bytes (sizes must agree).
+  void broadcast(void* data, size_t size, uint32_t root = 0);
+  struct Buffer {
+    void* data;
+    size_t size;  // in bytes
+    enum class Type { kBytes, kFloat32, kFloat64 } type = Type::kBytes;
+    bool is_parameter = true;
+  };
+  // One collective for all buffers (all ranks pass the same list): by default
+  // every rank ends with rank 0's bytes; with reduce_parameters (reduce_buffers)
+  // the float parameter (non-parameter) buffers are averaged across ranks
+  // instead: summed in rank order in double, divided by the world size,
+  // rounded once, so every rank ends with identical bits. kBytes buffers are
+  // always taken from rank 0.
+  void sync_model(const std::vector<Buffer>& buffers, bool reduce_parameters = false,
+                  bool reduce_buffers = false);
+
   // This rank's indices of torch.utils.data.distributed.DistributedSampler
   // (num_replicas = the job's world size, rank = this client's), bit-identical
   // to torch; the daemon computes each epoch's permutation once for all ranks.

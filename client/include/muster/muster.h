@@ -61,6 +61,24 @@ int muster_store_delete(muster_client* c, const char* key, int* deleted);
 int muster_store_wait(muster_client* c, const char* const* keys, size_t n, int64_t timeout_ms);
 /* `muster status --json`'s document, malloc'd. */
 int muster_status_json(muster_client* c, char** json);
+
+/* Model broadcast on one node, through shared memory (see muster/client.hpp:
+ * Client::broadcast and Client::sync_model). Collectives: every rank of the
+ * job calls them in the same order. On error the buffers' contents are
+ * unspecified. @since 0.2 */
+typedef struct muster_buffer {
+  void* data;
+  size_t size;      /* bytes */
+  int type;         /* 0 bytes, 1 float32, 2 float64 */
+  int is_parameter; /* nonzero: a parameter; zero: a buffer (e.g. running stats) */
+} muster_buffer;
+/* Every rank ends with root's size bytes. */
+int muster_broadcast(muster_client* c, void* data, size_t size, uint32_t root);
+/* One collective for all n buffers: rank 0's bytes everywhere, or the
+ * average across ranks for float parameters (reduce_parameters) or float
+ * buffers (reduce_buffers). */
+int muster_sync_model(muster_client* c, muster_buffer* bufs, size_t n, int reduce_parameters,
+                      int reduce_buffers);
 /* This rank's indices of torch's DistributedSampler (num_replicas = the
  * job's world size), bit-identical to torch; needs a joined handle.
  * *indices is malloc'd (free with muster_free), *count entries. @since 0.1 */

@@ -1,0 +1,900 @@
+// Model broadcast and averaging on one node: Client::broadcast and
+// Client::sync_model.
+//
+// Bulk bytes travel through POSIX shared memory, never through the daemon:
+// a publishing rank creates a segment
+// (/dev/shm/muster.<job>.<generation>.<seq>.r<rank>.<nonce>), copies its
+// bytes in, checksumming each 4 MiB chunk, and stores a small metadata value
+// (size, chunk size, checksums, segment name, or an error) in the job's store
+// under muster/coll/<generation>/<seq>/<rank>. Then:
+//
+//   publisher: set(meta)  barrier(ready)                          barrier(done)  unlink, delete
+//   reader:               barrier(ready)  get(meta)  map + copy    barrier(done)
+//
+// Readers verify every chunk's checksum; a mismatch throws kInternal. The
+// done barrier is entered iff every meta read says "ok", so all ranks agree
+// on whether to wait there; a rank with a local error (size mismatch, bad
+// checksum) still enters it, then throws. A publisher that cannot publish
+// stores its error instead and meets the others at the ready barrier, so
+// they throw it too rather than time out. Barriers fail fast with
+// peer_exited when a rank ends, so a dead rank makes every other rank throw.
+// Segments are unlinked by their creator on every path (RAII); only a
+// SIGKILLed creator leaves one behind. Metadata keys are deleted after a
+// completed collective; a failed one leaves them (tiny) for the job's life.
+//
+// Speed (256 MiB): the creator writes with pwrite (no zeroing of the new
+// pages, no page tables), checksumming each block just before the kernel
+// copies it from cache; readers map the segment and copy with one fused
+// pass (AVX2 non-temporal stores + crc32c lanes) at memcpy speed.
+//
+// The sequence number of a collective comes from a per-rank counter in the
+// job's store (muster/coll/seq/<rank>): ranks that call collectives in the
+// same order get the same numbers, whatever Client object they use.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "client_impl.hpp"
+#include "muster/client.hpp"
+
+namespace muster {
+namespace {
+
+constexpr size_t kChunk = size_t{4} << 20;    // checksum granularity
+constexpr size_t kBlock = size_t{256} << 10;  // hash, then copy while still in cache
+constexpr size_t kReduceBlock = size_t{64} << 10;
+constexpr size_t kAlign = 64;            // offsets of packed buffers
+constexpr uint32_t kMagic = 0x3142534d;  // "MSB1"
+
+// ---- checksums ---------------------------------------------------------
+//
+// Four independent lanes over 32-byte groups (so the CPU overlaps them),
+// then a mix of the lanes, the tail bytes and the length. Algorithm 1 runs
+// crc32c (SSE4.2) in the lanes, algorithm 2 an xxhash64-style multiply
+// round; the metadata names the one used, readers follow it.
+
+enum Algo : uint32_t { kCrc32c = 1, kMul64 = 2 };
+
+constexpr uint64_t P1 = 0x9E3779B185EBCA87ULL, P2 = 0xC2B2AE3D27D4EB4FULL,
+                   P3 = 0x165667B19E3779F9ULL, P4 = 0x85EBCA77C2B2AE63ULL,
+                   P5 = 0x27D4EB2F165667C5ULL;
+
+inline uint64_t rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+using BulkFn = void (*)(uint64_t* lanes, const uint8_t* p, size_t n);  // n % 32 == 0
+
+void mul_bulk(uint64_t* l, const uint8_t* p, size_t n) {
+  uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
+  for (size_t i = 0; i < n; i += 32) {
+    a = rotl(a + load64(p + i) * P2, 31) * P1;
+    b = rotl(b + load64(p + i + 8) * P2, 31) * P1;
+    c = rotl(c + load64(p + i + 16) * P2, 31) * P1;
+    d = rotl(d + load64(p + i + 24) * P2, 31) * P1;
+  }
+  l[0] = a, l[1] = b, l[2] = c, l[3] = d;
+}
+
+// Portable crc32c (Castagnoli, reflected), for a reader without SSE4.2.
+uint32_t crc32c_sw_u64(uint32_t crc, uint64_t v) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  for (int k = 0; k < 8; ++k) crc = table[(crc ^ (v >> (8 * k))) & 0xFF] ^ (crc >> 8);
+  return crc;
+}
+
+void crc_bulk_sw(uint64_t* l, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; i += 32)
+    for (int k = 0; k < 4; ++k)
+      l[k] = crc32c_sw_u64(static_cast<uint32_t>(l[k]), load64(p + i + 8 * k));
+}
+
+// Copies n bytes (n % 32 == 0) and runs the lanes over them in one pass:
+// the bytes are read once, and the stores bypass the cache when dst allows.
+using CopyFn = void (*)(uint64_t* lanes, uint8_t* dst, const uint8_t* src, size_t n);
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2,avx2"))) void crc_copy_avx2(uint64_t* l, uint8_t* dst,
+                                                          const uint8_t* src, size_t n) {
+  uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
+  const bool stream = reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  for (size_t i = 0; i < n; i += 32) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    if (stream)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), v);
+    else
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), v);
+    a = _mm_crc32_u64(a, load64(src + i));
+    b = _mm_crc32_u64(b, load64(src + i + 8));
+    c = _mm_crc32_u64(c, load64(src + i + 16));
+    d = _mm_crc32_u64(d, load64(src + i + 24));
+  }
+  if (stream) _mm_sfence();
+  l[0] = a, l[1] = b, l[2] = c, l[3] = d;
+}
+
+__attribute__((target("sse4.2"))) void crc_bulk_hw(uint64_t* l, const uint8_t* p, size_t n) {
+  uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
+  for (size_t i = 0; i < n; i += 32) {
+    a = _mm_crc32_u64(a, load64(p + i));
+    b = _mm_crc32_u64(b, load64(p + i + 8));
+    c = _mm_crc32_u64(c, load64(p + i + 16));
+    d = _mm_crc32_u64(d, load64(p + i + 24));
+  }
+  l[0] = a, l[1] = b, l[2] = c, l[3] = d;
+}
+bool have_sse42() {
+  static const bool yes = __builtin_cpu_supports("sse4.2");
+  return yes;
+}
+CopyFn copy_for(Algo a) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return a == kCrc32c && have_sse42() && avx2 ? crc_copy_avx2 : nullptr;
+}
+#else
+bool have_sse42() {
+  return false;
+}
+CopyFn copy_for(Algo) {
+  return nullptr;
+}
+#endif
+
+// The algorithm a publisher uses. MUSTER_CHECKSUM=crc32c|mul64 overrides
+// (benchmarks, tests of the fallback).
+Algo preferred_algo() {
+  static const Algo a = [] {
+    const char* e = std::getenv("MUSTER_CHECKSUM");
+    if (e && std::string_view(e) == "mul64") return kMul64;
+    if (e && std::string_view(e) == "crc32c") return kCrc32c;
+    return have_sse42() ? kCrc32c : kMul64;
+  }();
+  return a;
+}
+
+BulkFn bulk_for(Algo a) {
+  if (a == kMul64) return mul_bulk;
+#if defined(__x86_64__)
+  if (have_sse42()) return crc_bulk_hw;
+#endif
+  return crc_bulk_sw;
+}
+
+// Streaming hash: update() with any split of the bytes gives the same value.
+class Hasher {
+ public:
+  explicit Hasher(Algo a) : algo_(a), bulk_(bulk_for(a)), copy_(copy_for(a)) { reset(); }
+  void reset() {
+    if (algo_ == kMul64)
+      lanes_ = {P1 + P2, P2, 0, 0 - P1};
+    else
+      lanes_ = {0xFFFFFFFFu, 0x1234567u, 0x89ABCDEu, 0xF0F0F0Fu};
+    npend_ = 0;
+    total_ = 0;
+  }
+  void update(const uint8_t* p, size_t n) {
+    total_ += n;
+    if (npend_) {
+      size_t k = std::min(n, sizeof pend_ - npend_);
+      std::memcpy(pend_ + npend_, p, k);
+      npend_ += k, p += k, n -= k;
+      if (npend_ < sizeof pend_) return;
+      bulk_(lanes_.data(), pend_, sizeof pend_);
+      npend_ = 0;
+    }
+    size_t body = n & ~size_t{31};
+    if (body) bulk_(lanes_.data(), p, body);
+    std::memcpy(pend_, p + body, n - body);
+    npend_ = n - body;
+  }
+  // memcpy(dst, src, n) and update(src, n).
+  void copy_update(uint8_t* dst, const uint8_t* src, size_t n) {
+    if (!copy_) {
+      for (size_t o = 0; o < n; o += kBlock) {
+        size_t k = std::min(kBlock, n - o);
+        update(src + o, k);
+        std::memcpy(dst + o, src + o, k);  // src still in cache
+      }
+      return;
+    }
+    if (npend_) {
+      size_t k = std::min(n, sizeof pend_ - npend_);
+      std::memcpy(dst, src, k);
+      update(src, k);
+      dst += k, src += k, n -= k;
+    }
+    size_t body = n & ~size_t{31};
+    if (body) {
+      copy_(lanes_.data(), dst, src, body);
+      total_ += body;
+    }
+    if (n > body) {
+      std::memcpy(dst + body, src + body, n - body);
+      update(src + body, n - body);
+    }
+  }
+  uint64_t final() const {
+    uint64_t h = total_ * P5;
+    for (uint64_t l : lanes_) {
+      h ^= rotl(l * P2, 31) * P1;
+      h = rotl(h, 27) * P1 + P4;
+    }
+    for (size_t i = 0; i < npend_; ++i) {
+      h ^= pend_[i] * P5;
+      h = rotl(h, 11) * P1;
+    }
+    h ^= h >> 33, h *= P2, h ^= h >> 29, h *= P3, h ^= h >> 32;
+    return h;
+  }
+
+ private:
+  Algo algo_;
+  BulkFn bulk_;
+  CopyFn copy_;
+  std::array<uint64_t, 4> lanes_{};
+  uint8_t pend_[32];
+  size_t npend_ = 0;
+  uint64_t total_ = 0;
+};
+
+// Checksums of the consecutive chunks of one segment, fed in order. With
+// `expected`, each finished chunk is compared and a mismatch throws.
+class ChunkSums {
+ public:
+  ChunkSums(Algo a, size_t chunk, const std::vector<uint64_t>* expected = nullptr,
+            std::string what = {})
+      : h_(a), chunk_(chunk), expected_(expected), what_(std::move(what)) {}
+  void feed(const void* data, size_t n) {
+    auto* p = static_cast<const uint8_t*>(data);
+    while (n) {
+      size_t k = std::min(n, chunk_ - pos_ % chunk_);
+      h_.update(p, k);
+      pos_ += k, p += k, n -= k;
+      if (pos_ % chunk_ == 0) close();
+    }
+  }
+  // Copies n bytes from src to dst, feeding them.
+  void copy_feed(void* dst, const void* src, size_t n) {
+    auto* d = static_cast<uint8_t*>(dst);
+    auto* p = static_cast<const uint8_t*>(src);
+    while (n) {
+      size_t k = std::min(n, chunk_ - pos_ % chunk_);
+      h_.copy_update(d, p, k);
+      pos_ += k, d += k, p += k, n -= k;
+      if (pos_ % chunk_ == 0) close();
+    }
+  }
+  // Feeds n zero bytes.
+  void feed_zeros(size_t n) {
+    static const uint8_t zeros[4096] = {};
+    for (; n; n -= std::min(n, sizeof zeros)) feed(zeros, std::min(n, sizeof zeros));
+  }
+  size_t pos() const { return pos_; }
+  // Ends the last, partial chunk; returns the sums when writing.
+  std::vector<uint64_t> finish() {
+    if (pos_ % chunk_) close();
+    if (expected_ && index_ != expected_->size()) fail("has the wrong number of chunks");
+    return std::move(sums_);
+  }
+
+ private:
+  void close() {
+    uint64_t v = h_.final();
+    h_.reset();
+    if (expected_) {
+      if (index_ >= expected_->size() || (*expected_)[index_] != v)
+        fail("chunk " + std::to_string(index_) + " (from byte " + std::to_string(index_ * chunk_) +
+             ") does not match its checksum: the shared memory segment was changed or damaged");
+    } else {
+      sums_.push_back(v);
+    }
+    ++index_;
+  }
+  [[noreturn]] void fail(const std::string& s) {
+    throw Error(ErrorCode::kInternal, what_ + ": " + s);
+  }
+  Hasher h_;
+  size_t chunk_;
+  size_t pos_ = 0;
+  size_t index_ = 0;
+  const std::vector<uint64_t>* expected_;
+  std::string what_;
+  std::vector<uint64_t> sums_;
+};
+
+uint64_t hash_bytes(const void* p, size_t n) {
+  Hasher h(kMul64);
+  h.update(static_cast<const uint8_t*>(p), n);
+  return h.final();
+}
+
+// ---- metadata ----------------------------------------------------------
+
+struct Meta {
+  ErrorCode status = ErrorCode::kOk;
+  std::string message;  // when status != ok
+  uint64_t size = 0;    // segment bytes
+  uint64_t chunk = kChunk;
+  Algo algo = kMul64;
+  uint64_t signature = 0;  // what was packed, so readers can check they agree
+  std::string segment;     // shm name; empty when size == 0
+  std::vector<uint64_t> sums;
+};
+
+template <class T>
+void put(std::string& s, T v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_str(std::string& s, const std::string& v) {
+  put<uint32_t>(s, static_cast<uint32_t>(v.size()));
+  s += v;
+}
+
+// Native byte order: the store's readers are on this node.
+std::string encode(const Meta& m) {
+  std::string s;
+  put(s, kMagic);
+  put<uint32_t>(s, static_cast<uint32_t>(m.status));
+  if (m.status != ErrorCode::kOk) {
+    put_str(s, m.message);
+    return s;
+  }
+  put<uint64_t>(s, m.size);
+  put<uint64_t>(s, m.chunk);
+  put<uint32_t>(s, m.algo);
+  put<uint64_t>(s, m.signature);
+  put_str(s, m.segment);
+  put<uint64_t>(s, m.sums.size());
+  for (auto v : m.sums) put(s, v);
+  return s;
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& s) : s_(s) {}
+  template <class T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, s_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string str() {
+    auto n = get<uint32_t>();
+    need(n);
+    std::string v = s_.substr(pos_, n);
+    pos_ += n;
+    return v;
+  }
+  bool at_end() const { return pos_ == s_.size(); }
+  void need(uint64_t n) const {
+    if (s_.size() - pos_ < n) throw Error(ErrorCode::kInternal, "truncated collective metadata");
+  }
+
+ private:
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+Meta decode(const std::string& s) {
+  Reader r(s);
+  Meta m;
+  if (r.get<uint32_t>() != kMagic)
+    throw Error(ErrorCode::kInternal, "collective metadata has an unknown format");
+  m.status = static_cast<ErrorCode>(r.get<uint32_t>());
+  if (m.status != ErrorCode::kOk) {
+    m.message = r.str();
+    return m;
+  }
+  m.size = r.get<uint64_t>();
+  m.chunk = r.get<uint64_t>();
+  m.algo = static_cast<Algo>(r.get<uint32_t>());
+  m.signature = r.get<uint64_t>();
+  m.segment = r.str();
+  auto n = r.get<uint64_t>();
+  if (n > s.size() / 8) throw Error(ErrorCode::kInternal, "truncated collective metadata");
+  m.sums.resize(n);
+  for (auto& v : m.sums) v = r.get<uint64_t>();
+  if (!r.at_end() || m.chunk == 0 || (m.algo != kCrc32c && m.algo != kMul64) ||
+      n != (m.size + m.chunk - 1) / m.chunk || (m.size && m.segment.empty()))
+    throw Error(ErrorCode::kInternal, "collective metadata is inconsistent");
+  return m;
+}
+
+// ---- shared memory segments --------------------------------------------
+
+std::string errno_text(int e) {
+  return std::strerror(e);
+}
+
+// A segment: its creator writes it (and unlinks it when destroyed), readers
+// map it. The creator writes with pwrite rather than through a mapping: the
+// kernel then skips zeroing the new pages and no page tables are built.
+class Segment {
+ public:
+  Segment() = default;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment() {
+    if (base_) ::munmap(base_, size_);
+    if (owner_) ::shm_unlink(name_.c_str());
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  void create(const std::string& name, size_t size) {
+    name_ = name;
+    size_ = size;
+    int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+      throw Error(ErrorCode::kInternal,
+                  "cannot create shared memory segment " + name + ": " + errno_text(errno));
+    owner_ = true;
+    fd_ = fd;
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) no_space(errno);
+  }
+
+  // Writes n bytes at offset (creator only). Never-written ranges read as 0.
+  void write(size_t offset, const void* data, size_t n) {
+    auto* p = static_cast<const char*>(data);
+    while (n) {
+      ssize_t k =
+          ::pwrite(fd_, p, std::min<size_t>(n, size_t{1} << 30), static_cast<off_t>(offset));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) no_space(k < 0 ? errno : ENOSPC);
+      p += k, offset += static_cast<size_t>(k), n -= static_cast<size_t>(k);
+    }
+  }
+
+  void open(const std::string& name, size_t size) {
+    name_ = name;
+    size_ = size;
+    int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+      throw Error(ErrorCode::kInternal,
+                  "cannot open shared memory segment " + name + ": " + errno_text(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != size) {
+      ::close(fd);
+      throw Error(ErrorCode::kInternal, "shared memory segment " + name + " does not have the " +
+                                            std::to_string(size) + " bytes announced");
+    }
+    map(fd);
+  }
+
+  const uint8_t* data() const { return static_cast<const uint8_t*>(base_); }
+  size_t size() const { return size_; }
+
+ private:
+  [[noreturn]] void no_space(int e) {
+    throw Error(e == ENOSPC ? ErrorCode::kTooLarge : ErrorCode::kInternal,
+                "cannot store " + std::to_string(size_) + " bytes in shared memory segment " +
+                    name_ + " (/dev/shm): " + errno_text(e));
+  }
+
+  void map(int fd) {
+    // Faulted in as read (the kernel maps 16 pages per fault): measured
+    // faster than MAP_POPULATE when several readers map one segment at once.
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    int e = errno;
+    ::close(fd);
+    if (p == MAP_FAILED)
+      throw Error(ErrorCode::kInternal,
+                  "cannot map shared memory segment " + name_ + ": " + errno_text(e));
+    base_ = p;
+  }
+
+  std::string name_;
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  int fd_ = -1;
+  bool owner_ = false;
+};
+
+// The job id as it may appear in a file name: itself when short and plain,
+// else a hash, so names stay well under NAME_MAX.
+std::string name_part(const std::string& job) {
+  bool plain = !job.empty() && job.size() <= 100 && job[0] != '.' &&
+               std::all_of(job.begin(), job.end(), [](unsigned char c) {
+                 return std::isalnum(c) || (c && std::strchr("-_.:@+", c));
+               });
+  if (plain) return job;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "h%016llx",
+                static_cast<unsigned long long>(hash_bytes(job.data(), job.size())));
+  return buf;
+}
+
+// Tells apart segments of equal job ids on different daemons of one node.
+uint64_t nonce() {
+  static thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                          (static_cast<uint64_t>(::getpid()) << 32)};
+  return rng();
+}
+
+// ---- one collective ----------------------------------------------------
+
+struct Part {
+  const void* data;
+  size_t size;
+  size_t offset;  // in the segment; parts in increasing order
+};
+
+size_t align_up(size_t v) {
+  return (v + kAlign - 1) & ~(kAlign - 1);
+}
+
+class Collective {
+ public:
+  Collective(Client& c, const char* what) : c_(c), info_(c.rank_info()) {
+    seq_ = static_cast<uint64_t>(c.add("muster/coll/seq/" + std::to_string(info_.rank), 1));
+    prefix_ = "muster/coll/" + std::to_string(info_.generation) + "/" + std::to_string(seq_);
+    what_ = std::string(what) + " #" + std::to_string(seq_) + " of job '" + info_.job + "'";
+  }
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+  // The metadata key goes only after a completed collective: after a failure
+  // another rank may still have to read it (to learn of the failure), so it
+  // stays, a few bytes, until the job ends. The segment goes in any case:
+  // every rank reads all metadata before it opens any segment.
+  ~Collective() {
+    if (published_ && completed_) {
+      try {
+        c_.remove(key(info_.rank));
+      } catch (...) {
+        // the job, and its store, may be gone already
+      }
+    }
+  }
+
+  const std::string& what() const { return what_; }
+  uint32_t rank() const { return info_.rank; }
+  uint32_t world() const { return info_.world_size; }
+
+  // Creates this rank's segment of `total` bytes from parts and stores its
+  // metadata. A failure is published instead (see fail()) and thrown.
+  void publish(const std::vector<Part>& parts, size_t total, uint64_t signature) {
+    Meta m;
+    try {
+      m.size = total;
+      m.algo = preferred_algo();
+      m.signature = signature;
+      if (total) {
+        char tail[64];
+        std::snprintf(tail, sizeof tail, ".%llu.r%u.%016llx", static_cast<unsigned long long>(seq_),
+                      info_.rank, static_cast<unsigned long long>(nonce()));
+        m.segment =
+            "/muster." + name_part(info_.job) + "." + std::to_string(info_.generation) + tail;
+        seg_.create(m.segment, total);
+        ChunkSums sums(m.algo, m.chunk);
+        for (const auto& p : parts) {
+          sums.feed_zeros(p.offset - sums.pos());  // alignment padding
+          auto* src = static_cast<const uint8_t*>(p.data);
+          for (size_t o = 0; o < p.size; o += kBlock) {
+            size_t n = std::min(kBlock, p.size - o);
+            sums.feed(src + o, n);
+            seg_.write(p.offset + o, src + o, n);  // src still in cache
+          }
+        }
+        sums.feed_zeros(total - sums.pos());
+        m.sums = sums.finish();
+      }
+    } catch (const Error& e) {
+      fail(e);
+    } catch (const std::exception& e) {
+      fail(Error(ErrorCode::kInternal, what_ + ": " + e.what()));
+    }
+    c_.set(key(info_.rank), encode(m));
+    published_ = true;
+  }
+
+  // Publishes e instead of a segment and meets the others at the ready
+  // barrier (so they read it and throw too, rather than time out); throws e.
+  [[noreturn]] void fail(const Error& e) {
+    try {
+      Meta m;
+      m.status = e.code();
+      m.message = e.what();
+      c_.set(key(info_.rank), encode(m));
+      published_ = true;
+      ready();
+    } catch (...) {
+      // e is the error to report
+    }
+    throw e;
+  }
+
+  void ready() { c_.barrier(prefix_ + "/ready"); }
+  void done() {
+    c_.barrier(prefix_ + "/done");
+    completed_ = true;
+  }
+
+  // A publisher's metadata; the error it published is thrown here.
+  Meta meta(uint32_t r) {
+    Meta m = decode(c_.get(key(r)));
+    if (m.status != ErrorCode::kOk)
+      throw Error(m.status, what_ + " failed on rank " + std::to_string(r) + ": " + m.message);
+    return m;
+  }
+
+ private:
+  std::string key(uint32_t r) const { return prefix_ + "/" + std::to_string(r); }
+
+  Client& c_;
+  RankInfo info_;
+  uint64_t seq_ = 0;
+  std::string prefix_, what_;
+  Segment seg_;  // unlinked when the collective ends, however it ends
+  bool published_ = false;
+  bool completed_ = false;
+};
+
+// Runs body, then the done barrier, which every rank that saw good metadata
+// enters even when body failed. Body's error is thrown after the barrier,
+// unless the barrier reports a dead rank: that explains body's error too
+// (a dead root's segment may be gone before this rank opened it).
+template <class F>
+void read_then_done(Collective& col, F&& body) {
+  std::exception_ptr err;
+  try {
+    body();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  if (err) {
+    try {
+      col.done();
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kPeerExited) throw;
+    } catch (...) {
+    }
+    std::rethrow_exception(err);
+  }
+  col.done();
+}
+
+// Copies a segment range to dst, checksumming the bytes on the way (one
+// pass); the gap since the last range is checksummed in place.
+void copy_verified(ChunkSums& sums, const Segment& seg, size_t offset, void* dst, size_t size) {
+  if (sums.pos() < offset) sums.feed(seg.data() + sums.pos(), offset - sums.pos());
+  sums.copy_feed(dst, seg.data() + offset, size);
+}
+
+void finish_verified(ChunkSums& sums, const Segment& seg) {
+  if (sums.pos() < seg.size()) sums.feed(seg.data() + sums.pos(), seg.size() - sums.pos());
+  sums.finish();
+}
+
+size_t elem_size(Client::Buffer::Type t) {
+  switch (t) {
+    case Client::Buffer::Type::kFloat32:
+      return 4;
+    case Client::Buffer::Type::kFloat64:
+      return 8;
+    default:
+      return 1;
+  }
+}
+
+// dst[i] = (sum over ranks r, in rank order, of src[r][i]) / n, accumulated
+// in double and rounded once, so every rank computes identical bits. src[me]
+// may alias dst: each element is read before it is written.
+template <class T>
+void average_block(const std::vector<const uint8_t*>& src, uint8_t* dst, size_t count,
+                   double* acc) {
+  for (size_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, src[0] + i * sizeof(T), sizeof(T));
+    acc[i] = static_cast<double>(v);
+  }
+  for (size_t r = 1; r < src.size(); ++r)
+    for (size_t i = 0; i < count; ++i) {
+      T v;
+      std::memcpy(&v, src[r] + i * sizeof(T), sizeof(T));
+      acc[i] += static_cast<double>(v);
+    }
+  const double n = static_cast<double>(src.size());
+  for (size_t i = 0; i < count; ++i) {
+    T v = static_cast<T>(acc[i] / n);
+    std::memcpy(dst + i * sizeof(T), &v, sizeof(T));
+  }
+}
+
+}  // namespace
+
+void Client::broadcast(void* data, size_t size, uint32_t root) {
+  const auto& info = rank_info();
+  if (root >= info.world_size)
+    throw Error(ErrorCode::kInvalidArgument, "broadcast root " + std::to_string(root) +
+                                                 " is outside the job's world size " +
+                                                 std::to_string(info.world_size));
+  if (info.world_size == 1) {
+    if (!data && size) throw Error(ErrorCode::kInvalidArgument, "broadcast data is NULL");
+    return;
+  }
+  // Local errors go through the collective, so the other ranks learn of
+  // them instead of waiting for a timeout.
+  Collective col(*this, "broadcast");
+  std::optional<Error> local;
+  if (!data && size)
+    local = Error(ErrorCode::kInvalidArgument,
+                  col.what() + ": data is NULL on rank " + std::to_string(col.rank()));
+  if (col.rank() == root) {
+    if (local) col.fail(*local);
+    col.publish({{data, size, 0}}, size, size);
+    col.ready();
+    col.done();
+    return;
+  }
+  col.ready();
+  Meta m = col.meta(root);
+  read_then_done(col, [&] {
+    if (local) throw *local;
+    if (m.size != size)
+      throw Error(ErrorCode::kInvalidArgument,
+                  col.what() + ": this rank's buffer has " + std::to_string(size) +
+                      " bytes, root " + std::to_string(root) + "'s " + std::to_string(m.size));
+    if (!size) return;
+    Segment seg;
+    seg.open(m.segment, m.size);
+    ChunkSums sums(m.algo, m.chunk, &m.sums, col.what() + " from rank " + std::to_string(root));
+    copy_verified(sums, seg, 0, data, size);
+    finish_verified(sums, seg);
+  });
+}
+
+void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_parameters,
+                        bool reduce_buffers) {
+  const auto& info = rank_info();
+  // Each buffer is taken from rank 0 (packed first, in rank 0's segment only)
+  // or averaged (packed after that, in every rank's segment).
+  std::vector<size_t> from_root, averaged;
+  std::optional<Error> local;  // reported through the collective, see broadcast()
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const auto& b = buffers[i];
+    bool avg =
+        b.type != Buffer::Type::kBytes && (b.is_parameter ? reduce_parameters : reduce_buffers);
+    if (!local && !b.data && b.size)
+      local = Error(ErrorCode::kInvalidArgument, "sync_model buffer " + std::to_string(i) +
+                                                     " has NULL data on rank " +
+                                                     std::to_string(info.rank));
+    if (!local && avg && b.size % elem_size(b.type))
+      local = Error(ErrorCode::kInvalidArgument,
+                    "sync_model buffer " + std::to_string(i) + " has " + std::to_string(b.size) +
+                        " bytes, not a whole number of " + std::to_string(elem_size(b.type)) +
+                        "-byte floats");
+    (avg ? averaged : from_root).push_back(i);
+  }
+  if (info.world_size == 1) {
+    if (local) throw *local;
+    return;
+  }
+
+  // The layout, and a signature of it so that ranks can check they agree.
+  std::vector<size_t> offset(buffers.size());
+  size_t root_bytes = 0, avg_bytes = 0;
+  Hasher sh(kMul64);
+  auto sig_add = [&](uint64_t v) { sh.update(reinterpret_cast<const uint8_t*>(&v), 8); };
+  for (size_t i : from_root) {
+    offset[i] = root_bytes;
+    root_bytes = align_up(root_bytes + buffers[i].size);
+    sig_add(i), sig_add(buffers[i].size), sig_add(0);
+  }
+  for (size_t i : averaged) {
+    offset[i] = avg_bytes;
+    avg_bytes = align_up(avg_bytes + buffers[i].size);
+    sig_add(i), sig_add(buffers[i].size), sig_add(1 + static_cast<uint64_t>(buffers[i].type));
+  }
+  const uint64_t sig = sh.final();
+  const bool reduce = !averaged.empty();
+
+  Collective col(*this, "sync_model");
+  const uint32_t me = col.rank(), n = col.world();
+  auto publishes = [&](uint32_t r) { return r == 0 || reduce; };
+  auto avg_base = [&](uint32_t r) { return r == 0 ? root_bytes : 0; };
+  auto seg_size = [&](uint32_t r) { return avg_base(r) + (reduce ? avg_bytes : 0); };
+
+  if (publishes(me)) {
+    if (local) col.fail(*local);
+    std::vector<Part> parts;
+    if (me == 0)
+      for (size_t i : from_root) parts.push_back({buffers[i].data, buffers[i].size, offset[i]});
+    if (reduce)
+      for (size_t i : averaged)
+        parts.push_back({buffers[i].data, buffers[i].size, avg_base(me) + offset[i]});
+    col.publish(parts, seg_size(me), sig);
+  }
+  col.ready();
+  // Every rank reads every publisher's metadata, so all agree on errors.
+  std::vector<Meta> metas(n);
+  for (uint32_t r = 0; r < n; ++r)
+    if (r != me && publishes(r)) metas[r] = col.meta(r);
+
+  read_then_done(col, [&] {
+    if (local) throw *local;
+    std::vector<std::unique_ptr<Segment>> segs(n);
+    std::vector<std::unique_ptr<ChunkSums>> sums(n);
+    for (uint32_t r = 0; r < n; ++r) {
+      if (r == me || !publishes(r)) continue;
+      const Meta& m = metas[r];
+      if (m.signature != sig || m.size != seg_size(r))
+        throw Error(ErrorCode::kInvalidArgument,
+                    col.what() + ": rank " + std::to_string(r) +
+                        " passed other buffers (sizes, types, order or reduce flags) than rank " +
+                        std::to_string(me));
+      if (!m.size) continue;
+      segs[r] = std::make_unique<Segment>();
+      segs[r]->open(m.segment, m.size);
+      sums[r] = std::make_unique<ChunkSums>(m.algo, m.chunk, &m.sums,
+                                            col.what() + " from rank " + std::to_string(r));
+    }
+    // Segments are read front to back, so the checksums run in order.
+    if (me != 0 && segs[0])
+      for (size_t i : from_root)
+        copy_verified(*sums[0], *segs[0], offset[i], buffers[i].data, buffers[i].size);
+    if (reduce) {
+      std::vector<double> acc(kReduceBlock / 4);
+      std::vector<const uint8_t*> src(n);
+      for (size_t i : averaged) {
+        const auto& b = buffers[i];
+        auto* d = static_cast<uint8_t*>(b.data);
+        for (size_t o = 0; o < b.size; o += kReduceBlock) {
+          size_t len = std::min(kReduceBlock, b.size - o);
+          for (uint32_t r = 0; r < n; ++r) {
+            if (r == me) {
+              src[r] = d + o;  // this rank's own values: its buffer, as published
+              continue;
+            }
+            size_t at = avg_base(r) + offset[i] + o;
+            auto& s = *sums[r];
+            if (s.pos() < at) s.feed(segs[r]->data() + s.pos(), at - s.pos());
+            s.feed(segs[r]->data() + at, len);
+            src[r] = segs[r]->data() + at;
+          }
+          if (elem_size(b.type) == 4)
+            average_block<float>(src, d + o, len / 4, acc.data());
+          else
+            average_block<double>(src, d + o, len / 8, acc.data());
+        }
+      }
+    }
+    for (uint32_t r = 0; r < n; ++r)
+      if (segs[r]) finish_verified(*sums[r], *segs[r]);
+  });
+}
+
+}  // namespace muster

@@ -1,0 +1,408 @@
+// Model broadcast and sync_model through shared memory: several ranks of one
+// job as threads of this process (each with its own Client and local rank),
+// against a private musterd.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "muster/client.hpp"
+#include "muster/muster.h"
+#include "support/process.hpp"
+
+using namespace muster;
+using namespace std::chrono_literals;
+using test::Process;
+using test::TestDaemon;
+
+namespace {
+
+// Waits and barriers give up well before the test's own timeout.
+ClientOptions at(const TestDaemon& d) {
+  return ClientOptions{d.endpoint(), 10s, 30s};
+}
+
+std::string job_id(const std::string& tag) {
+  return "bc" + std::to_string(::getpid()) + "-" + tag;
+}
+
+// The job's shared memory segments still in /dev/shm.
+std::vector<std::string> segments_of(const std::string& job) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind("muster." + job + ".", 0) == 0)
+      out.push_back(e.path().filename().string());
+  return out;
+}
+
+struct Outcome {
+  bool ok = false;
+  ErrorCode code = ErrorCode::kOk;
+  std::string what;
+};
+
+// Runs body(client, rank) for each of `ranks` on its own thread and client,
+// joined to `job` with that local rank. No Catch2 macros in the threads.
+std::vector<Outcome> on_ranks(const TestDaemon& d, const std::string& job, uint32_t world,
+                              const std::vector<uint32_t>& ranks,
+                              const std::function<void(Client&, uint32_t)>& body) {
+  std::vector<Outcome> out(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < ranks.size(); ++k)
+    threads.emplace_back([&, k] {
+      try {
+        Client c(at(d));
+        c.join({job, world, false, static_cast<int>(ranks[k])});
+        body(c, ranks[k]);
+        out[k].ok = true;
+      } catch (const Error& e) {
+        out[k].code = e.code();
+        out[k].what = e.what();
+      } catch (const std::exception& e) {
+        out[k].code = ErrorCode::kInternal;
+        out[k].what = std::string("unexpected: ") + e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+std::vector<uint32_t> all(uint32_t n) {
+  std::vector<uint32_t> v(n);
+  for (uint32_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+std::vector<uint8_t> pattern(size_t size, uint32_t seed) {
+  std::vector<uint8_t> v(size);
+  uint64_t x = 0x9E3779B97F4A7C15ULL * (seed + 1);
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v[i] = static_cast<uint8_t>(x);
+  }
+  return v;
+}
+
+// A separate process holding one rank (so that it can die); it may enter a
+// barrier, then sleeps until killed.
+struct ChildRank {
+  std::unique_ptr<Process> proc;
+  std::string line;
+  ChildRank(const TestDaemon& d, const std::string& job, int world, int rank,
+            const std::string& barrier = "") {
+    std::vector<std::string> argv = {test::program("MUSTER_TEST_RANK"), job, std::to_string(world),
+                                     std::to_string(rank), "cpu"};
+    if (!barrier.empty()) argv.insert(argv.end(), {"barrier", barrier});
+    proc = std::make_unique<Process>(
+        argv, std::map<std::string, std::string>{{"MUSTER_ENDPOINT", d.endpoint()}});
+    line = proc->read_line(10s).value_or("");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("broadcast gives every rank root's bytes, for roots 0 and 2 and sizes 0 to 64 MiB") {
+  TestDaemon d;
+  const std::string job = job_id("sizes");
+  const std::vector<size_t> sizes = {0, 1, (size_t{4} << 20) + 3, size_t{64} << 20};
+  std::vector<std::vector<std::vector<uint8_t>>> got(4);  // [rank][call]
+  auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
+    for (uint32_t root : {0u, 2u})
+      for (size_t size : sizes) {
+        auto buf = pattern(size, r == root ? 1000 + root : r);  // the others differ
+        c.broadcast(buf.data(), buf.size(), root);
+        got[r].push_back(std::move(buf));
+      }
+  });
+  for (const auto& o : out) REQUIRE(o.what == "");
+  size_t call = 0;
+  for (uint32_t root : {0u, 2u})
+    for (size_t size : sizes) {
+      auto want = pattern(size, 1000 + root);
+      for (uint32_t r = 0; r < 4; ++r) {
+        INFO("root " << root << " size " << size << " rank " << r);
+        REQUIRE(got[r][call].size() == size);
+        CHECK(got[r][call] == want);
+      }
+      ++call;
+    }
+  CHECK(segments_of(job).empty());
+}
+
+TEST_CASE("the bytes travel through one shared memory segment, gone when broadcast returns") {
+  TestDaemon d;
+  const std::string job = job_id("shm");
+  const size_t size = size_t{128} << 20;
+  std::vector<std::string> seen;
+  std::atomic<bool> stop{false};
+  std::thread watcher([&] {
+    while (!stop) {
+      for (auto& s : segments_of(job))
+        if (std::find(seen.begin(), seen.end(), s) == seen.end()) seen.push_back(s);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
+    auto buf = pattern(size, r);
+    c.broadcast(buf.data(), buf.size(), 1);
+    if (buf != pattern(size, 1)) throw std::runtime_error("wrong bytes");
+  });
+  stop = true;
+  watcher.join();
+  for (const auto& o : out) REQUIRE(o.what == "");
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0].find(".r1.") != std::string::npos);  // made by the root
+  CHECK(segments_of(job).empty());
+}
+
+TEST_CASE("sync_model by default gives every rank rank 0's buffers") {
+  TestDaemon d;
+  const std::string job = job_id("sync");
+  struct Model {
+    std::vector<float> w;
+    std::vector<double> b;
+    std::vector<uint8_t> state;
+  };
+  auto make = [](uint32_t r) {
+    Model m;
+    for (int i = 0; i < 1000; ++i) m.w.push_back(static_cast<float>(r * 10 + i) * 0.5f);
+    for (int i = 0; i < 33; ++i) m.b.push_back(r * 100.0 + i / 3.0);
+    m.state = pattern(777, r);
+    return m;
+  };
+  std::vector<Model> models(4);
+  auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
+    auto& m = models[r] = make(r);
+    using T = Client::Buffer::Type;
+    c.sync_model({{m.w.data(), m.w.size() * 4, T::kFloat32, true},
+                  {m.b.data(), m.b.size() * 8, T::kFloat64, true},
+                  {m.state.data(), m.state.size(), T::kBytes, false},
+                  {nullptr, 0, T::kFloat32, false}});
+  });
+  for (const auto& o : out) REQUIRE(o.what == "");
+  auto want = make(0);
+  for (uint32_t r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    CHECK(models[r].w == want.w);
+    CHECK(models[r].b == want.b);
+    CHECK(models[r].state == want.state);
+  }
+  CHECK(segments_of(job).empty());
+}
+
+TEST_CASE("sync_model averages float32 and float64 parameters or buffers, bit-identically") {
+  TestDaemon d;
+  const uint32_t n = 4;
+  const size_t count = 40000;  // several copy blocks
+  auto p32 = [](uint32_t r, size_t i) { return static_cast<float>(r) * 0.1f + i * 1e-3f; };
+  auto p64 = [](uint32_t r, size_t i) { return r * 1.0 / 3.0 + static_cast<double>(i); };
+  auto b32 = [](uint32_t r, size_t i) { return static_cast<float>(r * 1000 + i) / 7.0f; };
+  for (bool params : {true, false}) {
+    DYNAMIC_SECTION((params ? "reduce_parameters" : "reduce_buffers")) {
+      const std::string job = job_id(params ? "avgp" : "avgb");
+      std::vector<std::vector<float>> w(n), bn(n);
+      std::vector<std::vector<double>> v(n);
+      auto out = on_ranks(d, job, n, all(n), [&](Client& c, uint32_t r) {
+        for (size_t i = 0; i < count; ++i) {
+          w[r].push_back(p32(r, i));
+          v[r].push_back(p64(r, i));
+          bn[r].push_back(b32(r, i));
+        }
+        using T = Client::Buffer::Type;
+        c.sync_model({{w[r].data(), count * 4, T::kFloat32, true},
+                      {bn[r].data(), count * 4, T::kFloat32, false},
+                      {v[r].data(), count * 8, T::kFloat64, true}},
+                     params, !params);
+      });
+      for (const auto& o : out) REQUIRE(o.what == "");
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; ++i) {
+        double s32 = 0, s64 = 0, sb = 0;
+        for (uint32_t r = 0; r < n; ++r) s32 += p32(r, i), s64 += p64(r, i), sb += b32(r, i);
+        // Averaged, or rank 0's when not reduced.
+        float want_w = params ? static_cast<float>(s32 / n) : p32(0, i);
+        double want_v = params ? s64 / n : p64(0, i);
+        float want_b = params ? b32(0, i) : static_cast<float>(sb / n);
+        for (uint32_t r = 0; r < n; ++r)
+          if (w[r][i] != want_w || v[r][i] != want_v || bn[r][i] != want_b) {
+            if (++wrong < 5) {
+              INFO("rank " << r << " element " << i);
+              CHECK(w[r][i] == want_w);
+              CHECK(v[r][i] == want_v);
+              CHECK(bn[r][i] == want_b);
+            }
+          }
+      }
+      CHECK(wrong == 0);
+      CHECK(w[1][5] != p32(1, 5));
+      CHECK(segments_of(job).empty());
+    }
+  }
+}
+
+TEST_CASE("a rank that dies before the broadcast makes every other rank throw, quickly") {
+  TestDaemon d;
+  const std::string job = job_id("dies");
+  ChildRank child(d, job, 4, 3);
+  REQUIRE(child.line.find("rank=3") == 0);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(500ms);
+    child.proc->signal(SIGKILL);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
+    auto buf = pattern(size_t{64} << 20, r);
+    c.broadcast(buf.data(), buf.size(), 0);
+  });
+  killer.join();
+  for (const auto& o : out) {
+    CHECK_FALSE(o.ok);
+    CHECK(o.code == ErrorCode::kPeerExited);
+    CHECK_THAT(o.what, Catch::Contains("rank 3"));
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  CHECK(segments_of(job).empty());
+}
+
+TEST_CASE("a rank that dies after the data is ready makes every other rank throw") {
+  TestDaemon d;
+  const std::string job = job_id("mid");
+  // This thread holds rank 0 first, to learn the generation; the child meets
+  // the first collective's ready barrier (sequence number 1), then is killed.
+  Client first(at(d));
+  auto gen = std::to_string(first.join({job, 4, false, 0}).generation);
+  ChildRank child(d, job, 4, 3, "muster/coll/" + gen + "/1/ready");
+  REQUIRE(child.line.find("rank=3") == 0);
+  std::thread killer([&] {
+    if (child.proc->read_line(20s).value_or("") == "barrier passed") child.proc->signal(SIGKILL);
+  });
+  auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
+    auto buf = pattern(size_t{64} << 20, r);
+    c.broadcast(buf.data(), buf.size(), 0);
+  });
+  killer.join();
+  for (const auto& o : out) {
+    CHECK_FALSE(o.ok);
+    CHECK(o.code == ErrorCode::kPeerExited);
+  }
+  CHECK(child.proc->wait(5s).has_value());
+  CHECK(segments_of(job).empty());
+}
+
+TEST_CASE("a damaged segment is caught by the chunk checksums") {
+  TestDaemon d;
+  const std::string job = job_id("damage");
+  const size_t size = (size_t{12} << 20) + 5;
+  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
+    if (r != 2) {
+      auto buf = pattern(size, r);
+      c.broadcast(buf.data(), buf.size(), 0);
+      return;
+    }
+    // Rank 2 plays the collective by hand: once the root has published, it
+    // flips one byte of the segment (in chunk 2), then meets the others.
+    auto prefix = "muster/coll/" + std::to_string(c.rank_info().generation) + "/1/";
+    c.get(prefix + "0");
+    auto segs = segments_of(job);
+    if (segs.size() != 1) throw std::runtime_error("expected one segment");
+    int fd = ::shm_open(("/" + segs[0]).c_str(), O_RDWR, 0);
+    if (fd < 0) throw std::runtime_error("cannot open the segment");
+    uint8_t b = 0;
+    const off_t at = off_t{9} << 20;
+    if (::pread(fd, &b, 1, at) != 1) throw std::runtime_error("pread");
+    b ^= 0x40;
+    if (::pwrite(fd, &b, 1, at) != 1) throw std::runtime_error("pwrite");
+    ::close(fd);
+    c.barrier(prefix + "ready");
+    c.barrier(prefix + "done");
+  });
+  CHECK(out[0].ok);  // the root cannot know
+  CHECK_FALSE(out[1].ok);
+  CHECK(out[1].code == ErrorCode::kInternal);
+  CHECK_THAT(out[1].what, Catch::Contains("chunk 2") && Catch::Contains("checksum"));
+  CHECK(out[2].what == "");
+  CHECK(segments_of(job).empty());
+}
+
+TEST_CASE("wrong sizes and NULL data fail where they are seen, and nothing hangs") {
+  TestDaemon d;
+  SECTION("a receiver with the wrong size") {
+    const std::string job = job_id("size");
+    std::vector<std::vector<uint8_t>> second(3);
+    auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
+      std::vector<uint8_t> buf(r == 1 ? 100 : 200, static_cast<uint8_t>(r));
+      std::optional<Error> first;
+      try {
+        c.broadcast(buf.data(), buf.size(), 0);
+      } catch (const Error& e) {
+        first = e;
+      }
+      // The ranks stay in step: a second broadcast works everywhere.
+      second[r].assign(10, static_cast<uint8_t>(r));
+      c.broadcast(second[r].data(), second[r].size(), 2);
+      if (first) throw *first;
+    });
+    CHECK(out[0].ok);
+    CHECK(out[1].code == ErrorCode::kInvalidArgument);
+    CHECK_THAT(out[1].what, Catch::Contains("100") && Catch::Contains("200"));
+    CHECK(out[2].ok);
+    for (const auto& v : second) CHECK(v == std::vector<uint8_t>(10, 2));
+    CHECK(segments_of(job).empty());
+  }
+  SECTION("a root with NULL data") {
+    const std::string job = job_id("null");
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
+      std::vector<uint8_t> buf(64);
+      c.broadcast(r == 0 ? nullptr : buf.data(), buf.size(), 0);
+    });
+    for (const auto& o : out) {
+      CHECK(o.code == ErrorCode::kInvalidArgument);
+      CHECK_THAT(o.what, Catch::Contains("NULL"));
+    }
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  }
+}
+
+TEST_CASE("the C ABI broadcasts and syncs a model") {
+  TestDaemon d;
+  const std::string job = job_id("capi");
+  std::vector<std::vector<uint8_t>> bytes(3);
+  std::vector<std::vector<float>> w(3);
+  std::vector<int> rc(3, -1), rc2(3, -1);
+  std::vector<std::thread> threads;
+  for (uint32_t r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      muster_client* c = muster_client_new(d.endpoint().c_str());
+      if (muster_join(c, job.c_str(), 3, 0, static_cast<int>(r), nullptr) == 0) {
+        bytes[r] = pattern(5000, r);
+        rc[r] = muster_broadcast(c, bytes[r].data(), bytes[r].size(), 1);
+        w[r].assign(100, static_cast<float>(r));
+        muster_buffer bufs[] = {{w[r].data(), w[r].size() * 4, 1, 1}};
+        rc2[r] = muster_sync_model(c, bufs, 1, 1, 0);
+      }
+      muster_client_free(c);
+    });
+  for (auto& t : threads) t.join();
+  for (uint32_t r = 0; r < 3; ++r) {
+    CHECK(rc[r] == 0);
+    CHECK(rc2[r] == 0);
+    CHECK(bytes[r] == pattern(5000, 1));
+    CHECK(w[r] == std::vector<float>(100, 1.0f));  // (0 + 1 + 2) / 3
+  }
+  muster_client* c = muster_client_new(d.endpoint().c_str());
+  CHECK(muster_broadcast(c, nullptr, 0, 0) == static_cast<int>(ErrorCode::kInvalidArgument));
+  CHECK_THAT(muster_error_message(c), Catch::Contains("join"));
+  muster_buffer bad = {nullptr, 0, 7, 1};
+  CHECK(muster_sync_model(c, &bad, 1, 0, 0) == static_cast<int>(ErrorCode::kInvalidArgument));
+  muster_client_free(c);
+}
