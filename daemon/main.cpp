@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <iostream>
 
@@ -23,6 +25,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!opts) return 0;
+  if (opts->check_only) {
+    std::cout << "musterd: " << opts->check_summary << "\n";
+    return 0;
+  }
   muster::log::Level lvl;
   muster::log::parse_level(opts->log_level, lvl);
   muster::log::set_level(lvl);
@@ -35,7 +41,19 @@ int main(int argc, char** argv) {
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
-    muster::daemon::systemd::notify_ready();
+    namespace sd = muster::daemon::systemd;
+    muster::daemon::ServiceHooks hooks;
+    if (sd::notify_enabled())
+      hooks.status_changed = [](const std::string& s) { sd::notify_status(s); };
+    // Ping at half the unit's WatchdogSec; nothing when it sets none.
+    if (auto wd = sd::watchdog_interval(); wd.count() > 0) {
+      hooks.tick = std::max(std::chrono::milliseconds(1),
+                            std::chrono::duration_cast<std::chrono::milliseconds>(wd / 2));
+      hooks.on_tick = sd::notify_watchdog;
+      muster::log::info("watchdog: pinging every " + std::to_string(hooks.tick.count()) + " ms");
+    }
+    server.set_hooks(std::move(hooks));
+    sd::notify_ready();
     server.run();
     muster::daemon::systemd::notify_stopping();
     g_server = nullptr;

@@ -49,6 +49,20 @@ void send(zmq::socket_t& s, const Outgoing& o) {
   s.send(zmq::buffer(o.frame), zmq::send_flags::dontwait);
 }
 
+// The STATUS= line: jobs, GPU leases and live ranks.
+std::string summary(const State& state) {
+  auto st = state.status();
+  size_t leased = 0, ranks = 0;
+  for (const auto& d : st.devices)
+    if (!d.job.empty()) ++leased;
+  for (const auto& j : st.jobs)
+    for (const auto& r : j.ranks)
+      if (r.state == "reserved" || r.state == "running" || r.state == "joined") ++ranks;
+  return std::to_string(st.jobs.size()) + " job(s), " + std::to_string(leased) + " of " +
+         std::to_string(st.devices.size()) + " GPU(s) leased, " + std::to_string(ranks) +
+         " rank(s)";
+}
+
 }  // namespace
 
 Server::Server(Config cfg) : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg)) {
@@ -107,6 +121,11 @@ void Server::bind() {
   }
   // Owner and group only: other users must not reach the daemon.
   ::chmod(impl_->socket_path.c_str(), 0660);
+  if (cfg_.socket_gid >= 0 && ::chown(impl_->socket_path.c_str(), static_cast<uid_t>(-1),
+                                      static_cast<gid_t>(cfg_.socket_gid)) != 0)
+    throw Error(ErrorCode::kInternal, "cannot give " + impl_->socket_path + " to group " +
+                                          std::to_string(cfg_.socket_gid) + ": " +
+                                          std::strerror(errno));
   log::notice("listening on " + endpoint_ + ", " + std::to_string(allowed_.size()) +
               " GPU(s) to hand out (source: " + inventory_.source + ")");
 }
@@ -125,7 +144,18 @@ void Server::run() {
   std::vector<int64_t> item_pids;
   bool had_job = false;
   auto idle_since = Clock::now();
+  std::string last_status;
+  auto next_tick = Clock::now();
   for (;;) {
+    if (hooks_.status_changed) {
+      auto now_status = summary(state);
+      if (now_status != last_status) hooks_.status_changed(now_status);
+      last_status = std::move(now_status);
+    }
+    if (hooks_.tick.count() > 0 && Clock::now() >= next_tick) {
+      hooks_.on_tick();
+      next_tick = Clock::now() + hooks_.tick;
+    }
     items.clear();
     item_pids.clear();
     items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
@@ -141,6 +171,13 @@ void Server::run() {
     }
     if (impl_->watch.needs_sweep() || (cfg_.exit_when_idle && state.job_count() == 0))
       timeout_ms = timeout_ms < 0 ? 200 : std::min(timeout_ms, 200L);
+    if (hooks_.tick.count() > 0) {
+      // Wake up for the watchdog even when nothing else happens.
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count();
+      left = std::max<long>(0, left + 1);
+      timeout_ms = timeout_ms < 0 ? left : std::min(timeout_ms, left);
+    }
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
     } catch (const zmq::error_t& e) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +21,19 @@ struct Config {
   // An embedded daemon (started by muster run) ends once it has had no job
   // for a moment, so it outlives its launcher only while others use it.
   bool exit_when_idle = false;
+  // Group that may use the socket (chown to it, mode 0660); -1 = leave it.
+  int64_t socket_gid = -1;
+};
+
+// What the loop tells the service manager, through daemon/systemd/ (which
+// main() wires in); the loop itself knows nothing of systemd.
+struct ServiceHooks {
+  // Called with a one-line summary (jobs, leases, ranks) once at start and
+  // whenever it changes. Empty = never computed.
+  std::function<void(const std::string&)> status_changed;
+  // Called every `tick` while the loop runs (the watchdog); zero = never.
+  std::chrono::milliseconds tick{0};
+  std::function<void()> on_tick;
 };
 
 class Server {
@@ -36,6 +51,8 @@ class Server {
   void run();
   // Safe from any thread and from a signal handler.
   void stop() noexcept;
+  // Set before run().
+  void set_hooks(ServiceHooks hooks) { hooks_ = std::move(hooks); }
 
   const std::string& endpoint() const { return endpoint_; }
   const gpu::Inventory& inventory() const { return inventory_; }
@@ -48,6 +65,7 @@ class Server {
   gpu::Inventory inventory_;
   std::vector<gpu::Device> allowed_;
   std::string endpoint_;
+  ServiceHooks hooks_;
   int wake_fd_ = -1;
   int lock_fd_ = -1;
 };
