@@ -33,9 +33,8 @@
 #include <vector>
 
 #include "muster/client.hpp"
+#include "private_daemon.hpp"
 #include "sampler/sampler.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -53,44 +52,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-struct Daemon {
-  std::string dir;
-  pid_t pid = -1;
-  std::string endpoint;
-
-  explicit Daemon(const std::string& musterd) {
-    char tmpl[] = "/tmp/muster-bench-XXXXXX";
-    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
-    dir = tmpl;
-    endpoint = "ipc://" + dir + "/musterd.sock";
-    std::vector<std::string> args = {musterd, "--runtime-dir", dir, "--log-level", "warning"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
-      throw std::runtime_error("cannot start " + musterd);
-    for (int i = 0; i < 500; ++i) {
-      try {
-        muster::Client c({endpoint, std::chrono::milliseconds(200)});
-        c.ping();
-        return;
-      } catch (const muster::Error&) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    }
-    throw std::runtime_error("musterd did not come up in " + dir);
-  }
-  ~Daemon() {
-    if (pid > 0) {
-      kill(pid, SIGTERM);
-      int status = 0;
-      waitpid(pid, &status, 0);
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,10 +61,10 @@ int main(int argc, char** argv) {
   }
   const int runs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
   try {
-    Daemon d(argv[1]);
+    muster::bench::PrivateDaemon d(argv[1]);
     std::vector<std::unique_ptr<muster::Client>> ranks;
     for (uint32_t r = 0; r < kRanks; ++r) {
-      ranks.push_back(std::make_unique<muster::Client>(muster::ClientOptions{d.endpoint}));
+      ranks.push_back(std::make_unique<muster::Client>(muster::ClientOptions{d.endpoint()}));
       ranks.back()->join({"bench", kRanks, false, static_cast<int>(r)});
     }
 

@@ -10,6 +10,7 @@
 #include "muster/client.hpp"
 #include "protocol/envelope.hpp"
 #include "support/process.hpp"
+#include "support/raw.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
@@ -46,20 +47,8 @@ const DeviceInfo* device(const DaemonStatus& s, uint32_t index) {
   return nullptr;
 }
 
-// Sends raw bytes as one frame and returns the decoded error reply.
-proto::ErrorReply raw_request(const TestDaemon& d, const std::string& bytes, uint64_t* request_id) {
-  zmq::context_t ctx;
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::rcvtimeo, 5000);
-  s.connect(d.endpoint());
-  s.send(zmq::buffer(bytes));
-  zmq::message_t reply;
-  REQUIRE(s.recv(reply));
-  auto env = proto::decode_envelope(reply.data(), reply.size());
-  REQUIRE(env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply));
-  if (request_id) *request_id = env.request_id;
-  return proto::ErrorReply::unpack(env.payload);
+proto::ErrorReply raw_request(const TestDaemon& d, const std::string& bytes, uint64_t* rid) {
+  return test::raw_error_reply(d.endpoint(), bytes, rid);
 }
 
 }  // namespace

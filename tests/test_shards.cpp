@@ -17,6 +17,7 @@
 #include "protocol/envelope.hpp"
 #include "sampler/sampler.hpp"
 #include "support/process.hpp"
+#include "support/raw.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
@@ -95,21 +96,6 @@ std::vector<std::vector<int64_t>> check_world(World& w, const Opts& o) {
     CHECK(first_difference(got[r], shard_indices(spec_of(o, w.size(), r))) == "");
   }
   return got;
-}
-
-// Sends one request on a raw socket and returns the error reply.
-proto::ErrorReply raw_error(const TestDaemon& d, const std::string& bytes) {
-  zmq::context_t ctx;
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::rcvtimeo, 10000);
-  s.connect(d.endpoint());
-  s.send(zmq::buffer(bytes));
-  zmq::message_t reply;
-  REQUIRE(s.recv(reply));
-  auto env = proto::decode_envelope(reply.data(), reply.size());
-  REQUIRE(env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply));
-  return proto::ErrorReply::unpack(env.payload);
 }
 
 std::string fixtures_dir() {
@@ -263,7 +249,7 @@ TEST_CASE("shard requests that cannot be served get clear errors", "[shards]") {
   World w(d, "errs", 2);
 
   auto expect = [&](const proto::Shard& m, ErrorCode code, const std::string& words) {
-    auto e = raw_error(d, proto::encode(9, m));
+    auto e = test::raw_error_reply(d.endpoint(), proto::encode(9, m));
     INFO(e.message);
     CHECK(e.code == static_cast<uint16_t>(code));
     CHECK(e.message.find(words) != std::string::npos);
