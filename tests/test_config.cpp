@@ -1,0 +1,227 @@
+// musterd's config file: read and checked line by line, errors that name the
+// key and the line, exit 2 before anything is bound; --check-config.
+#include <catch2/catch.hpp>
+
+#include <grp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "muster/client.hpp"
+#include "support/process.hpp"
+
+using namespace muster;
+using namespace std::chrono_literals;
+using test::Process;
+using test::TempDir;
+
+namespace {
+
+std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
+  std::string path = dir.path() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+struct Outcome {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Outcome run_musterd(std::vector<std::string> args) {
+  args.insert(args.begin(), test::program("MUSTER_TEST_MUSTERD"));
+  Process p(args, {}, true);
+  Outcome o;
+  o.output = p.read_all(10s);
+  o.code = p.wait(10s).value_or(-1);
+  return o;
+}
+
+bool exists(const std::string& path) {
+  return access(path.c_str(), F_OK) == 0;
+}
+
+// A daemon that serves until the test ends.
+struct Running {
+  std::unique_ptr<Process> proc;
+  std::string socket;
+  Running(std::vector<std::string> args, const std::string& runtime_dir) {
+    args.insert(args.begin(), test::program("MUSTER_TEST_MUSTERD"));
+    proc = std::make_unique<Process>(args);
+    socket = runtime_dir + "/musterd.sock";
+    bool up = test::eventually(
+        [&] {
+          if (!exists(socket)) return false;
+          try {
+            Client c({"ipc://" + socket, 200ms});
+            c.ping();
+            return true;
+          } catch (const Error&) {
+            return false;
+          }
+        },
+        10s);
+    if (!up) throw std::runtime_error("musterd did not come up in " + runtime_dir);
+  }
+  ~Running() {
+    proc->signal(SIGTERM);
+    if (!proc->wait(5s)) proc->signal(SIGKILL);
+  }
+  DaemonStatus status() { return Client({"ipc://" + socket, 2000ms}).status(); }
+};
+
+}  // namespace
+
+TEST_CASE("musterd takes its settings from the config file") {
+  TempDir dir;
+  std::string rt = dir.path() + "/rt";
+  auto conf = write_file(dir, "musterd.conf",
+                         "# a comment\n"
+                         "\n"
+                         "runtime-dir = " +
+                             rt +
+                             "\n"
+                             "simulate-gpus=3   # trailing comment\n"
+                             "  log-level = warning\n"
+                             "devices = 0,2\n");
+  Running d({"--config", conf}, rt);
+  auto s = d.status();
+  REQUIRE(s.devices.size() == 2);
+  CHECK(s.devices[0].index == 0);
+  CHECK(s.devices[1].index == 2);
+}
+
+TEST_CASE("command-line options win over the config file's") {
+  TempDir dir;
+  std::string rt = dir.path() + "/rt";
+  auto conf = write_file(dir, "musterd.conf", "runtime-dir = " + rt + "\nsimulate-gpus = 3\n");
+  Running d({"--config", conf, "--simulate-gpus", "5", "--log-level", "warning"}, rt);
+  CHECK(d.status().devices.size() == 5);
+}
+
+TEST_CASE("an unknown key exits 2 with the key and the line, before binding") {
+  TempDir dir;
+  std::string rt = dir.path() + "/rt";
+  auto conf = write_file(dir, "musterd.conf",
+                         "runtime-dir = " + rt + "\nsimulate-gpus = 2\n\nsimulate-gpu = 4\n");
+  auto o = run_musterd({"--config", conf});
+  INFO(o.output);
+  CHECK(o.code == 2);
+  CHECK(o.output.find("line 4") != std::string::npos);
+  CHECK(o.output.find("'simulate-gpu'") != std::string::npos);
+  CHECK(o.output.find(conf) != std::string::npos);
+  CHECK_FALSE(exists(rt));
+}
+
+TEST_CASE("a bad value exits 2 with the key, the value and the line, before binding") {
+  TempDir dir;
+  std::string rt = dir.path() + "/rt";
+  for (const auto& [line, key] : std::vector<std::pair<std::string, std::string>>{
+           {"simulate-gpus = lots", "simulate-gpus"},
+           {"simulate-gpus = 100000", "simulate-gpus"},
+           {"log-level = chatty", "log-level"},
+           {"devices = 0,x", "devices"},
+           {"runtime-dir = relative/dir", "runtime-dir"},
+           {"socket-group = no-such-group-for-muster", "socket-group"}}) {
+    auto conf = write_file(dir, "musterd.conf", "runtime-dir = " + rt + "\n# two\n" + line + "\n");
+    auto o = run_musterd({"--config", conf});
+    INFO(line << "\n" << o.output);
+    CHECK(o.code == 2);
+    CHECK(o.output.find("line 3") != std::string::npos);
+    CHECK(o.output.find("'" + key + "'") != std::string::npos);
+    CHECK_FALSE(exists(rt));
+  }
+}
+
+TEST_CASE("a key set twice, a line without '=' and a section are errors with their line") {
+  TempDir dir;
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {"log-level = info\nlog-level = debug\n", "line 2"},
+           {"log-level info\n", "line 1"},
+           {"# x\n[daemon]\nlog-level = info\n", "line 2"}}) {
+    auto conf = write_file(dir, "musterd.conf", text);
+    auto o = run_musterd({"--config", conf, "--check-config"});
+    INFO(text << "\n" << o.output);
+    CHECK(o.code == 2);
+    CHECK(o.output.find(want) != std::string::npos);
+  }
+}
+
+TEST_CASE("--check-config says whether the file is good and exits 0 or 2") {
+  TempDir dir;
+  auto good = write_file(dir, "good.conf", "simulate-gpus = 2\nlog-level = debug\n");
+  auto o = run_musterd({"--check-config", "--config", good});
+  INFO(o.output);
+  CHECK(o.code == 0);
+  CHECK(o.output.find("configuration OK") != std::string::npos);
+  CHECK(o.output.find(good) != std::string::npos);
+
+  auto bad = write_file(dir, "bad.conf", "simulate-gpus = 2\nnonsense = 1\n");
+  o = run_musterd({"--check-config", "--config", bad});
+  CHECK(o.code == 2);
+  CHECK(o.output.find("line 2") != std::string::npos);
+  CHECK(o.output.find("'nonsense'") != std::string::npos);
+
+  o = run_musterd({"--check-config", "--config", dir.path() + "/missing.conf"});
+  CHECK(o.code == 2);
+  CHECK(o.output.find("missing.conf") != std::string::npos);
+
+  // --no-config and --config '' read nothing, so the bad file is not seen.
+  o = run_musterd({"--check-config", "--no-config"});
+  CHECK(o.code == 0);
+  o = run_musterd({"--check-config", "--config", ""});
+  CHECK(o.code == 0);
+  CHECK(o.output.find("no config file") != std::string::npos);
+}
+
+TEST_CASE("the example config is valid and documents every option of --help") {
+  std::string example = test::program("MUSTER_TEST_CONF_EXAMPLE");
+  auto o = run_musterd({"--check-config", "--config", example});
+  INFO(o.output);
+  CHECK(o.code == 0);
+
+  auto help = run_musterd({"--help"});
+  REQUIRE(help.code == 0);
+  std::ifstream in(example);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The settings are the options after the "daemon settings" heading.
+  auto settings = help.output.substr(help.output.find("daemon settings"));
+  std::regex opt("\\n  --([a-z-]+)");
+  std::set<std::string> names;
+  for (std::sregex_iterator it(settings.begin(), settings.end(), opt), end; it != end; ++it)
+    names.insert((*it)[1]);
+  REQUIRE(names.size() >= 5);
+  for (const auto& name : names) {
+    INFO(name);
+    CHECK(std::regex_search(text, std::regex("\\n# " + name + " =")));
+  }
+}
+
+TEST_CASE("--socket-group gives the socket to that group, mode 0660") {
+  // A group we may chown to: root may use any, others one of their own.
+  gid_t gid = 0;
+  std::vector<gid_t> groups(getgroups(0, nullptr) + 1);
+  int n = getgroups(static_cast<int>(groups.size()), groups.data());
+  for (int i = 0; i < n; ++i)
+    if (groups[i] != getegid()) gid = groups[i];
+  if (gid == 0 && geteuid() == 0) gid = 1;
+  if (gid == 0) {
+    WARN("no second group to test --socket-group with");
+    return;
+  }
+  struct group* g = getgrgid(gid);
+  std::string name = g ? g->gr_name : std::to_string(gid);
+  TempDir dir;
+  std::string rt = dir.path() + "/rt";
+  Running d({"--no-config", "--runtime-dir", rt, "--simulate-gpus", "1", "--socket-group", name,
+             "--log-level", "warning"},
+            rt);
+  struct stat st {};
+  REQUIRE(stat(d.socket.c_str(), &st) == 0);
+  CHECK(st.st_gid == gid);
+  CHECK((st.st_mode & 0777) == 0660);
+}
