@@ -86,7 +86,7 @@ class FakeNotifySocket {
   std::vector<std::string> pending_;
 };
 
-size_t count(const std::vector<std::string>& lines, const std::string& what) {
+[[maybe_unused]] size_t count(const std::vector<std::string>& lines, const std::string& what) {
   return static_cast<size_t>(std::count(lines.begin(), lines.end(), what));
 }
 
