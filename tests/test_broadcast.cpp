@@ -4,12 +4,16 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -43,6 +47,27 @@ std::vector<std::string> segments_of(const std::string& job) {
       out.push_back(e.path().filename().string());
   return out;
 }
+
+// Roots' pools (memfds) of the job held by this process, as /proc/self/fd
+// links.
+std::vector<std::string> pools_of(const std::string& job) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    auto link = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && link.rfind("/memfd:muster.pool." + job + ".", 0) == 0) out.push_back(link);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());  // readers' descriptors too
+  return out;
+}
+
+// Sets an environment variable for one test (before its threads start).
+struct Env {
+  std::string name;
+  Env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+  ~Env() { ::unsetenv(name.c_str()); }
+};
 
 struct Outcome {
   bool ok = false;
@@ -139,6 +164,7 @@ TEST_CASE("broadcast gives every rank root's bytes, for roots 0 and 2 and sizes 
 }
 
 TEST_CASE("the bytes travel through one shared memory segment, gone when broadcast returns") {
+  Env path("MUSTER_BCAST", "shm");
   TestDaemon d;
   const std::string job = job_id("shm");
   const size_t size = size_t{128} << 20;
@@ -299,6 +325,7 @@ TEST_CASE("a rank that dies after the data is ready makes every other rank throw
 }
 
 TEST_CASE("a damaged segment is caught by the chunk checksums") {
+  Env path("MUSTER_BCAST", "shm");
   TestDaemon d;
   const std::string job = job_id("damage");
   const size_t size = (size_t{12} << 20) + 5;
@@ -371,6 +398,160 @@ TEST_CASE("wrong sizes and NULL data fail where they are seen, and nothing hangs
     }
     CHECK(std::chrono::steady_clock::now() - t0 < 10s);
   }
+}
+
+// Records the job's shared memory segments while it lives.
+struct SegmentWatch {
+  std::vector<std::string> seen;
+  std::atomic<bool> stop{false};
+  std::thread t;
+  explicit SegmentWatch(const std::string& job)
+      : t([this, job] {
+          while (!stop) {
+            for (auto& s : segments_of(job))
+              if (std::find(seen.begin(), seen.end(), s) == seen.end()) seen.push_back(s);
+            std::this_thread::sleep_for(1ms);
+          }
+        }) {}
+  std::vector<std::string> finish() {
+    stop = true;
+    if (t.joinable()) t.join();
+    return seen;
+  }
+  ~SegmentWatch() { finish(); }
+};
+
+TEST_CASE("broadcast through the root's pool: sizes 1 B to 64 MiB, grown and shrunk, one memfd") {
+  Env path("MUSTER_BCAST", "pool");
+  TestDaemon d;
+  const std::string job = job_id("pool");
+  const std::vector<size_t> sizes = {
+      1, (size_t{4} << 20) + 3, size_t{64} << 20, size_t{3} << 20, 0, 100000};
+  std::vector<std::vector<std::vector<uint8_t>>> got(4);  // [rank][call]
+  SegmentWatch watch(job);
+  auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
+    for (int round = 0; round < 2; ++round)
+      for (uint32_t root : {0u, 2u})
+        for (size_t size : sizes) {
+          auto buf = pattern(size, r == root ? 1000 + root + round : r);
+          c.broadcast(buf.data(), buf.size(), root);
+          got[r].push_back(std::move(buf));
+        }
+  });
+  for (const auto& o : out) REQUIRE(o.what == "");
+  size_t call = 0;
+  for (int round = 0; round < 2; ++round)
+    for (uint32_t root : {0u, 2u})
+      for (size_t size : sizes) {
+        auto want = pattern(size, 1000 + root + round);
+        for (uint32_t r = 0; r < 4; ++r) {
+          INFO("round " << round << " root " << root << " size " << size << " rank " << r);
+          REQUIRE(got[r][call].size() == size);
+          CHECK(got[r][call] == want);
+        }
+        ++call;
+      }
+  CHECK(watch.finish().empty());  // nothing went through /dev/shm
+  auto pools = pools_of(job);
+  CHECK(pools.size() == 2);  // one per root, reused by every call
+  for (const auto& p : pools) CHECK((p.find(".r0.") != p.npos || p.find(".r2.") != p.npos));
+}
+
+TEST_CASE("a damaged pool is caught by the chunk checksums") {
+  Env path("MUSTER_BCAST", "pool");
+  TestDaemon d;
+  const std::string job = job_id("pdamage");
+  const size_t size = (size_t{12} << 20) + 5;
+  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
+    if (r != 2) {
+      auto buf = pattern(size, r);
+      c.broadcast(buf.data(), buf.size(), 0);
+      return;
+    }
+    // Rank 2 plays the collective by hand: once the root has published, it
+    // flips one byte of the root's pool (in chunk 2), then meets the others.
+    auto prefix = "muster/coll/" + std::to_string(c.rank_info().generation) + "/1/";
+    c.get(prefix + "0");
+    auto pools = pools_of(job);
+    if (pools.size() != 1) throw std::runtime_error("expected one pool");
+    int fd = -1;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      if (std::filesystem::read_symlink(e.path(), ec).string() == pools[0] && !ec) {
+        fd = ::open(e.path().c_str(), O_RDWR);
+        break;
+      }
+    }
+    if (fd < 0) throw std::runtime_error("cannot open the pool");
+    uint8_t b = 0;
+    const off_t at = off_t{9} << 20;
+    if (::pread(fd, &b, 1, at) != 1) throw std::runtime_error("pread");
+    b ^= 0x40;
+    if (::pwrite(fd, &b, 1, at) != 1) throw std::runtime_error("pwrite");
+    ::close(fd);
+    c.barrier(prefix + "ready");
+    c.barrier(prefix + "done");
+    c.add(prefix + "need", int64_t{1} << 32);  // no second round
+  });
+  CHECK(out[0].ok);  // the root cannot know
+  CHECK_FALSE(out[1].ok);
+  CHECK(out[1].code == ErrorCode::kInternal);
+  CHECK_THAT(out[1].what, Catch::Contains("chunk 2") && Catch::Contains("checksum"));
+  CHECK(out[2].what == "");
+  CHECK(segments_of(job).empty());
+}
+
+// Rank 2 of the fallback test below, run as this program in a process of
+// its own (hidden; does nothing without its environment).
+TEST_CASE("fallback reader", "[.bcast-child]") {
+  const char* job = std::getenv("MUSTER_BC_CHILD_JOB");
+  const char* endpoint = std::getenv("MUSTER_BC_CHILD_ENDPOINT");
+  if (!job || !endpoint) return;
+  const size_t size = std::strtoull(std::getenv("MUSTER_BC_CHILD_SIZE"), nullptr, 10);
+  try {
+    // Without CAP_SYS_PTRACE, a non-dumpable root's /proc/<pid>/fd is closed.
+    __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2] = {};
+    if (::syscall(SYS_capget, &h, caps) != 0) throw std::runtime_error("capget");
+    caps[0].effective &= ~(1u << CAP_SYS_PTRACE);
+    caps[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+    if (::syscall(SYS_capset, &h, caps) != 0) throw std::runtime_error("capset");
+    Client c(ClientOptions{endpoint, 10s, 30s});
+    c.join({job, 3, false, 2});
+    auto buf = pattern(size, 2);
+    c.broadcast(buf.data(), buf.size(), 0);
+    std::printf(buf == pattern(size, 1000) ? "fallback bytes ok\n" : "fallback bytes wrong\n");
+  } catch (const std::exception& e) {
+    std::printf("fallback error: %s\n", e.what());
+  }
+  std::fflush(stdout);
+}
+
+TEST_CASE("a reader that may not open the root's pool gets the bytes through a segment") {
+  TestDaemon d;
+  const std::string job = job_id("fallback");
+  const size_t size = (size_t{8} << 20) + 7;  // the pool by default
+  // Rank 2 is another process, without CAP_SYS_PTRACE; this one (the
+  // root's) is non-dumpable meanwhile, so rank 2 may not open its pool.
+  REQUIRE(::prctl(PR_SET_DUMPABLE, 0) == 0);
+  SegmentWatch watch(job);
+  Process child({std::filesystem::read_symlink("/proc/self/exe").string(), "[.bcast-child]"},
+                {{"MUSTER_BC_CHILD_JOB", job},
+                 {"MUSTER_BC_CHILD_ENDPOINT", d.endpoint()},
+                 {"MUSTER_BC_CHILD_SIZE", std::to_string(size)}});
+  std::vector<std::vector<uint8_t>> got(2);
+  auto out = on_ranks(d, job, 3, {0, 1}, [&](Client& c, uint32_t r) {
+    got[r] = pattern(size, r == 0 ? 1000 : r);
+    c.broadcast(got[r].data(), size, 0);
+  });
+  ::prctl(PR_SET_DUMPABLE, 1);
+  auto child_out = child.read_all(20s);
+  auto seen = watch.finish();
+  for (const auto& o : out) CHECK(o.what == "");
+  CHECK_THAT(child_out, Catch::Contains("fallback bytes ok"));
+  for (const auto& g : got) CHECK((g == pattern(size, 1000)));
+  CHECK(seen.size() == 1);  // the second round's segment, for rank 2 only
+  CHECK(segments_of(job).empty());
 }
 
 TEST_CASE("the C ABI broadcasts and syncs a model") {

@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,7 +44,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -63,8 +66,10 @@ namespace {
 constexpr size_t kChunk = size_t{4} << 20;    // checksum granularity
 constexpr size_t kBlock = size_t{256} << 10;  // hash, then copy while still in cache
 constexpr size_t kReduceBlock = size_t{64} << 10;
-constexpr size_t kAlign = 64;            // offsets of packed buffers
-constexpr uint32_t kMagic = 0x3142534d;  // "MSB1"
+constexpr size_t kAlign = 64;                   // offsets of packed buffers
+constexpr uint32_t kMagic = 0x3242534d;         // "MSB2"
+constexpr size_t kPoolMin = size_t{1} << 20;    // smaller broadcasts use a fresh segment
+constexpr size_t kPoolGrain = size_t{2} << 20;  // pool sizes are multiples of this
 
 // ---- checksums ---------------------------------------------------------
 //
@@ -350,7 +355,13 @@ struct Meta {
   uint64_t chunk = kChunk;
   Algo algo = kMul64;
   uint64_t signature = 0;  // what was packed, so readers can check they agree
-  std::string segment;     // shm name; empty when size == 0
+  std::string segment;     // shm name, or pool (memfd) name; empty when size == 0
+  // A pool (see Pool): its owner's pid and descriptor, so that readers can
+  // open /proc/<pid>/fd/<fd>, and the file's identity, which they check.
+  uint32_t pooled = 0;
+  int64_t pid = 0;
+  int32_t fd = -1;
+  uint64_t dev = 0, ino = 0;
   std::vector<uint64_t> sums;
 };
 
@@ -377,6 +388,11 @@ std::string encode(const Meta& m) {
   put<uint32_t>(s, m.algo);
   put<uint64_t>(s, m.signature);
   put_str(s, m.segment);
+  put<uint32_t>(s, m.pooled);
+  put<int64_t>(s, m.pid);
+  put<int32_t>(s, m.fd);
+  put<uint64_t>(s, m.dev);
+  put<uint64_t>(s, m.ino);
   put<uint64_t>(s, m.sums.size());
   for (auto v : m.sums) put(s, v);
   return s;
@@ -425,12 +441,18 @@ Meta decode(const std::string& s) {
   m.algo = static_cast<Algo>(r.get<uint32_t>());
   m.signature = r.get<uint64_t>();
   m.segment = r.str();
+  m.pooled = r.get<uint32_t>();
+  m.pid = r.get<int64_t>();
+  m.fd = r.get<int32_t>();
+  m.dev = r.get<uint64_t>();
+  m.ino = r.get<uint64_t>();
   auto n = r.get<uint64_t>();
   if (n > s.size() / 8) throw Error(ErrorCode::kInternal, "truncated collective metadata");
   m.sums.resize(n);
   for (auto& v : m.sums) v = r.get<uint64_t>();
   if (!r.at_end() || m.chunk == 0 || (m.algo != kCrc32c && m.algo != kMul64) ||
-      n != (m.size + m.chunk - 1) / m.chunk || (m.size && m.segment.empty()))
+      n != (m.size + m.chunk - 1) / m.chunk || (m.size && m.segment.empty()) || m.pooled > 1 ||
+      (m.pooled && (m.pid <= 0 || m.fd < 0)))
     throw Error(ErrorCode::kInternal, "collective metadata is inconsistent");
   return m;
 }
@@ -545,6 +567,182 @@ uint64_t nonce() {
   return rng();
 }
 
+// ---- pools: segments kept across broadcasts ------------------------------
+//
+// A root's pool is a memfd of its own (one per job and rank in a process),
+// grown when a broadcast needs more and shrunk when one needs far less, and
+// kept mapped: after the first call no pages are allocated, zeroed, faulted
+// in or freed. It has no name in /dev/shm, so nothing is left behind when
+// the process dies, however it dies. Readers open it as /proc/<pid>/fd/<fd>
+// (allowed to a process that may read the root's /proc entries: same uid,
+// or CAP_SYS_PTRACE; Yama does not restrict this), check that the link
+// names the pool (a random part) and that the file is the announced one,
+// and keep it mapped too (one View per job, reader and root).
+//
+// Reuse is safe because a root writes its pool only when it publishes, and
+// it publishes again only after the done barrier of the previous
+// collective, which every reader enters only once it has stopped reading.
+
+std::mutex& registry_mutex() {
+  static auto* m = new std::mutex;  // never destroyed: exit may race a broadcast
+  return *m;
+}
+
+class Pool {
+ public:
+  Pool(const std::string& job, uint32_t rank) {
+    char tail[48];
+    std::snprintf(tail, sizeof tail, ".r%u.%016llx", rank,
+                  static_cast<unsigned long long>(nonce()));
+    name_ = "muster.pool." + name_part(job) + tail;
+  }
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Makes the pool at least size bytes (size > 0) and mapped; throws on failure.
+  void reserve(size_t size) {
+    const size_t want = (size + kPoolGrain - 1) / kPoolGrain * kPoolGrain;
+    if (fd_ < 0) {
+      fd_ = ::memfd_create(name_.c_str(), MFD_CLOEXEC);
+      struct stat st {};
+      if (fd_ < 0 || ::fstat(fd_, &st) != 0) fail("memfd_create", errno);
+      dev_ = st.st_dev, ino_ = st.st_ino;
+    }
+    if (cap_ >= size && cap_ / 4 <= want) return;
+    if (base_) ::munmap(base_, cap_);
+    base_ = nullptr, cap_ = 0;
+    if (::ftruncate(fd_, static_cast<off_t>(want)) != 0) fail("ftruncate", errno);
+    // Allocated now, with an error if memory is short, rather than a signal
+    // on a later write.
+    if (int e = ::posix_fallocate(fd_, 0, static_cast<off_t>(want))) fail("fallocate", e);
+    void* p = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
+    if (p == MAP_FAILED) fail("mmap", errno);
+    base_ = static_cast<uint8_t*>(p), cap_ = want;
+  }
+
+  uint8_t* data() const { return base_; }
+  const std::string& name() const { return name_; }
+  int fd() const { return fd_; }
+  uint64_t dev() const { return dev_; }
+  uint64_t ino() const { return ino_; }
+
+  // The pool of this process for (job, rank), made on first use.
+  static std::shared_ptr<Pool> of(const std::string& job, uint32_t rank) {
+    static auto* pools = new std::map<std::string, std::shared_ptr<Pool>>;
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto& p = (*pools)[job + '\0' + std::to_string(rank)];
+    if (!p) p = std::make_shared<Pool>(job, rank);
+    return p;
+  }
+
+ private:
+  [[noreturn]] void fail(const char* call, int e) {
+    throw Error(
+        e == ENOSPC || e == ENOMEM ? ErrorCode::kTooLarge : ErrorCode::kInternal,
+        std::string("cannot make broadcast pool ") + name_ + " (" + call + "): " + errno_text(e));
+  }
+
+  std::string name_;
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+  size_t cap_ = 0;
+  uint64_t dev_ = 0, ino_ = 0;
+};
+
+// A reader's mapping of a root's pool.
+class View {
+ public:
+  View() = default;
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
+  ~View() {
+    if (base_) ::munmap(const_cast<uint8_t*>(base_), len_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Makes the pool of m readable; false when this process may not open it
+  // (then the bytes come through a segment instead).
+  bool attach(const Meta& m) {
+    if (fd_ < 0 || name_ != m.segment || dev_ != m.dev || ino_ != m.ino) {
+      reset();
+      const std::string path = "/proc/" + std::to_string(m.pid) + "/fd/" + std::to_string(m.fd);
+      char link[512];
+      ssize_t k = ::readlink(path.c_str(), link, sizeof link);
+      if (k <= 0 ||
+          std::string_view(link, static_cast<size_t>(k)) != "/memfd:" + m.segment + " (deleted)")
+        return false;  // not allowed, or another process (another pid namespace)
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+      if (fd < 0) return false;
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+          static_cast<uint64_t>(st.st_dev) != m.dev || static_cast<uint64_t>(st.st_ino) != m.ino) {
+        ::close(fd);
+        return false;
+      }
+      fd_ = fd, name_ = m.segment, dev_ = m.dev, ino_ = m.ino;
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < m.size)
+      throw Error(ErrorCode::kInternal, "broadcast pool " + m.segment + " is smaller than the " +
+                                            std::to_string(m.size) + " bytes announced");
+    if (len_ < m.size) {
+      if (base_) ::munmap(const_cast<uint8_t*>(base_), len_);
+      base_ = nullptr, len_ = 0;
+      void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd_, 0);
+      if (p == MAP_FAILED) return false;
+      base_ = static_cast<const uint8_t*>(p), len_ = static_cast<size_t>(st.st_size);
+    }
+    return true;
+  }
+
+  const uint8_t* data() const { return base_; }
+
+  // This process's view, for reader `me` of job, of root's pool.
+  static std::shared_ptr<View> of(const std::string& job, uint32_t me, uint32_t root) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto& v = (*views())[key(job, me, root)];
+    if (!v) v = std::make_shared<View>();
+    return v;
+  }
+  // Forgets it (after a failure: the root may be gone; its pool need not
+  // stay alive through this mapping).
+  static void drop(const std::string& job, uint32_t me, uint32_t root) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    views()->erase(key(job, me, root));
+  }
+
+ private:
+  static std::map<std::string, std::shared_ptr<View>>* views() {
+    static auto* v = new std::map<std::string, std::shared_ptr<View>>;
+    return v;
+  }
+  static std::string key(const std::string& job, uint32_t me, uint32_t root) {
+    return job + '\0' + std::to_string(me) + '\0' + std::to_string(root);
+  }
+  void reset() {
+    if (base_) ::munmap(const_cast<uint8_t*>(base_), len_);
+    if (fd_ >= 0) ::close(fd_);
+    base_ = nullptr, len_ = 0, fd_ = -1;
+  }
+
+  int fd_ = -1;
+  const uint8_t* base_ = nullptr;
+  size_t len_ = 0;
+  std::string name_;
+  uint64_t dev_ = 0, ino_ = 0;
+};
+
+// How a broadcast moves its bytes: MUSTER_BCAST=shm forces a fresh segment
+// per call, MUSTER_BCAST=pool the root's pool (for any size); by default
+// the pool carries broadcasts of kPoolMin bytes or more. Read on each call.
+enum class BroadcastPath { kAuto, kSegment, kPool };
+BroadcastPath broadcast_path() {
+  const char* e = std::getenv("MUSTER_BCAST");
+  if (e && std::string_view(e) == "shm") return BroadcastPath::kSegment;
+  if (e && std::string_view(e) == "pool") return BroadcastPath::kPool;
+  return BroadcastPath::kAuto;
+}
+
 // ---- one collective ----------------------------------------------------
 
 struct Part {
@@ -571,9 +769,9 @@ class Collective {
   // stays, a few bytes, until the job ends. The segment goes in any case:
   // every rank reads all metadata before it opens any segment.
   ~Collective() {
-    if (published_ && completed_) {
+    for (const auto& k : finished_) {
       try {
-        c_.remove(key(info_.rank));
+        c_.remove(k);
       } catch (...) {
         // the job, and its store, may be gone already
       }
@@ -581,6 +779,7 @@ class Collective {
   }
 
   const std::string& what() const { return what_; }
+  const std::string& job() const { return info_.job; }
   uint32_t rank() const { return info_.rank; }
   uint32_t world() const { return info_.world_size; }
 
@@ -637,11 +836,58 @@ class Collective {
     throw e;
   }
 
+  // Copies size bytes into this rank's pool and stores their metadata, or
+  // returns false, publishing nothing, when the pool cannot be had.
+  bool publish_pool(const void* data, size_t size, uint64_t signature) {
+    Meta m;
+    m.size = size;
+    m.algo = preferred_algo();
+    m.signature = signature;
+    try {
+      auto pool = Pool::of(info_.job, info_.rank);
+      pool->reserve(size);
+      ChunkSums sums(m.algo, m.chunk);
+      sums.copy_feed(pool->data(), data, size);  // non-temporal stores, checksummed
+      m.sums = sums.finish();
+      m.segment = pool->name();
+      m.pooled = 1;
+      m.pid = ::getpid();
+      m.fd = pool->fd();
+      m.dev = pool->dev();
+      m.ino = pool->ino();
+    } catch (const std::exception&) {
+      return false;
+    }
+    c_.set(key(info_.rank), encode(m));
+    published_ = true;
+    return true;
+  }
+
   void ready() { c_.barrier(prefix_ + "/ready"); }
   void done() {
     c_.barrier(prefix_ + "/done");
-    completed_ = true;
+    if (published_) finished_.push_back(key(info_.rank));
+    published_ = false;
   }
+
+  // After a pooled round, readers that could not open the pool say so
+  // (before the done barrier); after it, every rank asks, and all of them
+  // then run a second round through a segment if any reader needs one. The
+  // counter goes with the last rank to read it.
+  void need_segment() { c_.add(prefix_ + "/need", 1); }
+  bool segment_needed() {
+    const std::string k = prefix_ + "/need";
+    int64_t v = c_.add(k, int64_t{1} << 32);
+    if ((v >> 32) == static_cast<int64_t>(info_.world_size)) {
+      try {
+        c_.remove(k);
+      } catch (...) {
+      }
+    }
+    return (v & 0xFFFFFFFF) != 0;
+  }
+  // Moves on to the second round (keys and barriers of its own).
+  void second_round() { prefix_ += "/seg"; }
 
   // A publisher's metadata; the error it published is thrown here.
   Meta meta(uint32_t r) {
@@ -658,9 +904,9 @@ class Collective {
   RankInfo info_;
   uint64_t seq_ = 0;
   std::string prefix_, what_;
-  Segment seg_;  // unlinked when the collective ends, however it ends
-  bool published_ = false;
-  bool completed_ = false;
+  Segment seg_;                        // unlinked when the collective ends, however it ends
+  bool published_ = false;             // this round's metadata
+  std::vector<std::string> finished_;  // metadata of completed rounds, removed at the end
 };
 
 // Runs body, then the done barrier, which every rank that saw good metadata
@@ -755,26 +1001,87 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
                   col.what() + ": data is NULL on rank " + std::to_string(col.rank()));
   if (col.rank() == root) {
     if (local) col.fail(*local);
-    col.publish({{data, size, 0}}, size, size);
+    const BroadcastPath path = broadcast_path();
+    const bool pooled =
+        size &&
+        (path == BroadcastPath::kPool || (path == BroadcastPath::kAuto && size >= kPoolMin)) &&
+        col.publish_pool(data, size, size);
+    if (!pooled) col.publish({{data, size, 0}}, size, size);
     col.ready();
     col.done();
+    if (pooled && col.segment_needed()) {
+      col.second_round();
+      col.publish({{data, size, 0}}, size, size);
+      col.ready();
+      col.done();
+    }
     return;
   }
   col.ready();
   Meta m = col.meta(root);
-  read_then_done(col, [&] {
+  const std::string from = col.what() + " from rank " + std::to_string(root);
+  auto check = [&] {
     if (local) throw *local;
     if (m.size != size)
       throw Error(ErrorCode::kInvalidArgument,
                   col.what() + ": this rank's buffer has " + std::to_string(size) +
                       " bytes, root " + std::to_string(root) + "'s " + std::to_string(m.size));
+  };
+  auto from_segment = [&](const Meta& sm) {
     if (!size) return;
+    if (sm.size != size) throw Error(ErrorCode::kInternal, from + ": the segment has another size");
     Segment seg;
-    seg.open(m.segment, m.size);
-    ChunkSums sums(m.algo, m.chunk, &m.sums, col.what() + " from rank " + std::to_string(root));
+    seg.open(sm.segment, sm.size);
+    ChunkSums sums(sm.algo, sm.chunk, &sm.sums, from);
     copy_verified(sums, seg, 0, data, size);
     finish_verified(sums, seg);
-  });
+  };
+  if (!m.pooled) {
+    read_then_done(col, [&] {
+      check();
+      from_segment(m);
+    });
+    return;
+  }
+  // From root's pool; a reader that may not open it says so, and then every
+  // rank takes part in a second round through a segment (see Collective).
+  try {
+    bool need = false;
+    std::exception_ptr err;
+    try {
+      check();
+      auto view = View::of(col.job(), col.rank(), root);
+      if (view->attach(m)) {
+        ChunkSums sums(m.algo, m.chunk, &m.sums, from);
+        sums.copy_feed(data, view->data(), size);
+        sums.finish();
+      } else {
+        need = true;
+        col.need_segment();
+      }
+    } catch (...) {
+      err = std::current_exception();
+    }
+    try {
+      col.done();
+    } catch (const Error& e) {
+      if (err && e.code() != ErrorCode::kPeerExited) std::rethrow_exception(err);
+      throw;
+    }
+    // Past the done barrier, every rank asks whether a second round follows.
+    if (col.segment_needed()) {
+      col.second_round();
+      col.ready();
+      Meta sm = col.meta(root);
+      read_then_done(col, [&] {
+        if (need) from_segment(sm);
+      });
+    }
+    if (err) std::rethrow_exception(err);
+  } catch (...) {
+    View::drop(col.job(), col.rank(), root);  // root may be gone: let its pool go
+    throw;
+  }
 }
 
 void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_parameters,
