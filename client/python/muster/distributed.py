@@ -1,0 +1,189 @@
+"""PyTorch glue: a torch.distributed.Store backed by musterd, init_torch and
+sync_model (the seed's enot.distributed calls, same names and meaning)."""
+import datetime
+import itertools
+import os
+
+import torch
+import torch.distributed as dist
+
+import muster
+
+__all__ = ["MusterStore", "init_torch", "sync_model"]
+
+# Each store gets its own key space in the job's store: ranks create stores
+# in the same order, so the same counter value names the same store.
+_store_count = itertools.count()
+
+
+def _ms(timeout):
+    if timeout is None:
+        return None
+    if isinstance(timeout, datetime.timedelta):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+class MusterStore(dist.Store):
+    """torch.distributed.Store over the job's key/value store in musterd:
+    torch's own bootstrap (gloo and NCCL rendezvous, the store-based
+    barrier) goes through the daemon, so no MASTER_ADDR/MASTER_PORT."""
+
+    def __init__(self, client=None, prefix=None, timeout=None):
+        super().__init__()
+        self._c = client if client is not None else muster.client()
+        if prefix is None:
+            prefix = f"torch/{self._c.rank_info.generation}/{next(_store_count)}/"
+        self._prefix = prefix
+        if timeout is not None:
+            self.set_timeout(timeout if isinstance(timeout, datetime.timedelta)
+                             else datetime.timedelta(seconds=timeout))
+
+    def _k(self, key):
+        return self._prefix + key
+
+    def set(self, key, value):
+        self._c.set(self._k(key), value)
+
+    def get(self, key):
+        return self._c.get(self._k(key), _ms(self.timeout))
+
+    def add(self, key, amount):
+        return self._c.add(self._k(key), int(amount))
+
+    def compare_set(self, key, expected_value, desired_value):
+        return self._c.compare_set(self._k(key), expected_value, desired_value)
+
+    def delete_key(self, key):
+        return self._c.remove(self._k(key))
+
+    def wait(self, keys, timeout=None):
+        self._c.wait([self._k(k) for k in keys], _ms(timeout if timeout is not None
+                                                     else self.timeout))
+
+    def check(self, keys):
+        return all(self._c.try_get(self._k(k)) is not None for k in keys)
+
+    def num_keys(self):
+        raise muster.Error("num_keys is not supported by musterd's store")
+
+
+def init_torch(backend=None, timeout=datetime.timedelta(minutes=30)):
+    """Initialises torch.distributed's default process group for this rank.
+
+    backend None picks "nccl" when CUDA is available and the daemon leased
+    this rank a GPU (which becomes the current CUDA device), else "gloo".
+    Under ``muster run`` the rendezvous goes through musterd's store (no
+    MASTER_PORT needed); elsewhere (torchrun) it falls back to env://.
+    Returns the backend used."""
+    if dist.is_initialized():
+        return dist.get_backend()
+    if muster.under_muster():
+        c = muster.client()
+        info = c.rank_info
+        rank, world, device = info.rank, info.world_size, info.device
+    else:
+        c = None
+        rank = int(os.environ.get("RANK", "0"))
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        device = int(os.environ.get("LOCAL_RANK", "-1"))
+    cuda = device >= 0 and torch.cuda.is_available() and device < torch.cuda.device_count()
+    if backend is None:
+        backend = "nccl" if cuda and dist.is_nccl_available() else "gloo"
+    if cuda:
+        torch.cuda.set_device(device)
+    if c is None:
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
+                                timeout=timeout)
+    else:
+        dist.init_process_group(backend, store=MusterStore(c, timeout=timeout), rank=rank,
+                                world_size=world, timeout=timeout)
+    return backend
+
+
+def _world_size():
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    if muster.under_muster():
+        return muster.client().rank_info.world_size
+    return 1
+
+
+_KIND = {torch.float32: "float32", torch.float64: "float64"}
+
+
+def _sync_cpu_muster(items, reduce_parameters, reduce_buffers):
+    """items: (tensor, is_parameter). One libmuster sync_model collective
+    (shared memory on the node)."""
+    staged, bufs, keep = [], [], []
+    for t, is_param in items:
+        d = t.detach()
+        avg = d.is_floating_point() and (reduce_parameters if is_param else reduce_buffers)
+        s = d
+        if avg and d.dtype not in _KIND:
+            s = d.to(torch.float32)  # float16/bfloat16: averaged in float32
+        elif not d.is_contiguous():
+            s = d.contiguous()
+        if s is not d:
+            staged.append((d, s))
+        keep.append(s)
+        bufs.append((s.data_ptr(), s.numel() * s.element_size(), _KIND.get(s.dtype, "bytes"),
+                     bool(is_param)))
+    muster.client()._sync_model_ptrs(bufs, reduce_parameters, reduce_buffers)
+    for d, s in staged:
+        d.copy_(s)
+
+
+def _sync_torch(items, reduce_parameters, reduce_buffers, world):
+    """Through torch.distributed (device tensors; any backend)."""
+    for t, is_param in items:
+        d = t.detach()
+        avg = d.is_floating_point() and (reduce_parameters if is_param else reduce_buffers)
+        s = d if d.is_contiguous() else d.contiguous()
+        if avg:
+            dist.all_reduce(s)
+            s.div_(world)
+        else:
+            dist.broadcast(s, 0)
+        if s is not d:
+            d.copy_(s)
+
+
+def sync_model(model, reduce_parameters=False, reduce_buffers=False):
+    """Makes every rank hold the master's (rank 0's) parameters and buffers.
+
+    With reduce_parameters (reduce_buffers) the floating-point parameters
+    (buffers) are averaged across ranks instead; other tensors (integer
+    buffers such as BatchNorm's num_batches_tracked) always come from rank 0.
+    CPU tensors go through musterd's shared-memory sync_model (faster than
+    gloo, see README); device tensors through torch.distributed, which must
+    be initialised (init_torch). A collective: every rank calls it with the
+    same model structure."""
+    world = _world_size()
+    if world == 1:
+        return
+    items = [(p, True) for p in model.parameters()] + [(b, False) for b in model.buffers()]
+    cpu = [it for it in items if it[0].device.type == "cpu"]
+    dev = [it for it in items if it[0].device.type != "cpu"]
+    if cpu:
+        if muster.under_muster():
+            _sync_cpu_muster(cpu, reduce_parameters, reduce_buffers)
+        else:
+            _sync_torch(cpu, reduce_parameters, reduce_buffers, world)
+    if dev:
+        if not dist.is_initialized():
+            raise RuntimeError("sync_model of device tensors needs torch.distributed: call "
+                               "muster.init_torch() first")
+        _sync_torch(dev, reduce_parameters, reduce_buffers, world)
+
+
+def _broadcast_tensor(t, root=0):
+    """muster.broadcast for a tensor: in place, rank root's values."""
+    d = t.detach()
+    if d.device.type != "cpu":
+        dist.broadcast(d, root)
+        return
+    s = d if d.is_contiguous() else d.contiguous()
+    muster.client()._broadcast_ptr(s.data_ptr(), s.numel() * s.element_size(), root)
+    if s is not d:
+        d.copy_(s)
