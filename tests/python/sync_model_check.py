@@ -101,6 +101,16 @@ md._sync_torch([(p, True) for p in m.parameters()] + [(b, False) for b in m.buff
                False, False, world)
 assert digest(m) == digest(ref0)
 agree("torch_path", digest(m))
+# sync_model with gloo up: averages through gloo, copies through musterd.
+m = make(seeds[rank])
+muster.sync_model(m, reduce_parameters=True, reduce_buffers=True)
+for k, v in m.state_dict().items():
+    if v.is_floating_point():
+        want = {**avg, **bavg}[k]
+        assert torch.allclose(v.float(), want.float(), rtol=0, atol=1e-3), f"gloo avg {k}"
+    else:
+        assert torch.equal(v, ref0.state_dict()[k]), k
+agree("gloo_reduce", digest(m))
 
 # 5. muster.broadcast: numpy array, bytearray, tensor (from rank 2).
 a = numpy.full(1000, rank, dtype=numpy.float32)

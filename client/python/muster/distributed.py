@@ -110,6 +110,20 @@ def _world_size():
 
 
 _KIND = {torch.float32: "float32", torch.float64: "float64"}
+_GLOO_AVG = (torch.float32, torch.float64, torch.float16)
+
+
+def _reduce_via_torch():
+    """Whether CPU averages go through torch.distributed: when gloo is up,
+    unless MUSTER_SYNC_REDUCE=muster (or =torch to insist)."""
+    how = os.environ.get("MUSTER_SYNC_REDUCE", "auto")
+    if how not in ("auto", "muster", "torch"):
+        raise ValueError(f"MUSTER_SYNC_REDUCE must be auto, muster or torch, not '{how}'")
+    up = dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo"
+    if how == "torch" and not up:
+        raise RuntimeError("MUSTER_SYNC_REDUCE=torch needs torch.distributed with gloo: "
+                           "call muster.init_torch() first")
+    return up and how != "muster"
 
 
 def _sync_cpu_muster(items, reduce_parameters, reduce_buffers):
@@ -155,10 +169,13 @@ def sync_model(model, reduce_parameters=False, reduce_buffers=False):
     With reduce_parameters (reduce_buffers) the floating-point parameters
     (buffers) are averaged across ranks instead; other tensors (integer
     buffers such as BatchNorm's num_batches_tracked) always come from rank 0.
-    CPU tensors go through musterd's shared-memory sync_model (faster than
-    gloo, see README); device tensors through torch.distributed, which must
-    be initialised (init_torch). A collective: every rank calls it with the
-    same model structure."""
+    CPU tensors are copied through musterd's shared-memory sync_model (faster
+    than gloo's broadcast, see README) and averaged through gloo's all_reduce
+    when torch.distributed is up with gloo (faster than musterd's averaging;
+    MUSTER_SYNC_REDUCE=muster|torch overrides); device tensors go through
+    torch.distributed, which must be initialised (init_torch). Averages are
+    identical on every rank either way. A collective: every rank calls it with
+    the same model structure."""
     world = _world_size()
     if world == 1:
         return
@@ -166,10 +183,20 @@ def sync_model(model, reduce_parameters=False, reduce_buffers=False):
     cpu = [it for it in items if it[0].device.type == "cpu"]
     dev = [it for it in items if it[0].device.type != "cpu"]
     if cpu:
-        if muster.under_muster():
-            _sync_cpu_muster(cpu, reduce_parameters, reduce_buffers)
-        else:
+        if not muster.under_muster():
             _sync_torch(cpu, reduce_parameters, reduce_buffers, world)
+        else:
+            # Measured (README, "Python"): copies from rank 0 are faster through
+            # musterd's shared memory than gloo's broadcast; averages are faster
+            # through gloo's all_reduce, so those go there when gloo is up.
+            avg = [it for it in cpu if it[0].dtype in _GLOO_AVG
+                   and (reduce_parameters if it[1] else reduce_buffers)]
+            if avg and _reduce_via_torch():
+                ids = {id(t) for t, _ in avg}
+                _sync_cpu_muster([it for it in cpu if id(it[0]) not in ids], False, False)
+                _sync_torch(avg, reduce_parameters, reduce_buffers, world)
+            else:
+                _sync_cpu_muster(cpu, reduce_parameters, reduce_buffers)
     if dev:
         if not dist.is_initialized():
             raise RuntimeError("sync_model of device tensors needs torch.distributed: call "
