@@ -26,7 +26,7 @@ class PrivateDaemon {
     pid_ = fork();
     if (pid_ == 0) {
       execl(musterd.c_str(), musterd.c_str(), "--runtime-dir", dir_.c_str(), "--log-level", "error",
-            static_cast<char*>(nullptr));
+            "--no-config", static_cast<char*>(nullptr));
       _exit(127);
     }
     endpoint_ = "ipc://" + dir_ + "/musterd.sock";

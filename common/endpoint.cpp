@@ -26,7 +26,13 @@ std::string endpoint_for_dir(const std::string& runtime_dir) {
 std::string resolve_endpoint() {
   if (auto e = env("MUSTER_ENDPOINT"); !e.empty()) return e;
   if (auto d = env("MUSTER_RUNTIME_DIR"); !d.empty()) return endpoint_for_dir(d);
-  return endpoint_for_dir(default_runtime_dir());
+  auto own = default_runtime_dir();
+  // A user (a member of the muster group) reaches the node's system daemon
+  // when no daemon of their own runs.
+  if (geteuid() != 0 && ::access((own + "/musterd.sock").c_str(), F_OK) != 0 &&
+      ::access("/run/muster/musterd.sock", F_OK) == 0)
+    return endpoint_for_dir("/run/muster");
+  return endpoint_for_dir(own);
 }
 
 std::string ipc_dir_of(const std::string& endpoint) {

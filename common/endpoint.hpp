@@ -10,7 +10,8 @@ std::string default_runtime_dir();
 
 std::string endpoint_for_dir(const std::string& runtime_dir);
 
-// MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR's socket, else the default's.
+// MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR's socket, else the default's (for
+// a user without a daemon of their own: the system daemon's, if it runs).
 std::string resolve_endpoint();
 
 // The directory of an ipc:// endpoint, or "" for other transports.

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -140,6 +141,9 @@ bool process_exists(pid_t pid) {
 TestDaemon::TestDaemon(std::vector<std::string> extra_args) {
   std::vector<std::string> argv = {program("MUSTER_TEST_MUSTERD"), "--runtime-dir", dir_.path(),
                                    "--log-level", "warning"};
+  // Never the machine's /etc/muster/musterd.conf, unless a test gives a file.
+  if (std::find(extra_args.begin(), extra_args.end(), "--config") == extra_args.end())
+    argv.push_back("--no-config");
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   proc_ = std::make_unique<Process>(argv);
   endpoint_ = "ipc://" + dir_.path() + "/musterd.sock";
