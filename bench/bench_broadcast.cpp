@@ -1,8 +1,11 @@
 // Benchmark of Client::broadcast: 256 MiB from rank 0 to 3 other ranks of
 // one job (threads of this process, one Client each) through a private
 // musterd, against the floor of one warm 256 MiB memcpy. Prints:
-//   bench broadcast_256MiB_4ranks muster_s=X   (median of 5 runs)
-//   bench memcpy_256MiB floor_s=Y              (median of 5 runs)
+//   bench broadcast_256MiB_4ranks muster_s=X       (median of 5 runs; the
+//                                                   default path: root's pool)
+//   bench broadcast_256MiB_4ranks_shm muster_s=X   (MUSTER_BCAST=shm: a fresh
+//                                                   segment per call)
+//   bench memcpy_256MiB floor_s=Y                  (median of 5 runs)
 // Usage: bench_broadcast MUSTERD   (the musterd binary; or $MUSTERD)
 #include <algorithm>
 #include <barrier>
@@ -33,7 +36,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-double bench_broadcast(const muster::bench::PrivateDaemon& d) {
+double bench_broadcast(const muster::bench::PrivateDaemon& d, const std::string& job) {
   std::vector<std::vector<uint8_t>> bufs(kRanks);
   for (uint32_t r = 0; r < kRanks; ++r) {
     bufs[r].resize(kSize);  // touched: a model's parameters are resident
@@ -51,7 +54,7 @@ double bench_broadcast(const muster::bench::PrivateDaemon& d) {
     threads.emplace_back([&, r] {
       try {
         muster::Client c({d.endpoint()});
-        c.join({"bench", kRanks, false, static_cast<int>(r)});
+        c.join({job, kRanks, false, static_cast<int>(r)});
         for (int run = 0; run <= kRuns; ++run) {  // run 0 warms up
           sync.arrive_and_wait();
           auto t0 = Clock::now();
@@ -95,9 +98,13 @@ int main(int argc, char** argv) {
   }
   try {
     muster::bench::PrivateDaemon d(binary);
-    double t = bench_broadcast(d);
+    ::setenv("MUSTER_BCAST", "shm", 1);
+    double shm = bench_broadcast(d, "bench-shm");
+    ::unsetenv("MUSTER_BCAST");
+    double t = bench_broadcast(d, "bench");
     double floor = bench_memcpy();
     std::printf("bench broadcast_256MiB_4ranks muster_s=%.4f\n", t);
+    std::printf("bench broadcast_256MiB_4ranks_shm muster_s=%.4f\n", shm);
     std::printf("bench memcpy_256MiB floor_s=%.4f\n", floor);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_broadcast: %s\n", e.what());
