@@ -158,7 +158,7 @@ TestDaemon::TestDaemon(std::vector<std::string> extra_args) {
           return false;
         }
       },
-      std::chrono::seconds(10));
+      std::chrono::seconds(30));  // generous: CI runs tests in parallel on 2 cores
   if (!up) throw std::runtime_error("private musterd did not come up in " + dir_.path());
 }
 
