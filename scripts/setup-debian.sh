@@ -5,7 +5,8 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential pkg-config meson ninja-build
   libzmq3-dev cppzmq-dev libmsgpack-dev libmsgpack-cxx-dev
   libboost-program-options-dev catch2 pybind11-dev libsystemd-dev
-  python3-torch python3-numpy)
+  python3-torch python3-numpy
+  clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds tests/fuzz/fuzz_request.cpp with clang's libFuzzer, ASan and UBSan
+# (straight from the sources, no meson: the daemon's state, protocol and
+# liveness code, not its sockets), then fuzzes it for a bounded time starting
+# from the committed seed corpus. Needs clang and libclang-rt-14-dev
+# (scripts/setup-debian.sh).
+#   scripts/fuzz.sh [SECONDS]     fuzz for SECONDS (default 60)
+#   scripts/fuzz.sh --make-corpus regenerate tests/fuzz/corpus/
+# New inputs go to build-fuzz/corpus (not committed); a crash leaves its
+# input in build-fuzz/ and fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=build-fuzz
+mkdir -p "$out/include" "$out/corpus"
+# state.cpp and status.cpp want the version from meson's generated header.
+version=$(sed -n "s/^ *version: '\([^']*\)'.*/\1/p" meson.build | head -1)
+printf '#pragma once\n#define MUSTER_VERSION "%s"\n' "$version" >"$out/include/muster_config.h.new"
+cmp -s "$out/include/muster_config.h.new" "$out/include/muster_config.h" ||
+  mv "$out/include/muster_config.h.new" "$out/include/muster_config.h"
+rm -f "$out/include/muster_config.h.new"
+
+cxx=${CXX_FUZZ:-clang++}
+flags=(-std=c++20 -g -O1 -DMSGPACK_NO_BOOST=1 -D_GNU_SOURCE
+  -Icommon -Icommon/include -Idaemon -I"$out/include")
+protocol=(common/protocol/codec.cpp common/protocol/envelope.cpp common/protocol/errors.cpp
+  common/protocol/messages.cpp)
+
+if [[ "${1:-}" == "--make-corpus" ]]; then
+  "$cxx" "${flags[@]}" tests/fuzz/make_corpus.cpp "${protocol[@]}" -o "$out/make_corpus"
+  rm -rf tests/fuzz/corpus
+  mkdir -p tests/fuzz/corpus
+  "$out/make_corpus" tests/fuzz/corpus
+  ls -l tests/fuzz/corpus
+  exit 0
+fi
+
+seconds=${1:-60}
+sources=(tests/fuzz/fuzz_request.cpp "${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
+  daemon/core/jobs.cpp daemon/core/shards.cpp daemon/core/state.cpp daemon/core/status.cpp
+  daemon/core/store.cpp daemon/liveness/pidwatch.cpp)
+"$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  "${sources[@]}" -o "$out/fuzz_request"
+cd "$out"
+# Crashes (and leaks, timeouts, out-of-memory) end the run with a non-zero
+# status and leave crash-*/leak-*/timeout-*/oom-* here.
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ./fuzz_request -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+  -print_final_stats=1 -dict=../tests/fuzz/request.dict corpus ../tests/fuzz/corpus
