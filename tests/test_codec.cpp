@@ -71,6 +71,12 @@ TEST_CASE("every request and reply survives a round trip") {
   CHECK(round_trip(Leave{"job", 99, 3}) == Leave{"job", 99, 3});
   Reserve rs{"job", 4, true, {0, 1, 4, 6}, 555};
   CHECK(round_trip(rs) == rs);
+  Reserve restarted{"job", 2, false, {}, 555, 3};
+  CHECK(round_trip(restarted) == restarted);
+  // Generation 0 is left out, as in an older peer's frame, and decodes as 0.
+  CHECK(round_trip(rs).generation == 0);
+  CHECK(decode_error(encode(1, Reserve{"j", 1, true, {}, 5, 1ULL << 40})) ==
+        ErrorCode::kInvalidArgument);
   Reserved rd{3, {0, -1, 4}};
   CHECK(round_trip(rd) == rd);
   Attach at{"job", {10, 11, 12}};

@@ -34,12 +34,18 @@ size_t count(const std::string& s, const std::string& what) {
   return n;
 }
 
+// Workers' lines come as `[rankN]: LINE`; LINE alone.
+std::string unprefixed(const std::string& line) {
+  static const std::regex prefix("^\\[rank\\d+\\]: ");
+  return std::regex_replace(line, prefix, "", std::regex_constants::format_first_only);
+}
+
 std::vector<pid_t> read_pids(Process& p, size_t n) {
   std::vector<pid_t> pids;
   while (pids.size() < n) {
     auto line = p.read_line(10s);
     if (!line) break;
-    pids.push_back(std::stoi(*line));
+    pids.push_back(std::stoi(unprefixed(*line)));
   }
   return pids;
 }
@@ -77,6 +83,7 @@ TEST_CASE("workers are registered with pid and GPU before they start, and leases
   std::string line;
   int seen = 0;
   while (std::getline(lines, line)) {
+    line = unprefixed(line);
     if (!std::regex_match(line, m, pid_line)) continue;
     std::string pid = m[1];
     std::regex me("\\{\"rank\":(\\d),\"local_rank\":\\d,\"pid\":" + pid +
@@ -226,7 +233,7 @@ TEST_CASE("the embedded daemon outlives a SIGKILLed launcher while another job s
   Process b(muster_run(
                 {"-n", "1", "--use-env", "/bin/sh", "-c", "echo $$ $MUSTER_DEVICE; exec sleep 30"}),
             env);
-  auto b_line = b.read_line(10s).value_or("");
+  auto b_line = unprefixed(b.read_line(10s).value_or(""));
   REQUIRE(b_line.find(' ') != std::string::npos);
   pid_t b_pid = std::stoi(b_line);
   CHECK(b_line.substr(b_line.find(' ') + 1) == "1");
@@ -266,4 +273,114 @@ TEST_CASE("--cpu leases no GPU even when the daemon has some") {
   auto text = p.read_all(20s);
   REQUIRE(p.wait(10s) == 0);
   CHECK(count(text, "device=-1") == 2);
+}
+
+TEST_CASE("--max-restarts: a rank failing once is restarted with the next generation") {
+  test::TempDir dir;
+  // Rank 1 fails on the first attempt only.
+  std::string script =
+      "echo attempt=$TORCHELASTIC_RESTART_COUNT/$TORCHELASTIC_MAX_RESTARTS "
+      "gen=$MUSTER_GENERATION; "
+      "if [ \"$RANK\" = 1 ] && [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exit 4; fi";
+  Process p(muster_run({"-n", "2", "--max-restarts", "1", "--use-env", "--grace-period", "1",
+                        "/bin/sh", "-c", script}),
+            env_for(dir.path()), true);
+  auto text = p.read_all(30s);
+  CHECK(p.wait(10s) == 0);
+  CHECK(count(text, "[rank0]: attempt=1/1 gen=1") == 1);
+  CHECK(count(text, "[rank1]: attempt=1/1 gen=1") == 1);
+  CHECK(count(text, "restarting the group (restart 1 of 1)") == 1);
+  CHECK(count(text, "attempt=2") == 0);
+
+  // torchrun's spelling; and no restart is allowed by default.
+  Process once(muster_run({"-n", "1", "--use-env", "/bin/sh", "-c",
+                           "echo try $TORCHELASTIC_RESTART_COUNT; exit 4"}),
+               env_for(dir.path()), true);
+  auto once_text = once.read_all(30s);
+  CHECK(once.wait(10s) == 4);
+  CHECK(count(once_text, "try ") == 1);
+  Process twice(muster_run({"-n", "1", "--max_restarts", "1", "--use-env", "/bin/sh", "-c",
+                            "echo try $TORCHELASTIC_RESTART_COUNT; exit 4"}),
+                env_for(dir.path()), true);
+  auto twice_text = twice.read_all(30s);
+  CHECK(twice.wait(10s) == 4);
+  CHECK(count(twice_text, "[rank0]: try 1") == 1);
+}
+
+TEST_CASE("exhausted restarts exit with the worker's code and sum up every attempt") {
+  test::TestDaemon d;
+  std::string script =
+      "if [ \"$RANK\" = 1 ]; then echo \"noise $TORCHELASTIC_RESTART_COUNT\" >&2; "
+      "echo \"last words $TORCHELASTIC_RESTART_COUNT\" >&2; exit 9; fi; exec sleep 30";
+  auto t0 = std::chrono::steady_clock::now();
+  Process p(muster_run({"-n", "2", "--max-restarts", "2", "--use-env", "--grace-period", "1",
+                        "/bin/sh", "-c", script}),
+            {{"MUSTER_ENDPOINT", d.endpoint()}}, true);
+  auto text = p.read_all(40s);
+  CHECK(p.wait(10s) == 9);
+  CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+  auto summary_at = text.find("the job failed in all 3 attempt(s)");
+  REQUIRE(summary_at != std::string::npos);
+  auto summary = text.substr(summary_at);
+  for (int a = 0; a < 3; ++a) {
+    CHECK_THAT(summary, Catch::Contains("attempt " + std::to_string(a) +
+                                        ": rank 1 exited with code 9\n    [rank1]: noise " +
+                                        std::to_string(a) + "\n    [rank1]: last words " +
+                                        std::to_string(a) + "\n"));
+  }
+  // The job is gone from the daemon.
+  CHECK(test::eventually([&] { return Client({d.endpoint()}).status().jobs.empty(); }, 3s));
+
+  // A signal is named.
+  Process k(muster_run({"-n", "1", "--use-env", "/bin/sh", "-c", "kill -SEGV $$"}),
+            {{"MUSTER_ENDPOINT", d.endpoint()}}, true);
+  auto k_text = k.read_all(20s);
+  CHECK(k.wait(10s) == 128 + SIGSEGV);
+  CHECK_THAT(k_text, Catch::Contains("rank 0 was killed by signal 11 (SIGSEGV)"));
+}
+
+TEST_CASE("workers' stdout and stderr lines carry their rank, unless --no-prefix-output") {
+  test::TempDir dir;
+  // A line written in two pieces stays whole; a last line without newline is kept.
+  std::string script =
+      "printf 'out-a '; sleep 0.2; echo \"$RANK\"; echo \"err $RANK\" >&2; printf tail";
+  Process out_only(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c", script}),
+                   env_for(dir.path()));
+  auto out = out_only.read_all(20s);
+  CHECK(out_only.wait(10s) == 0);
+  CHECK(count(out, "[rank0]: out-a 0\n") == 1);
+  CHECK(count(out, "[rank1]: out-a 1\n") == 1);
+  CHECK(count(out, "[rank0]: tail\n") == 1);
+  CHECK(count(out, "err ") == 0);  // stderr stays on stderr
+
+  Process both(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c", script}), env_for(dir.path()),
+               true);
+  auto all = both.read_all(20s);
+  CHECK(both.wait(10s) == 0);
+  CHECK(count(all, "[rank0]: err 0\n") == 1);
+  CHECK(count(all, "[rank1]: err 1\n") == 1);
+
+  Process plain(muster_run({"-n", "1", "--no-prefix-output", "--use-env", "/bin/sh", "-c",
+                            "echo hello; echo oops >&2"}),
+                env_for(dir.path()), true);
+  auto plain_text = plain.read_all(20s);
+  CHECK(plain.wait(10s) == 0);
+  CHECK_THAT(plain_text, Catch::Contains("hello\n"));
+  CHECK_THAT(plain_text, Catch::Contains("oops\n"));
+  CHECK(count(plain_text, "[rank") == 0);
+}
+
+TEST_CASE("Ctrl-C during a restartable job is not retried") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--max-restarts", "3", "--use-env", "/bin/sh", "-c",
+                        "echo $$ try=$TORCHELASTIC_RESTART_COUNT; exec sleep 30"}),
+            env_for(dir.path()), true);
+  auto pids = read_pids(p, 2);
+  REQUIRE(pids.size() == 2);
+  p.signal(SIGINT);
+  auto rest = p.read_all(15s);
+  CHECK(p.wait(10s) == 130);
+  CHECK(count(rest, "try=") == 0);
+  CHECK(count(rest, "restarting") == 0);
+  for (auto pid : pids) CHECK(test::eventually([&] { return !test::process_exists(pid); }, 2s));
 }

@@ -3,12 +3,15 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <iostream>
 #include <map>
+#include <thread>
 
 #include "cli/commands.hpp"
 #include "cli/embedded.hpp"
@@ -16,6 +19,7 @@
 #include "cli/run_options.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
+#include "protocol/limits.hpp"
 
 extern char** environ;
 
@@ -75,6 +79,49 @@ std::vector<std::string> worker_env(const std::map<std::string, std::string>& se
   return env;
 }
 
+// A restart's Reserve: the daemon may still be noting the old workers' exits
+// (the job is still there, or its GPUs), and an embedded daemon left idle
+// may have stopped; give both a few seconds.
+Client::Reservation reserve(const std::string& endpoint, const RunOptions& o,
+                            const std::string& job, uint32_t attempt) {
+  std::vector<int> devices(o.devices.begin(), o.devices.end());
+  bool restart = attempt > 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    try {
+      ensure_daemon(endpoint, o.simulate_gpus);
+      return Client({endpoint}).reserve(job, o.nproc, !o.cpu, devices, getpid(), attempt);
+    } catch (const Error& e) {
+      bool transient = e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kNoDevice ||
+                       e.code() == ErrorCode::kUnavailable;
+      if (!restart || !transient || std::chrono::steady_clock::now() > until) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+struct Failure {
+  uint32_t attempt = 0;
+  Outcome outcome;
+  std::deque<std::string> tail;
+};
+
+void print_summary(const std::vector<Failure>& failures, const RunOptions& o) {
+  std::string s = "muster run: the job failed";
+  if (o.max_restarts > 0)
+    s += " in all " + std::to_string(failures.size()) + " attempt(s) (--max-restarts " +
+         std::to_string(o.max_restarts) + ")";
+  s += ":\n";
+  for (const auto& f : failures) {
+    s += "  attempt " + std::to_string(f.attempt) + ": rank " + std::to_string(f.outcome.rank) +
+         " " + f.outcome.how + "\n";
+    if (f.tail.empty()) s += "    (no stderr output)\n";
+    for (const auto& line : f.tail)
+      s += "    [rank" + std::to_string(f.outcome.rank) + "]: " + line + "\n";
+  }
+  std::cerr << s << std::flush;
+}
+
 }  // namespace
 
 int run_main(const std::vector<std::string>& args) {
@@ -90,47 +137,78 @@ int run_main(const std::vector<std::string>& args) {
 
   block_supervisor_signals();
   std::string endpoint = resolve_endpoint();
-  std::vector<Worker> workers;
+  std::string job = o.job_id.empty() ? generated_job_id() : o.job_id;
+  int port = o.master_port ? o.master_port : free_port();
+  std::vector<Failure> failures;
   int code = 1;
-  try {
-    ensure_daemon(endpoint, o.simulate_gpus);
-    Client client({endpoint});
-    std::string job = o.job_id.empty() ? generated_job_id() : o.job_id;
-    auto devices = client.reserve(job, o.nproc, !o.cpu, o.devices, getpid());
-    int port = o.master_port ? o.master_port : free_port();
-    for (uint32_t r = 0; r < o.nproc; ++r) {
-      std::map<std::string, std::string> vars = {
-          {"RANK", std::to_string(r)},
-          {"LOCAL_RANK", std::to_string(r)},
-          {"GROUP_RANK", "0"},
-          {"ROLE_RANK", std::to_string(r)},
-          {"WORLD_SIZE", std::to_string(o.nproc)},
-          {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-          {"ROLE_WORLD_SIZE", std::to_string(o.nproc)},
-          {"MASTER_ADDR", "127.0.0.1"},
-          {"MASTER_PORT", std::to_string(port)},
-          {"TORCHELASTIC_RESTART_COUNT", "0"},
-          {"TORCHELASTIC_MAX_RESTARTS", "0"},
-          {"TORCHELASTIC_RUN_ID", job},
-          {"MUSTER_ENDPOINT", endpoint},
-          {"MUSTER_JOB_ID", job},
-          {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
-          {"MUSTER_DEVICE", std::to_string(devices[r])},
-          {"MUSTER_GENERATION", "0"},
-      };
-      // torchrun's default: N ranks on one node must not each spawn N threads.
-      if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = "1";
-      workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars)));
+  for (uint32_t attempt = 0;; ++attempt) {
+    std::vector<Worker> workers;
+    OutputPump pump(o.prefix_output, 5);
+    Outcome out;
+    try {
+      auto booked = reserve(endpoint, o, job, attempt);
+      std::string generation = std::to_string(booked.generation);
+      for (uint32_t r = 0; r < o.nproc; ++r) {
+        std::map<std::string, std::string> vars = {
+            {"RANK", std::to_string(r)},
+            {"LOCAL_RANK", std::to_string(r)},
+            {"GROUP_RANK", "0"},
+            {"ROLE_RANK", std::to_string(r)},
+            {"WORLD_SIZE", std::to_string(o.nproc)},
+            {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+            {"ROLE_WORLD_SIZE", std::to_string(o.nproc)},
+            {"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", std::to_string(port)},
+            {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+            {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+            {"TORCHELASTIC_RUN_ID", job},
+            {"MUSTER_ENDPOINT", endpoint},
+            {"MUSTER_JOB_ID", job},
+            {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
+            {"MUSTER_DEVICE", std::to_string(booked.devices.at(r))},
+            {"MUSTER_GENERATION", generation},
+        };
+        // torchrun's default: N ranks on one node must not each spawn N threads.
+        if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = "1";
+        workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars), true));
+        pump.add(workers.back());
+      }
+      std::vector<int64_t> pids;
+      for (const auto& w : workers) pids.push_back(w.pid);
+      Client({endpoint}).attach(job, pids);
+      pump.start();
+      for (auto& w : workers) release(w);
+      out = supervise(workers, o.grace_s);
+    } catch (const std::exception& e) {
+      std::cerr << "muster run: " << e.what() << "\n";
+      kill_all(workers, SIGKILL);
+      pump.finish(1.0);
+      code = 1;
+      break;
     }
-    std::vector<int64_t> pids;
-    for (const auto& w : workers) pids.push_back(w.pid);
-    client.attach(job, pids);
-    for (auto& w : workers) release(w);
-    code = supervise(workers, o.grace_s);
-  } catch (const std::exception& e) {
-    std::cerr << "muster run: " << e.what() << "\n";
-    kill_all(workers, SIGKILL);
-    code = 1;
+    // Everything the workers wrote is out before muster run says more.
+    pump.finish(1.0);
+    code = out.code;
+    if (code == 0 || out.rank < 0) break;
+    failures.push_back({attempt, out, pump.tail(static_cast<uint32_t>(out.rank))});
+    if (int sig = take_pending_stop_signal(); sig || out.interrupted) {
+      if (sig) code = 128 + sig;
+      break;  // the user's stop is never retried
+    }
+    if (attempt >= o.max_restarts) {
+      print_summary(failures, o);
+      break;
+    }
+    std::cerr << "muster run: restarting the group (restart " << attempt + 1 << " of "
+              << o.max_restarts << ")\n";
+  }
+  // An embedded daemon left without jobs stops; wait a moment for it.
+  int status;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < until) {
+    pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p < 0) break;  // ECHILD: nobody left
+    if (p == 0) usleep(10000);
   }
   return code;
 }

@@ -11,15 +11,23 @@ namespace po = boost::program_options;
 namespace muster::cli {
 
 namespace {
-const std::set<std::string> kTakesValue = {
-    "-n",           "--nproc-per-node", "--nproc_per_node", "--devices",
-    "--job-id",     "--simulate-gpus",  "--grace-period",   "--master-port",
-    "--master_port"};
+const std::set<std::string> kTakesValue = {"-n",
+                                           "--nproc-per-node",
+                                           "--nproc_per_node",
+                                           "--devices",
+                                           "--job-id",
+                                           "--simulate-gpus",
+                                           "--grace-period",
+                                           "--master-port",
+                                           "--master_port",
+                                           "--max-restarts",
+                                           "--max_restarts"};
 }
 
 std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args) {
   RunOptions o;
   std::string devices;
+  bool no_prefix = false;
   po::options_description desc("Options");
   // clang-format off
   desc.add_options()
@@ -36,7 +44,12 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
     ("grace-period", po::value(&o.grace_s)->default_value(5.0),
        "seconds between SIGTERM and SIGKILL when stopping workers")
     ("master-port", po::value(&o.master_port)->default_value(0), "MASTER_PORT for workers (0: a free port)")
-    ("master_port", po::value(&o.master_port), "alias of --master-port");
+    ("master_port", po::value(&o.master_port), "alias of --master-port")
+    ("max-restarts", po::value(&o.max_restarts)->default_value(0),
+       "restart the whole group up to K times after a worker fails (TORCHELASTIC_RESTART_COUNT)")
+    ("max_restarts", po::value(&o.max_restarts), "alias of --max-restarts (torchrun spelling)")
+    ("no-prefix-output", po::bool_switch(&no_prefix),
+       "pass workers' output through as is, without the `[rankN]: ` line prefix");
   // clang-format on
 
   // Split at the program: the first word that is not an option or its value.
@@ -71,7 +84,12 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
            "is left on it (yours or another launcher's that found it).\n"
            "A PROGRAM ending in .py runs with $MUSTER_PYTHON (default python3).\n"
            "If a worker fails, the others are stopped (SIGTERM, then SIGKILL after the\n"
-           "grace period) and muster run exits with the failing worker's code.\n\n"
+           "grace period) and muster run exits with the failing worker's code; with\n"
+           "--max-restarts K the group is started again, up to K times, with\n"
+           "TORCHELASTIC_RESTART_COUNT and MUSTER_GENERATION counting the restarts, and\n"
+           "after the last failure a summary names the failing rank of each attempt.\n"
+           "Each line a worker writes goes to muster run's stdout or stderr as\n"
+           "`[rankN]: LINE` (like torchrun's --tee), unless --no-prefix-output.\n\n"
         << desc;
     return std::nullopt;
   }
@@ -82,6 +100,8 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
     throw std::runtime_error("--nproc-per-node must be between 1 and 4096");
   if (o.grace_s < 0 || o.grace_s > 3600)
     throw std::runtime_error("--grace-period must be between 0 and 3600 seconds");
+  if (o.max_restarts > 1000) throw std::runtime_error("--max-restarts must be between 0 and 1000");
+  o.prefix_output = !no_prefix;
   if (o.master_port < 0 || o.master_port > 65535)
     throw std::runtime_error("--master-port must be between 0 and 65535");
   if (!devices.empty()) {

@@ -15,9 +15,11 @@ struct RunOptions {
   bool use_env = false;
   bool cpu = false;
   bool no_python = false;
-  int simulate_gpus = -1;  // for an embedded daemon only
-  double grace_s = 5.0;    // SIGTERM -> SIGKILL
-  int master_port = 0;     // 0: pick a free one
+  int simulate_gpus = -1;     // for an embedded daemon only
+  double grace_s = 5.0;       // SIGTERM -> SIGKILL
+  int master_port = 0;        // 0: pick a free one
+  uint32_t max_restarts = 0;  // restarts of the whole group after a failure
+  bool prefix_output = true;  // `[rankN]: ` before each line of a worker
   std::string program;
   std::vector<std::string> args;
 };

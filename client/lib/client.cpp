@@ -161,12 +161,13 @@ void Client::wait(const std::vector<std::string>& keys,
   impl_->call<proto::Ok>(proto::StoreWait{impl_->job(), keys, ms}, std::chrono::milliseconds(ms));
 }
 
-std::vector<int> Client::reserve(const std::string& job, uint32_t local_world_size, bool wants_gpu,
-                                 const std::vector<int>& allowed_devices, int64_t launcher_pid) {
-  proto::Reserve m{job, local_world_size, wants_gpu, {}, launcher_pid};
+Client::Reservation Client::reserve(const std::string& job, uint32_t local_world_size,
+                                    bool wants_gpu, const std::vector<int>& allowed_devices,
+                                    int64_t launcher_pid, uint64_t generation) {
+  proto::Reserve m{job, local_world_size, wants_gpu, {}, launcher_pid, generation};
   for (int d : allowed_devices) m.devices.push_back(d);
   auto r = impl_->call<proto::Reserved>(m);
-  return std::vector<int>(r.devices.begin(), r.devices.end());
+  return {r.generation, std::vector<int>(r.devices.begin(), r.devices.end())};
 }
 
 void Client::attach(const std::string& job, const std::vector<int64_t>& pids) {

@@ -178,12 +178,14 @@ Leave Leave::unpack(const msgpack::object& o) {
 }
 
 void Reserve::pack(codec::Packer& p) const {
-  p.pack_map(5);
+  // generation 0 is left out: the frame is then the one older peers know.
+  p.pack_map(generation ? 6 : 5);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "local_world_size"), p.pack(local_world_size);
   codec::key(p, "wants_gpu"), p.pack(wants_gpu);
   codec::key(p, "devices"), put_ints(p, devices);
   codec::key(p, "launcher_pid"), p.pack(launcher_pid);
+  if (generation) codec::key(p, "generation"), p.pack(generation);
 }
 Reserve Reserve::unpack(const msgpack::object& o) {
   MapReader r(o, "reserve");
@@ -193,6 +195,7 @@ Reserve Reserve::unpack(const msgpack::object& o) {
   m.wants_gpu = r.boolean("wants_gpu");
   m.devices = r.int_list("devices", limits::kMaxDevices, 0, limits::kMaxDevices - 1);
   m.launcher_pid = read_pid(r, "launcher_pid");
+  if (r.has("generation")) m.generation = r.u64("generation", 0, kU32Max);
   return m;
 }
 

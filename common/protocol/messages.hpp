@@ -102,6 +102,9 @@ struct Reserve {
   bool wants_gpu = true;
   std::vector<int64_t> devices;  // allowed subset; empty = any the daemon hands out
   int64_t launcher_pid = 0;
+  // The job's generation: muster run's restart count (optional on the wire,
+  // 0 when absent).
+  uint64_t generation = 0;
   MUSTER_MESSAGE(Reserve);
 };
 

@@ -90,6 +90,7 @@ proto::Reserved State::reserve(const proto::Reserve& m) {
   job.id = m.job;
   job.local_world_size = m.local_world_size;
   job.wants_gpu = m.wants_gpu;
+  job.generation = m.generation;  // muster run's restart count
   job.slots.resize(m.local_world_size);
   for (uint32_t i = 0; i < m.local_world_size; ++i) {
     job.slots[i] = {SlotState::kReserved, m.launcher_pid, 0, devices[i]};
@@ -99,9 +100,9 @@ proto::Reserved State::reserve(const proto::Reserve& m) {
   for (uint32_t i = 1; i < m.local_world_size; ++i) watch_.watch(m.launcher_pid);
   log::info("job=" + m.job + " reserved " + std::to_string(m.local_world_size) +
             " slot(s) for launcher pid=" + std::to_string(m.launcher_pid) + " devices=[" +
-            list(devices) + "]");
+            list(devices) + "] generation=" + std::to_string(m.generation));
   jobs_.emplace(m.job, std::move(job));
-  return {0, devices};
+  return {m.generation, devices};
 }
 
 void State::attach(const proto::Attach& m) {

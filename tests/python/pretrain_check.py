@@ -30,9 +30,10 @@ print(p.stdout)
 assert p.returncode == 0, f"the job failed with {p.returncode}"
 lines = p.stdout.splitlines()
 written = [ln for ln in lines if "checkpoint written" in ln]
-assert len(written) == 1 and written[0].startswith("[rank 0]"), written
+# muster run prefixes every worker line with "[rankN]: ", naming who printed it.
+assert len(written) == 1 and written[0].startswith("[rank0]: "), written
 epochs = [ln for ln in lines if " epoch " in ln]
-assert len(epochs) == 4 and all(ln.startswith("[rank 0]") for ln in epochs), \
+assert len(epochs) == 4 and all(ln.startswith("[rank0]: ") for ln in epochs), \
     f"only the (one) local master logs, once per epoch: {epochs}"
 state = torch.load(ckpt)
 assert state["world_size"] == 4 and state["epochs"] == 4

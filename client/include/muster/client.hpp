@@ -158,8 +158,14 @@ class Client {
 
   // For launchers (`muster run`): book all local ranks of a new job, and
   // their GPUs, for launcher_pid; returns the device of each local rank.
-  std::vector<int> reserve(const std::string& job, uint32_t local_world_size, bool wants_gpu,
-                           const std::vector<int>& allowed_devices, int64_t launcher_pid);
+  // generation: the job's generation (muster run's restart count).
+  struct Reservation {
+    uint64_t generation = 0;
+    std::vector<int> devices;  // by local rank; -1 = no GPU
+  };
+  Reservation reserve(const std::string& job, uint32_t local_world_size, bool wants_gpu,
+                      const std::vector<int>& allowed_devices, int64_t launcher_pid,
+                      uint64_t generation = 0);
   // Hands the reserved ranks to the started workers (pids by local rank).
   void attach(const std::string& job, const std::vector<int64_t>& pids);
 
