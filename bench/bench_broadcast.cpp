@@ -2,7 +2,10 @@
 // one job (threads of this process, one Client each) through a private
 // musterd, against the floor of one warm 256 MiB memcpy. Prints:
 //   bench broadcast_256MiB_4ranks muster_s=X       (median of 5 runs; the
-//                                                   default path: root's pool)
+//                                                   default path: root's pool,
+//                                                   streamed)
+//   bench broadcast_256MiB_4ranks_pool muster_s=X  (MUSTER_BCAST=pool: root's
+//                                                   pool, written whole first)
 //   bench broadcast_256MiB_4ranks_shm muster_s=X   (MUSTER_BCAST=shm: a fresh
 //                                                   segment per call)
 //   bench memcpy_256MiB floor_s=Y                  (median of 5 runs)
@@ -100,10 +103,13 @@ int main(int argc, char** argv) {
     muster::bench::PrivateDaemon d(binary);
     ::setenv("MUSTER_BCAST", "shm", 1);
     double shm = bench_broadcast(d, "bench-shm");
+    ::setenv("MUSTER_BCAST", "pool", 1);
+    double pool = bench_broadcast(d, "bench-pool");
     ::unsetenv("MUSTER_BCAST");
     double t = bench_broadcast(d, "bench");
     double floor = bench_memcpy();
     std::printf("bench broadcast_256MiB_4ranks muster_s=%.4f\n", t);
+    std::printf("bench broadcast_256MiB_4ranks_pool muster_s=%.4f\n", pool);
     std::printf("bench broadcast_256MiB_4ranks_shm muster_s=%.4f\n", shm);
     std::printf("bench memcpy_256MiB floor_s=%.4f\n", floor);
   } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <string_view>
 #include <thread>
 
 #include "muster/client.hpp"
@@ -586,4 +588,144 @@ TEST_CASE("the C ABI broadcasts and syncs a model") {
   muster_buffer bad = {nullptr, 0, 7, 1};
   CHECK(muster_sync_model(c, &bad, 1, 0, 0) == static_cast<int>(ErrorCode::kInvalidArgument));
   muster_client_free(c);
+}
+
+// ---- the streamed pool (the default for large broadcasts) ---------------
+
+TEST_CASE("streamed broadcasts through one pool give each call's bytes, never a previous call's") {
+  Env path("MUSTER_BCAST", "stream");
+  TestDaemon d;
+  const std::string job = job_id("stream");
+  // Same sizes twice in a row with other bytes: a reader that took the
+  // previous call's chunks (still in the pool, with matching checksums)
+  // would get them.
+  const std::vector<size_t> sizes = {1,
+                                     (size_t{12} << 20) + 5,
+                                     (size_t{12} << 20) + 5,
+                                     size_t{4} << 20,
+                                     size_t{4} << 20,
+                                     size_t{33} << 20};
+  std::vector<std::vector<std::vector<uint8_t>>> got(3);
+  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto buf = pattern(sizes[i], r == 1 ? 2000 + static_cast<uint32_t>(i) : r);
+      c.broadcast(buf.data(), buf.size(), 1);
+      got[r].push_back(std::move(buf));
+    }
+  });
+  for (const auto& o : out) REQUIRE(o.what == "");
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (uint32_t r = 0; r < 3; ++r) {
+      INFO("call " << i << " rank " << r);
+      CHECK((got[r][i] == pattern(sizes[i], 2000 + static_cast<uint32_t>(i))));
+    }
+  CHECK(pools_of(job).size() == 1);
+  CHECK(segments_of(job).empty());
+}
+
+// Rank 0 of the tests below, run as this program in a process of its own
+// (hidden; does nothing without its environment). Its buffer is readable
+// only up to MUSTER_BC_ROOT_GUARD bytes, so the root faults there in the
+// middle of its stream: with MUSTER_BC_ROOT_MODE=stall it sleeps 400 ms in
+// the fault handler and then goes on (readers wait on chunks not written
+// yet); with die, the fault kills it.
+constexpr size_t kRootSize = (size_t{32} << 20) + 9;
+
+uint8_t* guard_at = nullptr;
+size_t guard_len = 0;
+
+void stall_handler(int) {
+  static const char msg[] = "stalled\n";
+  ssize_t k = ::write(1, msg, sizeof msg - 1);
+  (void)k;
+  timespec ts{0, 400 * 1000 * 1000};
+  while (::nanosleep(&ts, &ts) != 0) {
+  }
+  ::mprotect(guard_at, guard_len, PROT_READ | PROT_WRITE);
+}
+
+TEST_CASE("stream root", "[.bcast-root]") {
+  const char* job = std::getenv("MUSTER_BC_ROOT_JOB");
+  const char* endpoint = std::getenv("MUSTER_BC_ROOT_ENDPOINT");
+  const char* mode = std::getenv("MUSTER_BC_ROOT_MODE");
+  const char* guard = std::getenv("MUSTER_BC_ROOT_GUARD");
+  if (!job || !endpoint || !mode || !guard) return;
+  try {
+    rlimit none{0, 0};
+    ::setrlimit(RLIMIT_CORE, &none);
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t len = (kRootSize + page - 1) / page * page;
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap");
+    auto* buf = static_cast<uint8_t*>(p);
+    auto want = pattern(kRootSize, 1000);
+    std::memcpy(buf, want.data(), kRootSize);
+    guard_at = buf + std::strtoull(guard, nullptr, 10) / page * page;
+    guard_len = static_cast<size_t>(buf + len - guard_at);
+    struct sigaction sa {};
+    sa.sa_handler = std::string_view(mode) == "stall" ? stall_handler : SIG_DFL;
+    ::sigaction(SIGSEGV, &sa, nullptr);
+    ::sigaction(SIGBUS, &sa, nullptr);
+    Client c(ClientOptions{endpoint, 10s, 30s});
+    c.join({job, 3, false, 0});
+    if (::mprotect(guard_at, guard_len, PROT_NONE) != 0) throw std::runtime_error("mprotect");
+    c.broadcast(buf, kRootSize, 0);
+    std::printf("root ok\n");
+  } catch (const std::exception& e) {
+    std::printf("root error: %s\n", e.what());
+  }
+  std::fflush(stdout);
+}
+
+std::unique_ptr<Process> stream_root(const TestDaemon& d, const std::string& job, const char* mode,
+                                     size_t guard) {
+  return std::make_unique<Process>(
+      std::vector<std::string>{std::filesystem::read_symlink("/proc/self/exe").string(),
+                               "[.bcast-root]"},
+      std::map<std::string, std::string>{{"MUSTER_BC_ROOT_JOB", job},
+                                         {"MUSTER_BC_ROOT_ENDPOINT", d.endpoint()},
+                                         {"MUSTER_BC_ROOT_MODE", mode},
+                                         {"MUSTER_BC_ROOT_GUARD", std::to_string(guard)},
+                                         {"MUSTER_BCAST", "stream"}});
+}
+
+TEST_CASE("streamed readers that wait on chunks not yet written get the root's exact bytes") {
+  Env path("MUSTER_BCAST", "stream");
+  TestDaemon d;
+  const std::string job = job_id("stall");
+  // The root stalls before its first byte: readers start, and wait, first.
+  auto root = stream_root(d, job, "stall", 0);
+  std::vector<std::vector<uint8_t>> got(2);
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = on_ranks(d, job, 3, {1, 2}, [&](Client& c, uint32_t r) {
+    got[r - 1] = pattern(kRootSize, r);
+    c.broadcast(got[r - 1].data(), kRootSize, 0);
+  });
+  auto took = std::chrono::steady_clock::now() - t0;
+  auto root_out = root->read_all(20s);
+  CHECK_THAT(root_out, Catch::Contains("stalled\n") && Catch::Contains("root ok\n"));
+  for (const auto& o : out) CHECK(o.what == "");
+  for (const auto& g : got) CHECK((g == pattern(kRootSize, 1000)));
+  CHECK(took >= 400ms);  // they did wait for the stalled root
+  CHECK(root->wait(5s) == 0);
+}
+
+TEST_CASE("a root that dies in the middle of its stream makes the readers throw, not hang") {
+  Env path("MUSTER_BCAST", "stream");
+  TestDaemon d;
+  const std::string job = job_id("rootdies");
+  // Chunks 0 to 4 are written; the root dies reading its chunk 5.
+  auto root = stream_root(d, job, "die", size_t{21} << 20);
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = on_ranks(d, job, 3, {1, 2}, [&](Client& c, uint32_t r) {
+    auto buf = pattern(kRootSize, r);
+    c.broadcast(buf.data(), kRootSize, 0);
+  });
+  for (const auto& o : out) {
+    CHECK_FALSE(o.ok);
+    CHECK(o.code == ErrorCode::kPeerExited);
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  CHECK(root->wait(5s) == 128 + SIGSEGV);
+  CHECK_THAT(root->read_all(1s), !Catch::Contains("root"));
 }

@@ -35,14 +35,21 @@
 // any did, every rank then runs a second round through a segment. Both
 // paths give the same guarantees: a reader claims success only after the
 // done barrier, which fails when any rank has died, and only with verified
-// bytes. MUSTER_BCAST=shm|pool forces one path.
+// bytes. By default the pool is streamed (see StreamHeader): the root
+// stores its metadata before it writes, and readers copy each chunk as soon
+// as the root has written it, sleeping on a futex in the pool between
+// chunks, so that the root's copy and the readers' overlap. MUSTER_BCAST=
+// shm|pool|stream forces one path (pool: written whole before the ready
+// barrier, checksums in the metadata).
 //
 // The sequence number of a collective comes from a per-rank counter in the
 // job's store (muster/coll/seq/<rank>): ranks that call collectives in the
 // same order get the same numbers, whatever Client object they use.
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -50,6 +57,8 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -77,7 +86,7 @@ constexpr size_t kChunk = size_t{4} << 20;    // checksum granularity
 constexpr size_t kBlock = size_t{256} << 10;  // hash, then copy while still in cache
 constexpr size_t kReduceBlock = size_t{64} << 10;
 constexpr size_t kAlign = 64;                   // offsets of packed buffers
-constexpr uint32_t kMagic = 0x3242534d;         // "MSB2"
+constexpr uint32_t kMagic = 0x3342534d;         // "MSB3"
 constexpr size_t kPoolMin = size_t{1} << 20;    // smaller broadcasts use a fresh segment
 constexpr size_t kPoolGrain = size_t{2} << 20;  // pool sizes are multiples of this
 
@@ -235,9 +244,10 @@ class Hasher {
     std::memcpy(pend_, p + body, n - body);
     npend_ = n - body;
   }
-  // memcpy(dst, src, n) and update(src, n).
-  void copy_update(uint8_t* dst, const uint8_t* src, size_t n) {
-    if (!copy_) {
+  // memcpy(dst, src, n) and update(src, n); with cached, the stores stay in
+  // the cache (for readers close behind).
+  void copy_update(uint8_t* dst, const uint8_t* src, size_t n, bool cached = false) {
+    if (!copy_ || cached) {
       for (size_t o = 0; o < n; o += kBlock) {
         size_t k = std::min(kBlock, n - o);
         update(src + o, k);
@@ -372,6 +382,9 @@ struct Meta {
   int64_t pid = 0;
   int32_t fd = -1;
   uint64_t dev = 0, ino = 0;
+  // A streamed pool (pooled == 2, see Stream): this call's tag, and where
+  // the bytes start (after the header); the sums are in the header instead.
+  uint64_t tag = 0, offset = 0;
   std::vector<uint64_t> sums;
 };
 
@@ -403,6 +416,8 @@ std::string encode(const Meta& m) {
   put<int32_t>(s, m.fd);
   put<uint64_t>(s, m.dev);
   put<uint64_t>(s, m.ino);
+  put<uint64_t>(s, m.tag);
+  put<uint64_t>(s, m.offset);
   put<uint64_t>(s, m.sums.size());
   for (auto v : m.sums) put(s, v);
   return s;
@@ -456,13 +471,17 @@ Meta decode(const std::string& s) {
   m.fd = r.get<int32_t>();
   m.dev = r.get<uint64_t>();
   m.ino = r.get<uint64_t>();
+  m.tag = r.get<uint64_t>();
+  m.offset = r.get<uint64_t>();
   auto n = r.get<uint64_t>();
   if (n > s.size() / 8) throw Error(ErrorCode::kInternal, "truncated collective metadata");
   m.sums.resize(n);
   for (auto& v : m.sums) v = r.get<uint64_t>();
   if (!r.at_end() || m.chunk == 0 || (m.algo != kCrc32c && m.algo != kMul64) ||
-      n != (m.size + m.chunk - 1) / m.chunk || (m.size && m.segment.empty()) || m.pooled > 1 ||
-      (m.pooled && (m.pid <= 0 || m.fd < 0)))
+      n != (m.pooled == 2 ? 0 : (m.size + m.chunk - 1) / m.chunk) ||
+      (m.size && m.segment.empty()) || m.pooled > 2 || (m.pooled && (m.pid <= 0 || m.fd < 0)) ||
+      (m.pooled == 2 &&
+       (m.offset % kAlign || m.offset < 64 + 8 * ((m.size + m.chunk - 1) / m.chunk))))
     throw Error(ErrorCode::kInternal, "collective metadata is inconsistent");
   return m;
 }
@@ -659,6 +678,19 @@ class Pool {
   uint64_t dev_ = 0, ino_ = 0;
 };
 
+std::string pool_path(const Meta& m) {
+  return "/proc/" + std::to_string(m.pid) + "/fd/" + std::to_string(m.fd);
+}
+
+// Whether m's root still holds its pool open (so, is alive), and this
+// process may see it.
+bool pool_linked(const Meta& m) {
+  char link[512];
+  ssize_t k = ::readlink(pool_path(m).c_str(), link, sizeof link);
+  return k > 0 &&
+         std::string_view(link, static_cast<size_t>(k)) == "/memfd:" + m.segment + " (deleted)";
+}
+
 // A reader's mapping of a root's pool.
 class View {
  public:
@@ -675,12 +707,8 @@ class View {
   bool attach(const Meta& m) {
     if (fd_ < 0 || name_ != m.segment || dev_ != m.dev || ino_ != m.ino) {
       reset();
-      const std::string path = "/proc/" + std::to_string(m.pid) + "/fd/" + std::to_string(m.fd);
-      char link[512];
-      ssize_t k = ::readlink(path.c_str(), link, sizeof link);
-      if (k <= 0 ||
-          std::string_view(link, static_cast<size_t>(k)) != "/memfd:" + m.segment + " (deleted)")
-        return false;  // not allowed, or another process (another pid namespace)
+      const std::string path = pool_path(m);
+      if (!pool_linked(m)) return false;  // not allowed, or another process (another pid namespace)
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
       if (fd < 0) return false;
       struct stat st {};
@@ -692,10 +720,10 @@ class View {
       fd_ = fd, name_ = m.segment, dev_ = m.dev, ino_ = m.ino;
     }
     struct stat st {};
-    if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < m.size)
+    if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < m.offset + m.size)
       throw Error(ErrorCode::kInternal, "broadcast pool " + m.segment + " is smaller than the " +
                                             std::to_string(m.size) + " bytes announced");
-    if (len_ < m.size) {
+    if (len_ < m.offset + m.size) {
       if (base_) ::munmap(const_cast<uint8_t*>(base_), len_);
       base_ = nullptr, len_ = 0;
       void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd_, 0);
@@ -742,14 +770,129 @@ class View {
   uint64_t dev_ = 0, ino_ = 0;
 };
 
+// ---- streams: a pool read while it is written ---------------------------
+//
+// A streamed pool starts with a StreamHeader: this call's tag (random, also
+// in the metadata), the number of chunks written so far (a futex word) and
+// the chunk checksums, then the bytes at Meta::offset. The root writes the
+// header's tag and a zero count before it stores the metadata; after the
+// ready barrier it copies chunk by chunk, storing each chunk's checksum and
+// then (release) the new count, and wakes the readers waiting on the count
+// (FUTEX_WAKE, shared: readers are other processes). Readers copy chunk k
+// as soon as the count passes k, checking its checksum; they sleep on the
+// count (FUTEX_WAIT) for at most kStreamPoll at a time, then check that the
+// root still holds its pool (else it died: they stop, and the done barrier
+// reports the dead rank) and that the header still carries their tag.
+
+struct StreamHeader {
+  uint64_t tag;
+  uint32_t ready;  // chunks written (futex word)
+  uint32_t pad;
+  uint64_t reserved[6];
+  // uint64_t sums[chunks] follow
+};
+static_assert(sizeof(StreamHeader) == 64);
+
+constexpr auto kStreamPoll = std::chrono::milliseconds(20);
+constexpr size_t kStreamBatch = 4;  // readers sleep until this many more chunks are ready
+
+size_t stream_offset(size_t size, size_t chunk) {
+  size_t n = (size + chunk - 1) / chunk;
+  return (sizeof(StreamHeader) + 8 * n + 4095) / 4096 * 4096;
+}
+
+long futex(const uint32_t* word, int op, uint32_t val, const timespec* ts) {
+  return ::syscall(SYS_futex, const_cast<uint32_t*>(word), op, val, ts, nullptr, 0);
+}
+
+// Root: copies size bytes of src into the stream at base (header first).
+void stream_write(uint8_t* base, size_t offset, const void* src, size_t size, Algo algo,
+                  size_t chunk) {
+  auto* h = reinterpret_cast<StreamHeader*>(base);
+  auto* sums = reinterpret_cast<uint64_t*>(base + sizeof(StreamHeader));
+  auto* in = static_cast<const uint8_t*>(src);
+  Hasher hs(algo);
+  for (size_t k = 0, o = 0; o < size; ++k, o += chunk) {
+    size_t n = std::min(chunk, size - o);
+    hs.reset();
+    hs.copy_update(base + offset + o, in + o, n);
+    __atomic_store_n(&sums[k], hs.final(), __ATOMIC_RELAXED);
+    __atomic_store_n(&h->ready, static_cast<uint32_t>(k + 1), __ATOMIC_RELEASE);
+    if ((k + 1) % kStreamBatch == 0 || o + n == size)
+      futex(&h->ready, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+// Reader: copies m.size bytes of the stream at base to dst as the root
+// writes them, verifying each chunk. Throws when the root dies, when the
+// pool holds another call, on a bad checksum, or after `wait` without
+// progress.
+void stream_read(const uint8_t* base, const Meta& m, void* dst, std::chrono::milliseconds wait,
+                 const std::string& from) {
+  auto* h = reinterpret_cast<const StreamHeader*>(base);
+  auto* sums = reinterpret_cast<const uint64_t*>(base + sizeof(StreamHeader));
+  auto* out = static_cast<uint8_t*>(dst);
+  const size_t chunks = (m.size + m.chunk - 1) / m.chunk;
+  auto check_tag = [&] {
+    if (__atomic_load_n(&h->tag, __ATOMIC_ACQUIRE) != m.tag)
+      throw Error(ErrorCode::kInternal,
+                  from + ": the root's pool holds another broadcast than the one announced");
+  };
+  check_tag();
+  // Returns the count once it passes k, waiting for a batch of chunks (one
+  // wake-up per batch) unless the root is slow.
+  auto ready_past = [&](size_t k) {
+    const auto want =
+        static_cast<uint32_t>(std::min(chunks, (k / kStreamBatch + 1) * kStreamBatch));
+    uint32_t r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE), seen = r;
+    auto since = std::chrono::steady_clock::now();
+    while (r <= k) {
+      timespec ts{0, std::chrono::nanoseconds(kStreamPoll).count()};
+      while (r < want && !(futex(&h->ready, FUTEX_WAIT, r, &ts) != 0 && errno == ETIMEDOUT))
+        r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);  // woken, changed, or a signal
+      r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);
+      if (r >= want) break;
+      // A timeout: is the root still there, and still on this call?
+      if (!pool_linked(m))
+        throw Error(ErrorCode::kPeerExited,
+                    from + ": the root stopped writing its pool (it has exited)");
+      check_tag();
+      const auto now = std::chrono::steady_clock::now();
+      if (r != seen)
+        seen = r, since = now;
+      else if (now - since > wait)
+        throw Error(ErrorCode::kTimeout, from + ": no progress from the root within " +
+                                             std::to_string(wait.count()) + " ms");
+    }
+    return r;
+  };
+  Hasher hs(m.algo);
+  for (size_t k = 0; k < chunks; ++k) {
+    const uint32_t r = ready_past(k);
+    if (r > chunks) throw Error(ErrorCode::kInternal, from + ": the root's pool is inconsistent");
+    const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, m.size - o);
+    hs.reset();
+    hs.copy_update(out + o, base + m.offset + o, n);
+    if (hs.final() != __atomic_load_n(&sums[k], __ATOMIC_RELAXED))
+      throw Error(ErrorCode::kInternal,
+                  from + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
+                      ") does not match its checksum: the shared memory segment was changed or "
+                      "damaged");
+  }
+  check_tag();  // the bytes were this call's all along
+}
+
 // How a broadcast moves its bytes: MUSTER_BCAST=shm forces a fresh segment
-// per call, MUSTER_BCAST=pool the root's pool (for any size); by default
-// the pool carries broadcasts of kPoolMin bytes or more. Read on each call.
-enum class BroadcastPath { kAuto, kSegment, kPool };
+// per call, MUSTER_BCAST=pool the root's pool (for any size, written whole
+// before readers start), MUSTER_BCAST=stream the root's pool read while it
+// is written (any size); by default the stream carries broadcasts of
+// kPoolMin bytes or more. Read on each call.
+enum class BroadcastPath { kAuto, kSegment, kPool, kStream };
 BroadcastPath broadcast_path() {
   const char* e = std::getenv("MUSTER_BCAST");
   if (e && std::string_view(e) == "shm") return BroadcastPath::kSegment;
   if (e && std::string_view(e) == "pool") return BroadcastPath::kPool;
+  if (e && std::string_view(e) == "stream") return BroadcastPath::kStream;
   return BroadcastPath::kAuto;
 }
 
@@ -871,6 +1014,38 @@ class Collective {
     c_.set(key(info_.rank), encode(m));
     published_ = true;
     return true;
+  }
+
+  // Makes this rank's pool a stream for size bytes (see StreamHeader) and
+  // stores its metadata; the bytes follow with stream_write after the ready
+  // barrier. Returns the pool, or null, publishing nothing, when the pool
+  // cannot be had.
+  std::shared_ptr<Pool> publish_stream(size_t size, uint64_t signature) {
+    Meta m;
+    m.size = size;
+    m.algo = preferred_algo();
+    m.signature = signature;
+    m.offset = stream_offset(size, m.chunk);
+    m.tag = nonce() | 1;
+    std::shared_ptr<Pool> pool;
+    try {
+      pool = Pool::of(info_.job, info_.rank);
+      pool->reserve(m.offset + size);
+      auto* h = reinterpret_cast<StreamHeader*>(pool->data());
+      __atomic_store_n(&h->ready, 0u, __ATOMIC_RELAXED);
+      __atomic_store_n(&h->tag, m.tag, __ATOMIC_RELEASE);
+      m.segment = pool->name();
+      m.pooled = 2;
+      m.pid = ::getpid();
+      m.fd = pool->fd();
+      m.dev = pool->dev();
+      m.ino = pool->ino();
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+    c_.set(key(info_.rank), encode(m));
+    published_ = true;
+    return pool;
   }
 
   void ready() { c_.barrier(prefix_ + "/ready"); }
@@ -1012,12 +1187,17 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
   if (col.rank() == root) {
     if (local) col.fail(*local);
     const BroadcastPath path = broadcast_path();
+    std::shared_ptr<Pool> stream;
+    if (size &&
+        (path == BroadcastPath::kStream || (path == BroadcastPath::kAuto && size >= kPoolMin)))
+      stream = col.publish_stream(size, size);
     const bool pooled =
-        size &&
-        (path == BroadcastPath::kPool || (path == BroadcastPath::kAuto && size >= kPoolMin)) &&
-        col.publish_pool(data, size, size);
+        stream || (size && path == BroadcastPath::kPool && col.publish_pool(data, size, size));
     if (!pooled) col.publish({{data, size, 0}}, size, size);
     col.ready();
+    if (stream)
+      stream_write(stream->data(), stream_offset(size, kChunk), data, size, preferred_algo(),
+                   kChunk);
     col.done();
     if (pooled && col.segment_needed()) {
       col.second_round();
@@ -1061,13 +1241,16 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     try {
       check();
       auto view = View::of(col.job(), col.rank(), root);
-      if (view->attach(m)) {
+      if (!view->attach(m)) {
+        need = true;
+        col.need_segment();
+      } else if (m.pooled == 2) {
+        stream_read(view->data(), m, data, std::chrono::milliseconds(impl_->wait_ms(std::nullopt)),
+                    from);
+      } else {
         ChunkSums sums(m.algo, m.chunk, &m.sums, from);
         sums.copy_feed(data, view->data(), size);
         sums.finish();
-      } else {
-        need = true;
-        col.need_segment();
       }
     } catch (...) {
       err = std::current_exception();
