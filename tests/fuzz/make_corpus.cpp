@@ -48,16 +48,19 @@ int main(int argc, char** argv) {
   write(d, "reserve-attach",
         {f(Reserve{"r", 2, true, {0, 1}, 1}), f(Attach{"r", {1, 1}}), f(Status{})});
   write(d, "reserve-any", {f(Reserve{"r", 3, true, {}, 1})});
-  write(d, "store", {join0, f(StoreSet{"j", "k", "v"}), f(StoreGet{"j", "k", 0}),
-                     f(StoreAdd{"j", "n", 5}), f(StoreCompareSet{"j", "k", "v", "w"}),
-                     f(StoreDelete{"j", "k"}), f(StoreGet{"j", "k", 0})});
-  write(d, "store-wait", {join0, f(StoreWait{"j", {"a", "b"}, 100}), f(StoreSet{"j", "a", "1"}),
-                          f(StoreGet{"j", "b", 1000}), f(StoreSet{"j", "b", "2"})});
+  write(
+      d, "store",
+      {join0, f(StoreSet{"j", "k", "v"}), f(StoreGet{"j", "k", 0}), f(StoreAdd{"j", "n", 5}),
+       f(StoreCompareSet{"j", "k", "v", "w"}), f(StoreDelete{"j", "k"}), f(StoreGet{"j", "k", 0})});
+  write(d, "store-wait",
+        {join0, f(StoreWait{"j", {"a", "b"}, 100}), f(StoreSet{"j", "a", "1"}),
+         f(StoreGet{"j", "b", 1000}), f(StoreSet{"j", "b", "2"})});
   write(d, "store-timeout", {join0, f(StoreGet{"j", "never", 1})});
   write(d, "barrier", {join0, join1, f(Barrier{"j", 0, "b", 1000}), f(Barrier{"j", 1, "b", 1000})});
   write(d, "barrier-exit", {join0, join1, f(Barrier{"j", 0, "b", 60000})});
-  write(d, "shard", {join0, join1, f(Shard{"j", 1, 1000, 3, 42, true, false}),
-                     f(Shard{"j", 0, 17, 0, 0, false, true})});
+  write(d, "shard",
+        {join0, join1, f(Shard{"j", 1, 1000, 3, 42, true, false}),
+         f(Shard{"j", 0, 17, 0, 0, false, true})});
   muster::codec::Buffer empty_map;
   muster::codec::Packer(empty_map).pack_map(0);
   write(d, "bad-version", {encode_raw(g_id++, 1, empty_map, 7)});
