@@ -1,0 +1,200 @@
+// Chunk checksums (see broadcast_checksum.hpp), with the CPU dispatch of
+// their lanes: crc32c in hardware (SSE4.2), fused with a non-temporal copy
+// (AVX2) where the CPU has it, else portable code.
+#include "broadcast_checksum.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace muster::bcast {
+namespace {
+
+constexpr uint64_t P1 = 0x9E3779B185EBCA87ULL, P2 = 0xC2B2AE3D27D4EB4FULL,
+                   P3 = 0x165667B19E3779F9ULL, P4 = 0x85EBCA77C2B2AE63ULL,
+                   P5 = 0x27D4EB2F165667C5ULL;
+
+inline uint64_t rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
+inline uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+void mul_bulk(uint64_t* l, const uint8_t* p, size_t n) {
+  uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
+  for (size_t i = 0; i < n; i += 32) {
+    a = rotl(a + load64(p + i) * P2, 31) * P1;
+    b = rotl(b + load64(p + i + 8) * P2, 31) * P1;
+    c = rotl(c + load64(p + i + 16) * P2, 31) * P1;
+    d = rotl(d + load64(p + i + 24) * P2, 31) * P1;
+  }
+  l[0] = a, l[1] = b, l[2] = c, l[3] = d;
+}
+
+// Portable crc32c (Castagnoli, reflected), for a reader without SSE4.2.
+uint32_t crc32c_sw_u64(uint32_t crc, uint64_t v) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  for (int k = 0; k < 8; ++k) crc = table[(crc ^ (v >> (8 * k))) & 0xFF] ^ (crc >> 8);
+  return crc;
+}
+
+void crc_bulk_sw(uint64_t* l, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; i += 32)
+    for (int k = 0; k < 4; ++k)
+      l[k] = crc32c_sw_u64(static_cast<uint32_t>(l[k]), load64(p + i + 8 * k));
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2,avx2"))) void crc_copy_avx2(uint64_t* l, uint8_t* dst,
+                                                          const uint8_t* src, size_t n) {
+  uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
+  const bool stream = reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  for (size_t i = 0; i < n; i += 32) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    if (stream)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), v);
+    else
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), v);
+    a = _mm_crc32_u64(a, load64(src + i));
+    b = _mm_crc32_u64(b, load64(src + i + 8));
+    c = _mm_crc32_u64(c, load64(src + i + 16));
+    d = _mm_crc32_u64(d, load64(src + i + 24));
+  }
+  if (stream) _mm_sfence();
+  l[0] = a, l[1] = b, l[2] = c, l[3] = d;
+}
+
+__attribute__((target("sse4.2"))) void crc_bulk_hw(uint64_t* l, const uint8_t* p, size_t n) {
+  uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
+  for (size_t i = 0; i < n; i += 32) {
+    a = _mm_crc32_u64(a, load64(p + i));
+    b = _mm_crc32_u64(b, load64(p + i + 8));
+    c = _mm_crc32_u64(c, load64(p + i + 16));
+    d = _mm_crc32_u64(d, load64(p + i + 24));
+  }
+  l[0] = a, l[1] = b, l[2] = c, l[3] = d;
+}
+bool have_sse42() {
+  static const bool yes = __builtin_cpu_supports("sse4.2");
+  return yes;
+}
+CopyFn copy_for(Algo a) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return a == kCrc32c && have_sse42() && avx2 ? crc_copy_avx2 : nullptr;
+}
+#else
+bool have_sse42() {
+  return false;
+}
+CopyFn copy_for(Algo) {
+  return nullptr;
+}
+#endif
+
+BulkFn bulk_for(Algo a) {
+  if (a == kMul64) return mul_bulk;
+#if defined(__x86_64__)
+  if (have_sse42()) return crc_bulk_hw;
+#endif
+  return crc_bulk_sw;
+}
+
+}  // namespace
+
+Algo preferred_algo() {
+  static const Algo a = [] {
+    const char* e = std::getenv("MUSTER_CHECKSUM");
+    if (e && std::string_view(e) == "mul64") return kMul64;
+    if (e && std::string_view(e) == "crc32c") return kCrc32c;
+    return have_sse42() ? kCrc32c : kMul64;
+  }();
+  return a;
+}
+
+Hasher::Hasher(Algo a) : algo_(a), bulk_(bulk_for(a)), copy_(copy_for(a)) {
+  reset();
+}
+void Hasher::reset() {
+  if (algo_ == kMul64)
+    lanes_ = {P1 + P2, P2, 0, 0 - P1};
+  else
+    lanes_ = {0xFFFFFFFFu, 0x1234567u, 0x89ABCDEu, 0xF0F0F0Fu};
+  npend_ = 0;
+  total_ = 0;
+}
+void Hasher::update(const uint8_t* p, size_t n) {
+  total_ += n;
+  if (npend_) {
+    size_t k = std::min(n, sizeof pend_ - npend_);
+    std::memcpy(pend_ + npend_, p, k);
+    npend_ += k, p += k, n -= k;
+    if (npend_ < sizeof pend_) return;
+    bulk_(lanes_.data(), pend_, sizeof pend_);
+    npend_ = 0;
+  }
+  size_t body = n & ~size_t{31};
+  if (body) bulk_(lanes_.data(), p, body);
+  std::memcpy(pend_, p + body, n - body);
+  npend_ = n - body;
+}
+void Hasher::copy_update(uint8_t* dst, const uint8_t* src, size_t n, bool cached) {
+  if (!copy_ || cached) {
+    for (size_t o = 0; o < n; o += kBlock) {
+      size_t k = std::min(kBlock, n - o);
+      update(src + o, k);
+      std::memcpy(dst + o, src + o, k);  // src still in cache
+    }
+    return;
+  }
+  if (npend_) {
+    size_t k = std::min(n, sizeof pend_ - npend_);
+    std::memcpy(dst, src, k);
+    update(src, k);
+    dst += k, src += k, n -= k;
+  }
+  size_t body = n & ~size_t{31};
+  if (body) {
+    copy_(lanes_.data(), dst, src, body);
+    total_ += body;
+  }
+  if (n > body) {
+    std::memcpy(dst + body, src + body, n - body);
+    update(src + body, n - body);
+  }
+}
+uint64_t Hasher::final() const {
+  uint64_t h = total_ * P5;
+  for (uint64_t l : lanes_) {
+    h ^= rotl(l * P2, 31) * P1;
+    h = rotl(h, 27) * P1 + P4;
+  }
+  for (size_t i = 0; i < npend_; ++i) {
+    h ^= pend_[i] * P5;
+    h = rotl(h, 11) * P1;
+  }
+  h ^= h >> 33, h *= P2, h ^= h >> 29, h *= P3, h ^= h >> 32;
+  return h;
+}
+
+uint64_t hash_bytes(const void* p, size_t n) {
+  Hasher h(kMul64);
+  h.update(static_cast<const uint8_t*>(p), n);
+  return h.final();
+}
+
+}  // namespace muster::bcast

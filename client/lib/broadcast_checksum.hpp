@@ -1,0 +1,129 @@
+// Checksums of the bytes a broadcast moves (see broadcast.cpp): each 4 MiB
+// chunk of a segment or pool gets one, and readers verify every chunk.
+//
+// Four independent lanes over 32-byte groups (so the CPU overlaps them),
+// then a mix of the lanes, the tail bytes and the length. Algorithm 1 runs
+// crc32c (SSE4.2) in the lanes, algorithm 2 an xxhash64-style multiply
+// round; the metadata names the one used, readers follow it. Not installed.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "muster/error.hpp"
+
+// Internal to libmuster: hidden, so the version script's muster::* does not
+// export it.
+#pragma GCC visibility push(hidden)
+namespace muster::bcast {
+
+constexpr size_t kChunk = size_t{4} << 20;    // checksum granularity
+constexpr size_t kBlock = size_t{256} << 10;  // hash, then copy while still in cache
+
+enum Algo : uint32_t { kCrc32c = 1, kMul64 = 2 };
+
+using BulkFn = void (*)(uint64_t* lanes, const uint8_t* p, size_t n);  // n % 32 == 0
+
+// Copies n bytes (n % 32 == 0) and runs the lanes over them in one pass:
+// the bytes are read once, and the stores bypass the cache when dst allows.
+using CopyFn = void (*)(uint64_t* lanes, uint8_t* dst, const uint8_t* src, size_t n);
+
+// The algorithm a publisher uses. MUSTER_CHECKSUM=crc32c|mul64 overrides
+// (benchmarks, tests of the fallback).
+Algo preferred_algo();
+
+// Streaming hash: update() with any split of the bytes gives the same value.
+class Hasher {
+ public:
+  explicit Hasher(Algo a);
+  void reset();
+  void update(const uint8_t* p, size_t n);
+  // memcpy(dst, src, n) and update(src, n); with cached, the stores stay in
+  // the cache (for readers close behind).
+  void copy_update(uint8_t* dst, const uint8_t* src, size_t n, bool cached = false);
+  uint64_t final() const;
+
+ private:
+  Algo algo_;
+  BulkFn bulk_;
+  CopyFn copy_;
+  std::array<uint64_t, 4> lanes_{};
+  uint8_t pend_[32];
+  size_t npend_ = 0;
+  uint64_t total_ = 0;
+};
+
+// Checksums of the consecutive chunks of one segment, fed in order. With
+// `expected`, each finished chunk is compared and a mismatch throws.
+class ChunkSums {
+ public:
+  ChunkSums(Algo a, size_t chunk, const std::vector<uint64_t>* expected = nullptr,
+            std::string what = {})
+      : h_(a), chunk_(chunk), expected_(expected), what_(std::move(what)) {}
+  void feed(const void* data, size_t n) {
+    auto* p = static_cast<const uint8_t*>(data);
+    while (n) {
+      size_t k = std::min(n, chunk_ - pos_ % chunk_);
+      h_.update(p, k);
+      pos_ += k, p += k, n -= k;
+      if (pos_ % chunk_ == 0) close();
+    }
+  }
+  // Copies n bytes from src to dst, feeding them.
+  void copy_feed(void* dst, const void* src, size_t n) {
+    auto* d = static_cast<uint8_t*>(dst);
+    auto* p = static_cast<const uint8_t*>(src);
+    while (n) {
+      size_t k = std::min(n, chunk_ - pos_ % chunk_);
+      h_.copy_update(d, p, k);
+      pos_ += k, d += k, p += k, n -= k;
+      if (pos_ % chunk_ == 0) close();
+    }
+  }
+  // Feeds n zero bytes.
+  void feed_zeros(size_t n) {
+    static const uint8_t zeros[4096] = {};
+    for (; n; n -= std::min(n, sizeof zeros)) feed(zeros, std::min(n, sizeof zeros));
+  }
+  size_t pos() const { return pos_; }
+  // Ends the last, partial chunk; returns the sums when writing.
+  std::vector<uint64_t> finish() {
+    if (pos_ % chunk_) close();
+    if (expected_ && index_ != expected_->size()) fail("has the wrong number of chunks");
+    return std::move(sums_);
+  }
+
+ private:
+  void close() {
+    uint64_t v = h_.final();
+    h_.reset();
+    if (expected_) {
+      if (index_ >= expected_->size() || (*expected_)[index_] != v)
+        fail("chunk " + std::to_string(index_) + " (from byte " + std::to_string(index_ * chunk_) +
+             ") does not match its checksum: the shared memory segment was changed or damaged");
+    } else {
+      sums_.push_back(v);
+    }
+    ++index_;
+  }
+  [[noreturn]] void fail(const std::string& s) {
+    throw Error(ErrorCode::kInternal, what_ + ": " + s);
+  }
+  Hasher h_;
+  size_t chunk_;
+  size_t pos_ = 0;
+  size_t index_ = 0;
+  const std::vector<uint64_t>* expected_;
+  std::string what_;
+  std::vector<uint64_t> sums_;
+};
+
+uint64_t hash_bytes(const void* p, size_t n);
+
+}  // namespace muster::bcast
+#pragma GCC visibility pop

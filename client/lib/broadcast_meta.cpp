@@ -1,0 +1,110 @@
+// Encoding of a broadcast's metadata (see broadcast_meta.hpp).
+#include "broadcast_meta.hpp"
+
+#include <cstring>
+
+namespace muster::bcast {
+namespace {
+
+constexpr uint32_t kMagic = 0x3342534d;  // "MSB3"
+
+template <class T>
+void put(std::string& s, T v) {
+  s.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_str(std::string& s, const std::string& v) {
+  put<uint32_t>(s, static_cast<uint32_t>(v.size()));
+  s += v;
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& s) : s_(s) {}
+  template <class T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, s_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string str() {
+    auto n = get<uint32_t>();
+    need(n);
+    std::string v = s_.substr(pos_, n);
+    pos_ += n;
+    return v;
+  }
+  bool at_end() const { return pos_ == s_.size(); }
+  void need(uint64_t n) const {
+    if (s_.size() - pos_ < n) throw Error(ErrorCode::kInternal, "truncated collective metadata");
+  }
+
+ private:
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string encode(const Meta& m) {
+  std::string s;
+  put(s, kMagic);
+  put<uint32_t>(s, static_cast<uint32_t>(m.status));
+  if (m.status != ErrorCode::kOk) {
+    put_str(s, m.message);
+    return s;
+  }
+  put<uint64_t>(s, m.size);
+  put<uint64_t>(s, m.chunk);
+  put<uint32_t>(s, m.algo);
+  put<uint64_t>(s, m.signature);
+  put_str(s, m.segment);
+  put<uint32_t>(s, m.pooled);
+  put<int64_t>(s, m.pid);
+  put<int32_t>(s, m.fd);
+  put<uint64_t>(s, m.dev);
+  put<uint64_t>(s, m.ino);
+  put<uint64_t>(s, m.tag);
+  put<uint64_t>(s, m.offset);
+  put<uint64_t>(s, m.sums.size());
+  for (auto v : m.sums) put(s, v);
+  return s;
+}
+
+Meta decode(const std::string& s) {
+  Reader r(s);
+  Meta m;
+  if (r.get<uint32_t>() != kMagic)
+    throw Error(ErrorCode::kInternal, "collective metadata has an unknown format");
+  m.status = static_cast<ErrorCode>(r.get<uint32_t>());
+  if (m.status != ErrorCode::kOk) {
+    m.message = r.str();
+    return m;
+  }
+  m.size = r.get<uint64_t>();
+  m.chunk = r.get<uint64_t>();
+  m.algo = static_cast<Algo>(r.get<uint32_t>());
+  m.signature = r.get<uint64_t>();
+  m.segment = r.str();
+  m.pooled = r.get<uint32_t>();
+  m.pid = r.get<int64_t>();
+  m.fd = r.get<int32_t>();
+  m.dev = r.get<uint64_t>();
+  m.ino = r.get<uint64_t>();
+  m.tag = r.get<uint64_t>();
+  m.offset = r.get<uint64_t>();
+  auto n = r.get<uint64_t>();
+  if (n > s.size() / 8) throw Error(ErrorCode::kInternal, "truncated collective metadata");
+  m.sums.resize(n);
+  for (auto& v : m.sums) v = r.get<uint64_t>();
+  if (!r.at_end() || m.chunk == 0 || (m.algo != kCrc32c && m.algo != kMul64) ||
+      n != (m.pooled == 2 ? 0 : (m.size + m.chunk - 1) / m.chunk) ||
+      (m.size && m.segment.empty()) || m.pooled > 2 || (m.pooled && (m.pid <= 0 || m.fd < 0)) ||
+      (m.pooled == 2 &&
+       (m.offset % kAlign || m.offset < 64 + 8 * ((m.size + m.chunk - 1) / m.chunk))))
+    throw Error(ErrorCode::kInternal, "collective metadata is inconsistent");
+  return m;
+}
+
+}  // namespace muster::bcast

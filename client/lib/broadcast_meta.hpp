@@ -1,0 +1,47 @@
+// The metadata of a broadcast (see broadcast.cpp): what a publishing rank
+// stores in the job's store under muster/coll/<generation>/<seq>/<rank> —
+// size, chunk size, checksums, segment or pool name, or an error. Not
+// installed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "broadcast_checksum.hpp"
+#include "muster/error.hpp"
+
+// Internal to libmuster: hidden, so the version script's muster::* does not
+// export it.
+#pragma GCC visibility push(hidden)
+namespace muster::bcast {
+
+constexpr size_t kAlign = 64;  // offsets of packed buffers
+
+struct Meta {
+  ErrorCode status = ErrorCode::kOk;
+  std::string message;  // when status != ok
+  uint64_t size = 0;    // segment bytes
+  uint64_t chunk = kChunk;
+  Algo algo = kMul64;
+  uint64_t signature = 0;  // what was packed, so readers can check they agree
+  std::string segment;     // shm name, or pool (memfd) name; empty when size == 0
+  // A pool (see Pool): its owner's pid and descriptor, so that readers can
+  // open /proc/<pid>/fd/<fd>, and the file's identity, which they check.
+  uint32_t pooled = 0;
+  int64_t pid = 0;
+  int32_t fd = -1;
+  uint64_t dev = 0, ino = 0;
+  // A streamed pool (pooled == 2, see Stream): this call's tag, and where
+  // the bytes start (after the header); the sums are in the header instead.
+  uint64_t tag = 0, offset = 0;
+  std::vector<uint64_t> sums;
+};
+
+// Native byte order: the store's readers are on this node.
+std::string encode(const Meta& m);
+Meta decode(const std::string& s);
+
+}  // namespace muster::bcast
+#pragma GCC visibility pop
