@@ -22,22 +22,16 @@
 
 #include "muster/client.hpp"
 #include "private_daemon.hpp"
+#include "timing.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using muster::bench::Clock;
+using muster::bench::median;
+using muster::bench::seconds;
 constexpr size_t kSize = size_t{256} << 20;
 constexpr uint32_t kRanks = 4;
 constexpr int kRuns = 5;
-
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double bench_broadcast(const muster::bench::PrivateDaemon& d, const std::string& job) {
   std::vector<std::vector<uint8_t>> bufs(kRanks);

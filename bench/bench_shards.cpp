@@ -35,22 +35,16 @@
 #include "muster/client.hpp"
 #include "private_daemon.hpp"
 #include "sampler/sampler.hpp"
+#include "timing.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using muster::bench::Clock;
+using muster::bench::median;
+using muster::bench::seconds;
 constexpr uint64_t kN = 10'000'000;
 constexpr uint32_t kRanks = 8;
 constexpr uint64_t kSeed = 1234;
-
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 

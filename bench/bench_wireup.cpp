@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "private_daemon.hpp"
+#include "timing.hpp"
 
 using namespace std::chrono;
 
@@ -71,8 +72,7 @@ int main(int argc, char** argv) {
   for (auto n : sizes) {
     std::vector<double> runs;
     for (int run = 0; run < 5; ++run) runs.push_back(wireup(daemon.endpoint(), n, run));
-    std::sort(runs.begin(), runs.end());
-    std::printf("bench wireup_%u muster_s=%.4f\n", n, runs[runs.size() / 2]);
+    std::printf("bench wireup_%u muster_s=%.4f\n", n, muster::bench::median(runs));
     std::fflush(stdout);
   }
   return 0;
