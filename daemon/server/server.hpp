@@ -23,6 +23,24 @@ struct Config {
   bool exit_when_idle = false;
   // Group that may use the socket (chown to it, mode 0660); -1 = leave it.
   int64_t socket_gid = -1;
+
+  // Peering with other daemons (multi-node jobs). Listening on the network
+  // is opt-in: no listener while peer_bind is empty; outgoing links to a
+  // job's coordinator work either way. Port 0 = any free port (tests).
+  std::string peer_bind;
+  int peer_port = 29400;
+  // A peer silent for this long is lost (heartbeats every quarter of it).
+  std::chrono::milliseconds peer_timeout{10000};
+  // CURVE between daemons. Unencrypted peering only when peer_plain is set
+  // explicitly; otherwise a key pair is required to peer at all.
+  bool peer_plain = false;
+  std::string peer_public_key;  // Z85, 40 characters
+  std::string peer_secret_key;  // Z85, 40 characters
+  // Public keys (Z85) of daemons allowed to connect to us; our own is
+  // always allowed (one key pair shared by a cluster is the simple setup).
+  std::vector<std::string> peer_authorized_keys;
+  // The public key we expect of the daemons we connect to; empty = ours.
+  std::string peer_server_key;
 };
 
 // What the loop tells the service manager, through daemon/systemd/ (which
