@@ -1,5 +1,6 @@
 #include "protocol/messages.hpp"
 
+#include "protocol/cluster_messages.hpp"
 #include "protocol/limits.hpp"
 
 namespace muster::proto {
@@ -46,6 +47,10 @@ uint32_t world(const MapReader& r) {
 }
 
 }  // namespace
+
+std::string read_job_id(const MapReader& r) {
+  return job_id(r);
+}
 
 const char* type_name(uint16_t type) {
   switch (static_cast<MsgType>(type)) {
@@ -97,6 +102,26 @@ const char* type_name(uint16_t type) {
       return "status_reply";
     case MsgType::kShardReply:
       return "shard_reply";
+    case MsgType::kRendezvous:
+      return "rendezvous";
+    case MsgType::kClusterState:
+      return "cluster_state";
+    case MsgType::kNodeJoin:
+      return "node_join";
+    case MsgType::kForward:
+      return "forward";
+    case MsgType::kHeartbeat:
+      return "heartbeat";
+    case MsgType::kRankExited:
+      return "rank_exited";
+    case MsgType::kNodeLeave:
+      return "node_leave";
+    case MsgType::kClusterStateReply:
+      return "cluster_state_reply";
+    case MsgType::kWorld:
+      return "world";
+    case MsgType::kHeartbeatAck:
+      return "heartbeat_ack";
   }
   return nullptr;
 }

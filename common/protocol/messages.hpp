@@ -29,6 +29,14 @@ enum class MsgType : uint16_t {
   kBarrier = 12,
   kStatus = 13,
   kShard = 20,
+  // multi-node jobs (cluster_messages.hpp)
+  kRendezvous = 30,
+  kClusterState = 31,
+  kNodeJoin = 40,
+  kForward = 41,
+  kHeartbeat = 42,
+  kRankExited = 43,
+  kNodeLeave = 44,
   // replies
   kOk = 100,
   kErrorReply = 101,
@@ -40,6 +48,9 @@ enum class MsgType : uint16_t {
   kBool = 107,
   kStatusReply = 108,
   kShardReply = 110,
+  kClusterStateReply = 131,
+  kWorld = 140,
+  kHeartbeatAck = 142,
 };
 
 const char* type_name(uint16_t type);

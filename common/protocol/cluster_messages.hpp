@@ -1,0 +1,141 @@
+// Messages of multi-node jobs (PROTOCOL.md, "Many nodes"): what muster run
+// asks its daemon (Rendezvous, ClusterState) and what daemons say to the
+// job's coordinator over TCP (NodeJoin, Forward, Heartbeat, RankExited,
+// NodeLeave). Same envelope and rules as every other message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "protocol/messages.hpp"
+
+namespace muster::proto {
+
+inline constexpr uint32_t kMaxNodes = 65536;
+inline constexpr uint32_t kMaxWorldSize = 1u << 24;
+
+// Checked job id (printable, bounded), shared with messages.cpp.
+std::string read_job_id(const codec::MapReader& r);
+
+#define MUSTER_MESSAGE(Name)                         \
+  static constexpr MsgType kType = MsgType::k##Name; \
+  void pack(codec::Packer& p) const;                 \
+  static Name unpack(const msgpack::object& o);      \
+  bool operator==(const Name&) const = default
+
+// muster run -> its daemon, after Reserve: join the job's world through the
+// coordinator daemon at `coordinator` (host:port). Answered with World once
+// the world of a generation forms (torchrun's c10d rendezvous).
+struct Rendezvous {
+  std::string job;
+  std::string coordinator;  // host:port of the coordinating daemon's peer socket
+  int64_t node_rank = -1;   // fixed order when >= 0
+  uint32_t min_nodes = 1;
+  uint32_t max_nodes = 1;
+  int64_t last_call_ms = 0;  // after min_nodes joined, wait this long for more
+  int64_t timeout_ms = 0;    // give up when no world formed in time
+  std::string master_addr;   // this node's address, MASTER_ADDR when it is node 0
+  int64_t master_port = 0;
+  MUSTER_MESSAGE(Rendezvous);
+};
+
+// A daemon -> the coordinator: the node side of Rendezvous.
+struct NodeJoin {
+  std::string job;
+  std::string node_id;  // stable per daemon: host + runtime dir
+  uint32_t nproc = 1;
+  int64_t node_rank = -1;
+  uint32_t min_nodes = 1;
+  uint32_t max_nodes = 1;
+  int64_t last_call_ms = 0;
+  int64_t timeout_ms = 0;
+  std::string master_addr;
+  int64_t master_port = 0;
+  MUSTER_MESSAGE(NodeJoin);
+};
+
+// The world of one generation as one node sees it.
+struct World {
+  std::string job;
+  uint64_t generation = 0;
+  uint32_t node_rank = 0;
+  uint32_t num_nodes = 1;
+  uint32_t rank_offset = 0;  // global rank of this node's local rank 0
+  uint32_t world_size = 1;
+  std::string master_addr;
+  int64_t master_port = 0;
+  MUSTER_MESSAGE(World);
+};
+
+// A daemon relays a client's store or barrier request of a multi-node job
+// to the coordinator; `frame` is the request's whole envelope. Requests of
+// another generation than the coordinator's are refused (fencing).
+struct Forward {
+  std::string job;
+  uint64_t generation = 0;
+  std::string frame;
+  MUSTER_MESSAGE(Forward);
+};
+
+struct JobGeneration {
+  std::string job;
+  uint64_t generation = 0;
+  bool operator==(const JobGeneration&) const = default;
+};
+
+// Every quarter of the peer timeout, a daemon tells each coordinator it
+// works with which jobs it runs; silence means the node is lost.
+struct Heartbeat {
+  std::string node_id;
+  std::vector<JobGeneration> jobs;
+  MUSTER_MESSAGE(Heartbeat);
+};
+
+// What became of a job, for its daemons and for muster run.
+struct JobEvent {
+  std::string job;
+  uint64_t generation = 0;  // the coordinator's current one
+  std::string state;        // running | broken | waiting | forming | unknown
+  std::string message;      // why, for humans
+  bool operator==(const JobEvent&) const = default;
+};
+
+struct HeartbeatAck {
+  std::vector<JobEvent> events;  // one per job of the heartbeat
+  MUSTER_MESSAGE(HeartbeatAck);
+};
+
+// A daemon tells the coordinator that a rank of a multi-node job ended, so
+// barriers waiting for it fail now rather than at their timeout.
+struct RankExited {
+  std::string job;
+  uint64_t generation = 0;
+  uint32_t rank = 0;
+  std::string why;
+  MUSTER_MESSAGE(RankExited);
+};
+
+// A node's part of the job ended (all its ranks are gone).
+struct NodeLeave {
+  std::string job;
+  uint64_t generation = 0;
+  std::string node_id;
+  MUSTER_MESSAGE(NodeLeave);
+};
+
+// muster run polls how its job's world is doing (restart when broken, or
+// when nodes wait to join the next generation).
+struct ClusterState {
+  std::string job;
+  MUSTER_MESSAGE(ClusterState);
+};
+
+struct ClusterStateReply {
+  JobEvent event;
+  MUSTER_MESSAGE(ClusterStateReply);
+};
+
+#undef MUSTER_MESSAGE
+
+}  // namespace muster::proto
