@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "muster/client.hpp"
@@ -383,4 +384,51 @@ TEST_CASE("Ctrl-C during a restartable job is not retried") {
   CHECK(count(rest, "try=") == 0);
   CHECK(count(rest, "restarting") == 0);
   for (auto pid : pids) CHECK(test::eventually([&] { return !test::process_exists(pid); }, 2s));
+}
+
+namespace {
+
+// The guardian's pid from MUSTER_RUN_GUARD=[OUTER,]PID-TOKEN (ours is last).
+pid_t guardian_of(const std::string& guard) {
+  auto last = guard.substr(guard.rfind(',') == std::string::npos ? 0 : guard.rfind(',') + 1);
+  return static_cast<pid_t>(std::stoi(last.substr(0, last.find('-'))));
+}
+
+}  // namespace
+
+TEST_CASE("a worker's children die with muster run when it is SIGKILLed, even outside its group") {
+  test::TempDir dir;
+  // The worker starts a grandchild in its group and one in a session of its
+  // own (setsid), prints its pid, theirs and the guard, and waits.
+  Process p(muster_run({"-n", "1", "--use-env", "/bin/sh", "-c",
+                        "echo $$; sleep 1000 & echo $!; setsid sleep 1000 & echo $!; "
+                        "echo \"guard=$MUSTER_RUN_GUARD\"; wait"}),
+            env_for(dir.path()));
+  auto pids = read_pids(p, 3);
+  REQUIRE(pids.size() == 3);
+  auto guard_line = unprefixed(p.read_line(10s).value_or(""));
+  auto guard = guard_line.rfind("guard=", 0) == 0 ? guard_line.substr(6) : "";
+  for (auto pid : pids) REQUIRE(test::process_exists(pid));
+  p.signal(SIGKILL);
+  CHECK(p.wait(5s) == 128 + SIGKILL);
+  for (auto pid : pids) CHECK(test::eventually([&] { return !test::process_exists(pid); }, 3s));
+  // The guardian that killed them goes with its job.
+  REQUIRE_FALSE(guard.empty());
+  pid_t guardian = guardian_of(guard);
+  CHECK(test::eventually([&] { return !test::process_exists(guardian); }, 3s));
+}
+
+TEST_CASE("muster run's guardian is gone when muster run exits normally") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c", "echo $MUSTER_RUN_GUARD"}),
+            env_for(dir.path()));
+  auto text = p.read_all(20s);
+  REQUIRE(p.wait(10s) == 0);
+  std::istringstream lines(text);
+  std::string line;
+  std::set<pid_t> guardians;
+  while (std::getline(lines, line)) guardians.insert(guardian_of(unprefixed(line)));
+  REQUIRE(guardians.size() == 1);  // one guardian for all workers
+  pid_t guardian = *guardians.begin();
+  CHECK(test::eventually([&] { return !test::process_exists(guardian); }, 1s));
 }

@@ -1,7 +1,10 @@
 // Starting and supervising worker processes. Workers are forked held (they
 // wait on a pipe) so the daemon knows their pids before they run; each gets
 // its own process group, dies with muster run (PR_SET_PDEATHSIG), and
-// muster run is a subreaper so grandchildren cannot escape either.
+// muster run is a subreaper so grandchildren cannot escape either. A
+// guardian process (not a child of muster run) notices when muster run is
+// gone, even SIGKILLed, and kills every worker's group and every process
+// that carries the job's MUSTER_RUN_GUARD token in its environment.
 #pragma once
 
 #include <sys/types.h>
@@ -25,8 +28,13 @@ struct Worker {
   int exit_code = 0;  // 128+signal when killed by a signal
 };
 
-// Blocks the signals supervise() waits for; call before any thread starts.
+// Blocks the signals supervise() waits for and starts the guardian; call
+// once, before any thread starts. At exit muster run closes its end of the
+// guardian's pipe and waits (up to 2 s) until the guardian is gone.
 void block_supervisor_signals();
+// The guardian's pid (-1 when none could be started); workers find it, and
+// the guardian's token, in MUSTER_RUN_GUARD=PID-TOKEN.
+pid_t guardian_pid();
 // Takes a pending SIGINT/SIGTERM/SIGHUP off the queue; 0 when none waits.
 int take_pending_stop_signal();
 
