@@ -3,16 +3,19 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <sstream>
 
 #include "device_list.hpp"
 #include "endpoint.hpp"
 #include "log.hpp"
 #include "muster_config.h"
+#include "peer/secure.hpp"
 
 namespace po = boost::program_options;
 
@@ -26,6 +29,9 @@ struct Settings {
   Options o;
   std::string devices;
   std::string socket_group;
+  double peer_timeout = 10;
+  std::string peer_key_file;
+  std::string peer_authorized_keys;
 };
 
 po::options_description settings_description(Settings& s) {
@@ -42,7 +48,24 @@ po::options_description settings_description(Settings& s) {
        "give the socket to group NAME (mode 0660) so its members may use the daemon "
        "(default: the daemon's own group)")
     ("log-level", po::value(&s.o.log_level)->value_name("LEVEL")->default_value("info"),
-       "error, warning, notice, info or debug");
+       "error, warning, notice, info or debug")
+    ("peer-bind", po::value(&s.o.config.peer_bind)->value_name("ADDR"),
+       "listen for peer daemons (multi-node jobs) on this address, e.g. 0.0.0.0 or 10.0.0.7 "
+       "(default: no listener; links to other nodes' daemons work either way)")
+    ("peer-port", po::value(&s.o.config.peer_port)->value_name("N")->default_value(29400),
+       "TCP port of the peer listener; 0 = any free port")
+    ("peer-timeout", po::value(&s.peer_timeout)->value_name("SECONDS")->default_value(10),
+       "a peer daemon silent this long is lost (fractions allowed)")
+    ("peer-plain", po::bool_switch(&s.o.config.peer_plain),
+       "peer without encryption or authentication (a trusted network only); otherwise "
+       "peering needs a CURVE key pair (--peer-key-file)")
+    ("peer-key-file", po::value(&s.peer_key_file)->value_name("FILE"),
+       "this daemon's CURVE key pair, as written by `muster keygen --out FILE`")
+    ("peer-authorized-keys", po::value(&s.peer_authorized_keys)->value_name("FILE"),
+       "public keys (one a line) of the daemons allowed to peer with this one; its own key is "
+       "always allowed (default: only its own)")
+    ("peer-server-key", po::value(&s.o.config.peer_server_key)->value_name("KEY"),
+       "public key (Z85) expected of the daemons this one connects to (default: its own)");
   // clang-format on
   return d;
 }
@@ -58,8 +81,22 @@ int64_t group_id(const std::string& name) {
   return found->gr_gid;
 }
 
-// The checks Boost cannot do; messages name the option.
-void finish(Settings& s) {
+void check_peer_bind(const std::string& addr) {
+  if (addr.empty()) return;
+  if (addr.find("://") != std::string::npos)
+    throw std::runtime_error("--peer-bind takes an address such as 0.0.0.0, not an endpoint ('" +
+                             addr + "')");
+  if (addr.find_first_of(" \t") != std::string::npos)
+    throw std::runtime_error("--peer-bind: '" + addr + "' contains blanks");
+  if (addr.front() != '[' && std::count(addr.begin(), addr.end(), ':') == 1)
+    throw std::runtime_error("--peer-bind takes the address only ('" +
+                             addr.substr(0, addr.find(':')) + "'); the port is --peer-port");
+}
+
+// The checks Boost cannot do; messages name the option. `whole`: all the
+// settings are in (not one config file line on its own), so the peering
+// settings are checked together too.
+void finish(Settings& s, bool whole) {
   auto& c = s.o.config;
   if (!s.devices.empty()) {
     c.devices = parse_device_list(s.devices);
@@ -73,6 +110,33 @@ void finish(Settings& s) {
   if (c.runtime_dir.empty() || c.runtime_dir[0] != '/')
     throw std::runtime_error("--runtime-dir must be an absolute path");
   c.socket_gid = s.socket_group.empty() ? -1 : group_id(s.socket_group);
+
+  check_peer_bind(c.peer_bind);
+  if (c.peer_port < 0 || c.peer_port > 65535)
+    throw std::runtime_error("--peer-port must be between 0 and 65535 (0 = any free port)");
+  if (!std::isfinite(s.peer_timeout) || s.peer_timeout < 0.001 || s.peer_timeout > 86400)
+    throw std::runtime_error("--peer-timeout must be between 0.001 and 86400 seconds");
+  c.peer_timeout = std::chrono::milliseconds(std::llround(s.peer_timeout * 1000));
+  if (!s.peer_key_file.empty()) {
+    auto keys = peer::read_key_file(s.peer_key_file);
+    c.peer_public_key = keys.public_key;
+    c.peer_secret_key = keys.secret_key;
+  }
+  if (!s.peer_authorized_keys.empty())
+    c.peer_authorized_keys = peer::read_authorized_keys(s.peer_authorized_keys);
+  if (!c.peer_server_key.empty()) peer::check_z85_key(c.peer_server_key, "--peer-server-key");
+  // Peering set up at all: it must be usable (keys, or plain on purpose).
+  bool peering = !c.peer_bind.empty() || c.peer_plain || !s.peer_key_file.empty() ||
+                 !s.peer_authorized_keys.empty() || !c.peer_server_key.empty();
+  if (whole && peering) {
+    try {
+      peer::Security::from_config(c);
+    } catch (const std::exception& e) {
+      std::string why = e.what();
+      throw std::runtime_error(
+          (c.peer_bind.empty() ? "peering: " : "--peer-bind " + c.peer_bind + ": ") + why);
+    }
+  }
 }
 
 std::string trim(const std::string& s) {
@@ -81,16 +145,43 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
+using Lines = std::vector<std::pair<std::string, std::string>>;
+
+// Stores checked `name = value` settings as po::parse_config_file would,
+// less its comment rule ('#' anywhere), which would cut keys in two.
+void store_settings(const Lines& lines, const po::options_description& desc,
+                    po::variables_map& vm) {
+  po::parsed_options parsed(&desc);
+  for (const auto& [key, value] : lines) {
+    po::option o;
+    o.string_key = key;
+    o.value.push_back(value);
+    o.original_tokens = {key, value};
+    parsed.options.push_back(std::move(o));
+  }
+  po::store(parsed, vm);
+}
+
+// '#' at the start of a line or after a blank starts a comment; inside a
+// word it is text (CURVE keys in Z85 may contain '#', never start with it).
+std::string strip_comment(const std::string& line) {
+  for (size_t i = 0; i < line.size(); ++i)
+    if (line[i] == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t'))
+      return line.substr(0, i);
+  return line;
+}
+
 // Checks each `name = value` line on its own (Boost's errors carry no line
-// numbers) and returns the file's text, fit for po::parse_config_file.
-std::string read_config(const std::string& file) {
+// numbers) and returns its settings, for store_settings.
+Lines read_config(const std::string& file) {
   std::ifstream in(file);
   if (!in) throw std::runtime_error("cannot read config file '" + file + "'");
-  std::string line, good;
+  std::string line;
+  Lines good;
   std::map<std::string, int> seen;
   for (int n = 1; std::getline(in, line); ++n) {
     std::string where = "config file " + file + ", line " + std::to_string(n) + ": ";
-    std::string text = trim(line.substr(0, line.find('#')));
+    std::string text = trim(strip_comment(line));
     if (text.empty()) continue;
     if (text.front() == '[')
       throw std::runtime_error(where + "sections such as '" + text + "' are not supported");
@@ -103,20 +194,22 @@ std::string read_config(const std::string& file) {
     if (key.empty()) throw std::runtime_error(where + "no option name before '='");
     if (!desc.find_nothrow(key, false))
       throw std::runtime_error(where + "unknown option '" + key + "'");
+    // Boost reads an empty value as true: an opt-in must be said outright.
+    if (key == "peer-plain" && value.empty())
+      throw std::runtime_error(where + "option 'peer-plain' needs a value: true or false");
     if (auto [it, fresh] = seen.emplace(key, n); !fresh)
       throw std::runtime_error(where + "option '" + key + "' is already set on line " +
                                std::to_string(it->second));
     try {
-      std::istringstream one(key + "=" + value);
       po::variables_map vm;
-      po::store(po::parse_config_file(one, desc, false), vm);
+      store_settings({{key, value}}, desc, vm);
       po::notify(vm);
-      finish(scratch);
+      finish(scratch, false);
     } catch (const std::exception& e) {
       throw std::runtime_error(where + "bad value '" + value + "' for option '" + key +
                                "': " + e.what());
     }
-    good += key + "=" + value + "\n";
+    good.emplace_back(key, value);
   }
   if (in.bad()) throw std::runtime_error("cannot read config file '" + file + "'");
   return good;
@@ -132,7 +225,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
     ("help,h", "print this help and exit")
     ("version", "print the version and exit")
     ("config", po::value<std::string>()->value_name("FILE"),
-       "read settings from FILE ('name = value' a line, the names below; '#' starts a comment); "
+       "read settings from FILE ('name = value' a line, the names below; '#' at the start or "
+       "after a blank starts a comment); "
        "'' reads none (default: /etc/muster/musterd.conf when it exists)")
     ("no-config", "read no config file")
     ("check-config", "check the command line and the config file, say so, exit 0 (2 when bad)");
@@ -166,15 +260,14 @@ std::optional<Options> parse_options(int argc, char** argv) {
     else if (!vm.count("no-config") && ::access(kDefaultConfigFile, F_OK) == 0)
       file = kDefaultConfigFile;
     if (!file.empty()) {
-      std::istringstream checked(read_config(file));
-      po::store(po::parse_config_file(checked, common, false), vm);
+      store_settings(read_config(file), common, vm);
     }
     po::notify(vm);
     s.o.config_file = file;
   } catch (const po::error& e) {
     throw std::runtime_error(e.what());
   }
-  finish(s);
+  finish(s, true);
   if (vm.count("check-config")) {
     s.o.check_only = true;
     s.o.check_summary = s.o.config_file.empty()

@@ -7,5 +7,6 @@ namespace muster::cli {
 
 int run_main(const std::vector<std::string>& args);
 int status_main(const std::vector<std::string>& args);
+int keygen_main(const std::vector<std::string>& args);
 
 }  // namespace muster::cli

@@ -1,4 +1,4 @@
-// `muster`: the command line of muster (run, status).
+// `muster`: the command line of muster (run, status, keygen).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,7 +11,8 @@ const char* kUsage =
     "Usage: muster COMMAND [ARGS...]\n\n"
     "Commands:\n"
     "  run      launch N workers of a program with torchrun's environment (drop-in for torchrun)\n"
-    "  status   show the node daemon's GPUs, leases and jobs\n\n"
+    "  status   show the node daemon's GPUs, leases and jobs\n"
+    "  keygen   make a CURVE key pair for peering between daemons (multi-node jobs)\n\n"
     "Options:\n"
     "  -h, --help     this help ('muster COMMAND --help' for a command's)\n"
     "  --version      print the version\n";
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "run") return muster::cli::run_main(rest);
   if (cmd == "status") return muster::cli::status_main(rest);
+  if (cmd == "keygen") return muster::cli::keygen_main(rest);
   std::cerr << "muster: unknown command '" << cmd << "'\n\n" << kUsage;
   return 2;
 }

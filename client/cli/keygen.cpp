@@ -1,0 +1,87 @@
+// `muster keygen`: a CURVE key pair for peering between daemons, in the key
+// file format musterd reads (peer-key-file).
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "muster/error.hpp"
+#include "peer/secure.hpp"
+
+namespace muster::cli {
+
+namespace {
+const char* kKeygenUsage =
+    "Usage: muster keygen [--out FILE] [--force]\n\n"
+    "Makes a CURVE key pair for peering between musterd daemons (multi-node jobs).\n"
+    "Without --out the key file goes to stdout and the line for authorized-keys\n"
+    "files to stderr; with --out the key file goes to FILE (mode 0600) and that\n"
+    "line to stdout.\n\n"
+    "  --out FILE   write the key pair to FILE; an existing FILE is kept\n"
+    "  --force      with --out: replace an existing FILE\n\n"
+    "Then set `peer-key-file = FILE` in musterd.conf. A daemon admits the daemons\n"
+    "whose public keys are in its peer-authorized-keys file, and always its own:\n"
+    "copying one key file to every node is the simple setup.\n";
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+}  // namespace
+
+int keygen_main(const std::vector<std::string>& args) {
+  std::string out;
+  bool out_given = false, force = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::cout << kKeygenUsage;
+      return 0;
+    } else if (a == "--force") {
+      force = true;
+    } else if (a == "--out" || a == "-o") {
+      if (i + 1 == args.size()) {
+        std::cerr << "muster keygen: " << a << " needs a FILE\nTry 'muster keygen --help'.\n";
+        return 2;
+      }
+      out = args[++i];
+      out_given = true;
+    } else if (a.rfind("--out=", 0) == 0) {
+      out = a.substr(6);
+      out_given = true;
+    } else {
+      std::cerr << "muster keygen: unknown argument '" << a << "'\nTry 'muster keygen --help'.\n";
+      return 2;
+    }
+  }
+  if (out_given && out.empty()) {
+    std::cerr << "muster keygen: --out needs a FILE\n";
+    return 2;
+  }
+  if (force && out.empty()) {
+    std::cerr << "muster keygen: --force only goes with --out FILE\n";
+    return 2;
+  }
+  try {
+    auto keys = daemon::peer::generate_keypair();
+    std::string host = host_name();
+    std::string line = keys.public_key + (host.empty() ? "" : "  # " + host);
+    if (out.empty()) {
+      std::cout << daemon::peer::format_key_file(keys) << std::flush;
+      std::cerr << "muster keygen: the line for peer-authorized-keys files:\n" << line << "\n";
+    } else {
+      daemon::peer::write_key_file(out, keys, force);
+      std::cerr << "muster keygen: wrote " << out
+                << " (mode 0600); the line for peer-authorized-keys files:\n";
+      std::cout << line << "\n";
+    }
+  } catch (const Error& e) {
+    std::cerr << "muster keygen: " << e.what()
+              << (e.code() == ErrorCode::kConflict ? " (--force replaces it)" : "") << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace muster::cli
