@@ -225,3 +225,136 @@ TEST_CASE("--socket-group gives the socket to that group, mode 0660") {
   CHECK(st.st_gid == gid);
   CHECK((st.st_mode & 0777) == 0660);
 }
+
+namespace {
+
+// A key pair from `muster keygen --out` in dir; returns the file and the
+// public key (the line keygen prints on stdout).
+std::pair<std::string, std::string> keygen(const TempDir& dir, const std::string& name) {
+  std::string path = dir.path() + "/" + name;
+  Process p({test::program("MUSTER_TEST_MUSTER"), "keygen", "--out", path});
+  std::string line = p.read_all(10s);
+  if (p.wait(10s) != 0) throw std::runtime_error("muster keygen --out " + path + " failed");
+  return {path, line.substr(0, 40)};
+}
+
+// The `name = value` line of a key file.
+std::string key_line(const std::string& file, const std::string& name) {
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + " = ", 0) == 0) return line;
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the peering settings are accepted from the config file and the command line") {
+  TempDir dir;
+  auto [key_file, pub] = keygen(dir, "peer.key");
+  auto [other_file, other_pub] = keygen(dir, "other.key");
+  auto authorized =
+      write_file(dir, "authorized", "# the cluster\n" + other_pub + "  # node2\n" + pub + "\n");
+  auto conf = write_file(dir, "musterd.conf",
+                         "peer-bind = 0.0.0.0   # all interfaces\n"
+                         "peer-port = 0\n"
+                         "peer-timeout = 2.5\n"
+                         "peer-key-file = " +
+                             key_file +
+                             "\n"
+                             "peer-authorized-keys = " +
+                             authorized + "\npeer-server-key = " + other_pub + "\n");
+  auto o = run_musterd({"--check-config", "--config", conf});
+  INFO(o.output);
+  CHECK(o.code == 0);
+  CHECK(o.output.find("configuration OK") != std::string::npos);
+
+  o = run_musterd({"--check-config", "--no-config", "--peer-bind", "127.0.0.1", "--peer-plain",
+                   "--peer-port", "29401", "--peer-timeout", "0.25"});
+  CHECK(o.code == 0);
+  auto plain = write_file(dir, "plain.conf", "peer-bind = ::\npeer-plain = true\n");
+  o = run_musterd({"--check-config", "--config", plain});
+  CHECK(o.code == 0);
+  // A key with '#' inside is no comment (Z85 has '#'; no key starts with it).
+  auto hash =
+      write_file(dir, "hash.conf",
+                 "peer-plain = false\npeer-key-file = " + key_file + "\npeer-server-key = 0" +
+                     other_pub.substr(1, 1) + "#" + other_pub.substr(3) + "\n");
+  o = run_musterd({"--check-config", "--config", hash});
+  CHECK(o.code == 0);
+}
+
+TEST_CASE("bad peering values exit 2 with the option and the line") {
+  TempDir dir;
+  std::string rt = dir.path() + "/rt";
+  auto [key_file, pub] = keygen(dir, "peer.key");
+  auto bad_keys = write_file(dir, "bad-authorized", pub + "\nnot-a-key\n");
+  for (const auto& [line, key, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"peer-port = 65536", "peer-port", "between 0 and 65535"},
+           {"peer-port = any", "peer-port", "any"},
+           {"peer-timeout = 0", "peer-timeout", "seconds"},
+           {"peer-timeout = -1", "peer-timeout", "seconds"},
+           {"peer-timeout = soon", "peer-timeout", "soon"},
+           {"peer-bind = tcp://0.0.0.0", "peer-bind", "not an endpoint"},
+           {"peer-bind = 0.0.0.0:29400", "peer-bind", "--peer-port"},
+           {"peer-plain = maybe", "peer-plain", "maybe"},
+           {"peer-plain =", "peer-plain", "true or false"},
+           {"peer-key-file = " + dir.path() + "/missing.key", "peer-key-file", "missing.key"},
+           {"peer-authorized-keys = " + bad_keys, "peer-authorized-keys", "line 2"},
+           {"peer-server-key = abc", "peer-server-key", "3 characters"}}) {
+    auto conf = write_file(dir, "musterd.conf", "runtime-dir = " + rt + "\n# two\n" + line + "\n");
+    auto o = run_musterd({"--config", conf});
+    INFO(line << "\n" << o.output);
+    CHECK(o.code == 2);
+    CHECK(o.output.find("line 3") != std::string::npos);
+    CHECK(o.output.find("'" + key + "'") != std::string::npos);
+    CHECK(o.output.find(says) != std::string::npos);
+    CHECK_FALSE(exists(rt));
+  }
+  auto o = run_musterd({"--check-config", "--no-config", "--peer-timeout", "0"});
+  CHECK(o.code == 2);
+  CHECK(o.output.find("--peer-timeout") != std::string::npos);
+  o = run_musterd({"--check-config", "--no-config", "--peer-port", "-1"});
+  CHECK(o.code == 2);
+  CHECK(o.output.find("--peer-port") != std::string::npos);
+}
+
+TEST_CASE("peering needs a key pair unless plain is said outright, and not both") {
+  TempDir dir;
+  std::string rt = dir.path() + "/rt";
+  auto [key_file, pub] = keygen(dir, "peer.key");
+  auto [other_file, other_pub] = keygen(dir, "other.key");
+
+  // A listener without keys: the sentence says what to do.
+  auto o = run_musterd({"--no-config", "--runtime-dir", rt, "--peer-bind", "127.0.0.1"});
+  INFO(o.output);
+  CHECK(o.code == 2);
+  CHECK(o.output.find("muster keygen") != std::string::npos);
+  CHECK(o.output.find("peer-plain") != std::string::npos);
+  CHECK_FALSE(exists(rt));
+
+  // Authorised keys or a server key without a pair of our own.
+  auto authorized = write_file(dir, "authorized", other_pub + "\n");
+  o = run_musterd({"--check-config", "--no-config", "--peer-authorized-keys", authorized});
+  CHECK(o.code == 2);
+  CHECK(o.output.find("key pair") != std::string::npos);
+
+  // Plain and keys contradict each other.
+  o = run_musterd({"--check-config", "--no-config", "--peer-plain", "--peer-key-file", key_file});
+  CHECK(o.code == 2);
+  CHECK(o.output.find("contradicts") != std::string::npos);
+
+  // A key file whose secret belongs to another pair names that line.
+  auto mixed = write_file(
+      dir, "mixed.key",
+      "# mixed up\n" + key_line(key_file, "public") + "\n" + key_line(other_file, "secret") + "\n");
+  auto conf = write_file(dir, "musterd.conf", "peer-key-file = " + mixed + "\n");
+  o = run_musterd({"--check-config", "--config", conf});
+  CHECK(o.code == 2);
+  CHECK(o.output.find("line 3: the secret key does not belong") != std::string::npos);
+
+  // Keys without a listener are checked too; with a good pair all is well.
+  o = run_musterd({"--check-config", "--no-config", "--peer-key-file", key_file, "--peer-bind",
+                   "127.0.0.1", "--peer-server-key", other_pub});
+  CHECK(o.code == 0);
+}
