@@ -3,8 +3,10 @@
 and prints, per measurement, one machine-readable line
 
     bench NAME muster_s=X anchor_s=Y ratio=X/Y [floor_s=Z]
+        [requests=N muster_rps=N/X anchor_rps=N/Y]
 
-followed by a Markdown table. Usage (meson does this for
+(the rates where both sides did the same N requests) followed by a
+Markdown table. Usage (meson does this for
 `meson test -C build --benchmark`):
 
     run_bench.py BUILD_DIR ANCHORS_DIR
@@ -47,6 +49,74 @@ print(sum(ts) / len(ts))
     return float(run([TORCH_PY, "-c", code]).strip())
 
 
+# torch's TCPStore under the load of bench_load.cpp: CLIENTS client threads
+# (spread over PROCS processes, as torch_store_rdzv.py spreads its ranks),
+# each connected before the start, do ROUNDS set + get of their own key;
+# the median over RUNS of the time from the start until all are through.
+TORCH_LOAD = """
+import sys, time, threading, statistics, resource, multiprocessing as mp
+from datetime import timedelta
+import torch.distributed as dist
+
+CLIENTS, ROUNDS, PROCS, RUNS = (int(a) for a in sys.argv[1:5])
+
+def worker(port, ranks, ready_q, start_evt, done_q):
+    go = threading.Event()
+    errors = []
+    def one(r):
+        try:
+            s = dist.TCPStore("127.0.0.1", port, CLIENTS, False, timeout=timedelta(seconds=120))
+            key = f"key/{r}"
+            val = bytearray(bytes([97 + r % 26]) * 64)
+            ready_q.put(1)
+            go.wait()
+            for i in range(ROUNDS):
+                val[0] = 65 + i % 26
+                s.set(key, bytes(val))
+                if s.get(key) != bytes(val):
+                    errors.append(r)
+        except Exception as e:
+            errors.append(repr(e))
+            ready_q.put(1)
+    ts = [threading.Thread(target=one, args=(r,)) for r in ranks]
+    for t in ts: t.start()
+    start_evt.wait()
+    go.set()
+    for t in ts: t.join()
+    done_q.put(len(errors))
+
+def once(port):
+    ctx = mp.get_context("fork")
+    ready_q, done_q, start_evt = ctx.Queue(), ctx.Queue(), ctx.Event()
+    chunks = [list(range(i, CLIENTS, PROCS)) for i in range(PROCS)]
+    ps = [ctx.Process(target=worker, args=(port, ch, ready_q, start_evt, done_q)) for ch in chunks]
+    for p in ps: p.start()
+    for _ in range(CLIENTS): ready_q.get()
+    time.sleep(0.1)
+    t0 = time.perf_counter(); start_evt.set()
+    errors = sum(done_q.get() for _ in ps)
+    dt = time.perf_counter() - t0
+    for p in ps: p.join()
+    assert errors == 0, f"{errors} client(s) failed"
+    return dt
+
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = 4 * CLIENTS + 1024
+if soft < want and soft != resource.RLIM_INFINITY:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want if hard == resource.RLIM_INFINITY else min(want, hard), hard))
+server = dist.TCPStore("127.0.0.1", 0, CLIENTS, True, timeout=timedelta(seconds=120), wait_for_workers=False)
+print(f"seconds={statistics.median(once(server.port) for _ in range(RUNS)):.4f}")
+"""
+
+
+def torch_store_load(clients, rounds, procs=4, runs=5):
+    with tempfile.NamedTemporaryFile("w", suffix="_torch_store_load.py") as f:
+        f.write(TORCH_LOAD)
+        f.flush()
+        out = run([TORCH_PY, f.name, str(clients), str(rounds), str(procs), str(runs)])
+    return float(re.search(r"seconds=([0-9.]+)", out).group(1))
+
+
 def main():
     build, anchors = sys.argv[1], sys.argv[2]
     musterd = os.path.join(build, "daemon", "musterd")
@@ -57,13 +127,19 @@ def main():
     if not have_torch:
         print(f"note: {TORCH_PY} has no torch; torch anchors skipped", file=sys.stderr)
     rows = []
+    rates = []  # (name, muster req/s, anchor req/s or None)
 
-    def emit(name, muster_s, anchor_s=None, floor_s=None, anchor_name=""):
+    def emit(name, muster_s, anchor_s=None, floor_s=None, anchor_name="", requests=None):
         line = f"bench {name} muster_s={muster_s:.4f}"
         if anchor_s:
             line += f" anchor_s={anchor_s:.4f} ratio={muster_s / anchor_s:.3f}"
         if floor_s:
             line += f" floor_s={floor_s:.4f}"
+        if requests:  # the same number of requests on both sides: as rates too
+            line += f" requests={requests:.0f} muster_rps={requests / muster_s:.0f}"
+            if anchor_s:
+                line += f" anchor_rps={requests / anchor_s:.0f}"
+            rates.append((name, requests / muster_s, requests / anchor_s if anchor_s else None))
         print(line, flush=True)
         rows.append((name, muster_s, anchor_s, floor_s, anchor_name))
 
@@ -103,12 +179,23 @@ def main():
         emit("shards_10M_8ranks", s["shards_10M_8ranks"]["muster_s"], anchor, None,
              "torch DistributedSampler (per rank)")
 
+    # 1,000 clients at once against torch's TCPStore with as many client threads.
+    load_bin = os.path.join(build, "bench", "bench_load")
+    if os.path.exists(load_bin):
+        clients, rounds = 1000, 10
+        l = muster_lines(run([load_bin, musterd, str(clients), str(rounds)]))[f"load_{clients}"]
+        anchor = torch_store_load(clients, rounds) if have_torch else None
+        emit(f"load_{clients}_clients", l["muster_s"], anchor, None,
+             f"torch TCPStore ({clients} client threads)", l["requests"])
+
     fmt = lambda x: "-" if x is None else f"{x:.4f}"
     print("\n| measurement | muster (s) | anchor (s) | muster / anchor | floor (s) | anchor |")
     print("|---|---|---|---|---|---|")
     for name, m, a, f, an in rows:
         ratio = f"{m / a:.3f}" if a else "-"
         print(f"| {name} | {m:.4f} | {fmt(a)} | {ratio} | {fmt(f)} | {an} |")
+    for name, m, a in rates:
+        print(f"\n{name}: muster {m:.0f} requests/s, anchor " + ("-" if a is None else f"{a:.0f} requests/s"))
 
 if __name__ == "__main__":
     main()
