@@ -15,6 +15,23 @@ std::string list(const std::vector<int64_t>& v) {
 }
 }  // namespace
 
+Job* State::find_store_job(const ReplyTo& to, const std::string& id) {
+  if (!to.from_peer) {
+    auto it = jobs_.find(id);
+    return it == jobs_.end() ? nullptr : &it->second;
+  }
+  auto it = coord_.find(id);
+  return it == coord_.end() ? nullptr : &it->second.store;
+}
+
+Job& State::store_job(const ReplyTo& to, const std::string& id) {
+  if (to.from_peer && id != forwarding_job_)
+    throw Error(ErrorCode::kPermissionDenied, "a request forwarded for job '" + forwarding_job_ +
+                                                  "' may not touch job '" + id + "'");
+  if (Job* j = find_store_job(to, id)) return *j;
+  throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
+}
+
 Job& State::job_or_throw(const std::string& id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
@@ -203,6 +220,11 @@ proto::RankInfo State::join(const proto::Join& m) {
   info.rank = r;
   info.local_rank = r;
   info.world_size = job.world_size();
+  if (job.cluster) {
+    info.rank = job.cluster->rank_offset + r;
+    info.node_rank = job.cluster->node_rank;
+    info.num_nodes = job.cluster->num_nodes;
+  }
   info.local_world_size = job.local_world_size;
   info.device = job.slots[r].device;
   info.generation = job.generation;
@@ -241,6 +263,7 @@ void State::slot_ended(Job& job, uint32_t r, const char* why, std::vector<Outgoi
             std::to_string(job.slots[r].device) + " released");
   release(job, r);
   job.slots[r].state = SlotState::kExited;
+  cluster_slot_ended(job, r, why, out);
   // With one rank gone no barrier of the job can complete (new arrivals are
   // refused while a slot is exited): fail every waiting rank now, not at
   // its timeout, and forget who had arrived.
@@ -269,6 +292,7 @@ void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
     drop_waiter(w);
   }
   log::info("job=" + id + " ended");
+  cluster_job_removed(it->second, out);
   drop_shards(id);
   jobs_.erase(it);
 }

@@ -40,6 +40,16 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
   // Decoding happens before any state is touched; a throw below this point
   // comes from validation that also runs before mutation.
   try {
+    if (to.from_peer) {
+      // The peer socket speaks only the daemon-to-daemon messages (and ping).
+      if (static_cast<MsgType>(env.type) == MsgType::kPing) {
+        proto::Ping::unpack(env.payload);
+        reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
+        return;
+      }
+      return peer_request(to, env, out);
+    }
+    if (maybe_forward(to, env, out)) return;
     switch (static_cast<MsgType>(env.type)) {
       case MsgType::kPing:
         proto::Ping::unpack(env.payload);
@@ -76,6 +86,24 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         return;
       case MsgType::kShard:
         shard_request(to, env, out);
+        return;
+      case MsgType::kRendezvous:
+        rendezvous(to, env, out);
+        return;
+      case MsgType::kClusterState:
+        reply(to,
+              proto::ClusterStateReply{cluster_state(proto::ClusterState::unpack(env.payload).job)},
+              out);
+        return;
+      case MsgType::kNodeJoin:
+      case MsgType::kForward:
+      case MsgType::kHeartbeat:
+      case MsgType::kRankExited:
+      case MsgType::kNodeLeave:
+        fail(to, ErrorCode::kPermissionDenied,
+             std::string("'") + proto::type_name(env.type) +
+                 "' is for peer daemons on the peer port, not for the local socket",
+             out);
         return;
       default:
         fail(to, ErrorCode::kUnknownType,
@@ -116,11 +144,11 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
     auto it = waiters_.find(id);
     const Waiter& w = it->second;
     std::string what;
-    auto job_it = jobs_.find(w.job);
-    if (job_it == jobs_.end()) {
+    Job* job_p = find_store_job(w.to, w.job);
+    if (!job_p) {
       what = "job '" + w.job + "' ended while waiting";
     } else if (w.kind == WaitKind::kBarrier) {
-      auto& job = job_it->second;
+      auto& job = *job_p;
       auto& b = job.barriers[w.barrier];
       std::string missing;
       for (uint32_t r = 0; r < job.world_size(); ++r)
@@ -131,16 +159,16 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
       b.arrived.erase(w.rank);
     } else {
       std::string missing;
-      const auto& kv = job_it->second.kv;
+      const auto& kv = job_p->kv;
       for (const auto& k : w.keys)
         if (!kv.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
       what = "timed out waiting for key(s) " + missing + " in job '" + w.job + "'";
     }
     fail(w.to, ErrorCode::kTimeout, what, out);
-    if (job_it != jobs_.end()) {
+    if (job_p) {
       // Keep the job's wait lists as short as what is still waiting.
-      auto& ids = w.kind == WaitKind::kBarrier ? job_it->second.barriers[w.barrier].waiters
-                                               : job_it->second.key_waiters;
+      auto& ids =
+          w.kind == WaitKind::kBarrier ? job_p->barriers[w.barrier].waiters : job_p->key_waiters;
       ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
     }
     drop_waiter(it);

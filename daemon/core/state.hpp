@@ -13,24 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "cluster/cluster.hpp"
 #include "gpu/inventory.hpp"
 #include "jobs/job.hpp"
 #include "liveness/pidwatch.hpp"
+#include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
 
 namespace muster::daemon {
-
-// Where a reply goes: opaque to the state, filled in by the server.
-struct ReplyTo {
-  std::string routing_id;
-  bool delimiter = false;  // REQ-style peer: reply needs an empty frame
-  uint64_t request_id = 0;
-};
-
-struct Outgoing {
-  ReplyTo to;
-  std::string frame;
-};
 
 struct DeviceSlot {
   gpu::Device device;
@@ -53,7 +43,26 @@ class State {
   void cancel_all(std::vector<Outgoing>& out);
 
   proto::StatusReply status() const;
-  size_t job_count() const { return jobs_.size(); }
+  size_t job_count() const { return jobs_.size() + coord_.size(); }
+
+  // Multi-node (cluster/): this daemon's name among its peers and how long
+  // a silent peer may stay silent.
+  // `unavailable` says why this daemon cannot peer (no keys, say); empty
+  // when it can.
+  void set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
+                   std::string unavailable) {
+    node_id_ = std::move(node_id);
+    peer_timeout_ = peer_timeout;
+    peering_unavailable_ = std::move(unavailable);
+  }
+  bool has_link(const std::string& link) const { return links_.count(link) != 0; }
+  // A frame from the coordinator at `link` (the answer to something sent).
+  void on_link_frame(const std::string& link, const void* data, size_t size,
+                     std::vector<Outgoing>& out);
+  // Heartbeats, lost peers, last calls and rendezvous timeouts.
+  void cluster_tick(Clock::time_point now, std::vector<Outgoing>& out);
+  // True while any multi-node work needs cluster_tick() called soon.
+  bool cluster_active() const { return !coord_.empty() || !links_.empty(); }
 
  private:
   enum class WaitKind { kGet, kWait, kBarrier };
@@ -85,6 +94,40 @@ class State {
   void drop_shards(const std::string& job);
 
   Job& job_or_throw(const std::string& id);
+  // The job a store or barrier request works on: the local one, or for a
+  // request from a peer, the coordinator's global store of that job.
+  Job& store_job(const ReplyTo& to, const std::string& id);
+  Job* find_store_job(const ReplyTo& to, const std::string& id);
+
+  // Node side (cluster/node.cpp).
+  bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  proto::JobEvent cluster_state(const std::string& job) const;
+  template <class M>
+  uint64_t send_link(const std::string& link, LinkPending p, const M& m,
+                     std::vector<Outgoing>& out) {
+    uint64_t id = next_link_id_++;
+    links_[link].pending.emplace(id, std::move(p));
+    out.push_back({{}, proto::encode(id, m), link});
+    return id;
+  }
+  void link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out);
+  void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
+                          std::vector<Outgoing>& out);
+  void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
+
+  // Coordinator side (cluster/coordinator.cpp).
+  void peer_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<Outgoing>& out);
+  void forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out);
+  proto::HeartbeatAck heartbeat(const proto::Heartbeat& m);
+  proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
+                            uint64_t generation) const;
+  void close_round(CoordJob& cj, std::vector<Outgoing>& out);
+  void break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out);
+  void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
+                          std::vector<Outgoing>& out);
+  void coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out);
   std::vector<int64_t> pick_devices(const std::string& job, size_t n, bool wants_gpu,
                                     const std::vector<int64_t>& subset) const;
   void lease(const std::string& job, uint32_t local_rank, int64_t device);
@@ -112,6 +155,14 @@ class State {
   std::map<std::string, std::vector<Permutation>> shard_cache_;  // by job
   size_t shard_cache_bytes_ = 0;
   uint64_t shard_clock_ = 0;
+  // Multi-node state.
+  std::string node_id_;
+  std::chrono::milliseconds peer_timeout_{10000};
+  std::map<std::string, Link> links_;      // node side, by coordinator host:port
+  std::map<std::string, CoordJob> coord_;  // coordinator side, by job id
+  uint64_t next_link_id_ = 1;
+  std::string forwarding_job_;
+  std::string peering_unavailable_;  // the job a Forward being handled may touch
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
 };

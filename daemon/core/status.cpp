@@ -23,7 +23,8 @@ proto::StatusReply State::status() const {
     proto::JobStatus js{id, job.generation, job.world_size(), job.local_world_size, {}};
     for (uint32_t i = 0; i < job.local_world_size; ++i) {
       const auto& slot = job.slots[i];
-      js.ranks.push_back({i, i, slot.pid, slot.device, slot_state_name(slot.state)});
+      uint32_t rank = job.cluster ? job.cluster->rank_offset + i : i;
+      js.ranks.push_back({rank, i, slot.pid, slot.device, slot_state_name(slot.state)});
     }
     s.jobs.push_back(std::move(js));
   }

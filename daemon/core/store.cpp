@@ -22,7 +22,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
   switch (static_cast<MsgType>(env.type)) {
     case MsgType::kStoreSet: {
       auto m = proto::StoreSet::unpack(env.payload);
-      Job& job = job_or_throw(m.job);
+      Job& job = store_job(to, m.job);
       job.kv[m.key] = std::move(m.value);
       reply(to, proto::Ok{}, out);
       key_changed(job, out);
@@ -30,7 +30,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     }
     case MsgType::kStoreGet: {
       auto m = proto::StoreGet::unpack(env.payload);
-      Job& job = job_or_throw(m.job);
+      Job& job = store_job(to, m.job);
       if (auto it = job.kv.find(m.key); it != job.kv.end())
         return reply(to, proto::Value{it->second}, out);
       if (m.timeout_ms == 0)
@@ -46,7 +46,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     }
     case MsgType::kStoreAdd: {
       auto m = proto::StoreAdd::unpack(env.payload);
-      Job& job = job_or_throw(m.job);
+      Job& job = store_job(to, m.job);
       int64_t v = 0;
       auto it = job.kv.find(m.key);
       if (it != job.kv.end()) {
@@ -65,7 +65,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     }
     case MsgType::kStoreCompareSet: {
       auto m = proto::StoreCompareSet::unpack(env.payload);
-      Job& job = job_or_throw(m.job);
+      Job& job = store_job(to, m.job);
       auto it = job.kv.find(m.key);
       if (it == job.kv.end()) {
         if (!m.expected.empty()) return reply(to, proto::Value{m.expected}, out);
@@ -79,13 +79,13 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     }
     case MsgType::kStoreDelete: {
       auto m = proto::StoreDelete::unpack(env.payload);
-      Job& job = job_or_throw(m.job);
+      Job& job = store_job(to, m.job);
       reply(to, proto::Bool{job.kv.erase(m.key) != 0}, out);
       return;
     }
     case MsgType::kStoreWait: {
       auto m = proto::StoreWait::unpack(env.payload);
-      Job& job = job_or_throw(m.job);
+      Job& job = store_job(to, m.job);
       if (all_present(job, m.keys)) return reply(to, proto::Ok{}, out);
       if (m.timeout_ms == 0) {
         std::string missing;
@@ -123,15 +123,22 @@ void State::key_changed(Job& job, std::vector<Outgoing>& out) {
 }
 
 void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out) {
-  Job& job = job_or_throw(m.job);
+  Job& job = store_job(to, m.job);
   if (m.rank >= job.world_size())
     throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) +
                                                  " is outside job '" + m.job + "' of world size " +
                                                  std::to_string(job.world_size()));
-  if (!slot_live(job.slots[m.rank].state))
+  if (job.global) {
+    // The coordinator's store of a multi-node job: ranks live elsewhere;
+    // their daemons report exits (RankExited).
+    if (!job.exited_ranks.empty())
+      throw Error(ErrorCode::kPeerExited,
+                  "barrier '" + m.name + "' of job '" + m.job + "' cannot complete: rank " +
+                      std::to_string(*job.exited_ranks.begin()) + " has exited");
+  } else if (!slot_live(job.slots[m.rank].state))
     throw Error(ErrorCode::kPeerExited, "rank " + std::to_string(m.rank) + " of job '" + m.job +
                                             "' is " + slot_state_name(job.slots[m.rank].state));
-  for (uint32_t r = 0; r < job.world_size(); ++r)
+  for (uint32_t r = 0; r < job.slots.size() && !job.global; ++r)
     if (job.slots[r].state == SlotState::kExited)
       throw Error(ErrorCode::kPeerExited, "barrier '" + m.name + "' of job '" + m.job +
                                               "' cannot complete: rank " + std::to_string(r) +

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -41,6 +42,19 @@ struct BarrierState {
   std::vector<uint64_t> waiters;
 };
 
+// A node's view of a multi-node job: where its coordinator is and what
+// world the last rendezvous gave this node.
+struct ClusterInfo {
+  std::string coordinator;  // host:port
+  bool formed = false;      // a World arrived
+  uint32_t node_rank = 0;
+  uint32_t num_nodes = 1;
+  uint32_t rank_offset = 0;
+  uint32_t world_size = 0;
+  std::string state = "forming";  // running | broken | waiting | forming
+  std::string message;
+};
+
 struct Job {
   std::string id;
   uint64_t generation = 0;
@@ -50,8 +64,18 @@ struct Job {
   std::unordered_map<std::string, std::string> kv;
   std::vector<uint64_t> key_waiters;  // ids into State::waiters_
   std::map<std::string, BarrierState> barriers;
+  std::optional<ClusterInfo> cluster;  // set for a node's part of a multi-node job
+  // The coordinator's global store of a multi-node job: no slots; ranks
+  // are global, world_size is the whole world's.
+  bool global = false;
+  uint32_t global_world_size = 0;
+  std::set<uint32_t> exited_ranks;
+  std::string broken;  // why no barrier of this generation can complete
 
-  uint32_t world_size() const { return local_world_size; }  // one node for now
+  uint32_t world_size() const {
+    if (cluster) return cluster->world_size;
+    return global ? global_world_size : local_world_size;
+  }
   bool live() const {
     for (const auto& s : slots)
       if (slot_live(s.state)) return true;

@@ -9,12 +9,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
 #include <zmq.hpp>
 
 #include "core/state.hpp"
 #include "endpoint.hpp"
 #include "liveness/pidwatch.hpp"
 #include "log.hpp"
+#include "peer/secure.hpp"
 #include "protocol/limits.hpp"
 
 namespace muster::daemon {
@@ -25,6 +29,13 @@ struct Server::Impl {
   PidWatch watch;
   std::unique_ptr<State> state;
   std::string socket_path;
+  // Peering: our listener (when peer_bind is set), its ZAP handler (CURVE),
+  // and one DEALER per coordinator we talk to, by host:port.
+  std::optional<peer::Security> security;
+  std::unique_ptr<peer::ZapHandler> zap;
+  std::optional<zmq::socket_t> peer;
+  std::map<std::string, zmq::socket_t> links;
+  std::string peer_endpoint_file;
 };
 
 namespace {
@@ -43,6 +54,7 @@ void make_dir(const std::string& dir) {
 
 void send(zmq::socket_t& s, const Outgoing& o) {
   // A vanished peer is not an error for the daemon: ROUTER drops the reply.
+  if (!s) return;
   s.send(zmq::buffer(o.to.routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   if (o.to.delimiter)
     s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -84,12 +96,26 @@ Server::Server(Config cfg) : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg
     allowed_ = inventory_.devices;
   }
   impl_->state = std::make_unique<State>(allowed_, impl_->watch);
+  // Peering settings are checked now; a daemon that never peers needs none,
+  // so a bad or missing key only refuses multi-node jobs (and the listener).
+  std::string unavailable;
+  try {
+    impl_->security = peer::Security::from_config(cfg_);
+  } catch (const Error& e) {
+    if (!cfg_.peer_bind.empty()) throw;
+    unavailable = e.what();
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  impl_->state->set_cluster(std::string(host) + ":" + cfg_.runtime_dir, cfg_.peer_timeout,
+                            unavailable);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw Error(ErrorCode::kInternal, "eventfd failed");
 }
 
 Server::~Server() {
   if (!impl_->socket_path.empty()) ::unlink(impl_->socket_path.c_str());
+  if (!impl_->peer_endpoint_file.empty()) ::unlink(impl_->peer_endpoint_file.c_str());
   if (lock_fd_ >= 0) ::close(lock_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
@@ -128,6 +154,29 @@ void Server::bind() {
                                           std::strerror(errno));
   log::notice("listening on " + endpoint_ + ", " + std::to_string(allowed_.size()) +
               " GPU(s) to hand out (source: " + inventory_.source + ")");
+  if (!cfg_.peer_bind.empty()) bind_peer();
+}
+
+void Server::bind_peer() {
+  const peer::Security& sec = *impl_->security;
+  // The ZAP handler must exist before the CURVE socket binds.
+  if (!sec.plain) impl_->zap = std::make_unique<peer::ZapHandler>(impl_->ctx, sec);
+  auto& p = impl_->peer.emplace(impl_->ctx, zmq::socket_type::router);
+  p.set(zmq::sockopt::linger, 0);
+  p.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
+  peer::make_server(p, sec);
+  std::string want = "tcp://" + cfg_.peer_bind + ":" + std::to_string(cfg_.peer_port);
+  try {
+    p.bind(want);
+  } catch (const zmq::error_t& e) {
+    throw Error(ErrorCode::kInternal, "cannot listen for peers on " + want + ": " + e.what());
+  }
+  peer_endpoint_ = p.get(zmq::sockopt::last_endpoint);
+  // Tests and scripts that asked for any free port read it here.
+  impl_->peer_endpoint_file = cfg_.runtime_dir + "/peer-endpoint";
+  std::ofstream(impl_->peer_endpoint_file) << peer_endpoint_ << "\n";
+  log::notice("listening for peer daemons on " + peer_endpoint_ +
+              (sec.plain ? " (plain TCP: peer_plain is set)" : " (CURVE)"));
 }
 
 void Server::stop() noexcept {
@@ -136,12 +185,86 @@ void Server::stop() noexcept {
   (void)r;
 }
 
+// Reads up to a bounded batch of requests from a ROUTER (the local socket or
+// the peer one) so that pid exits and timeouts are never starved.
+void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
+                     std::vector<Outgoing>& out) {
+  for (int n = 0; n < 1024; ++n) {
+    std::vector<zmq::message_t> frames;
+    zmq::message_t part;
+    if (!sock.recv(part, zmq::recv_flags::dontwait)) break;
+    frames.push_back(std::move(part));
+    while (frames.back().more()) {
+      zmq::message_t next;
+      (void)sock.recv(next);
+      frames.push_back(std::move(next));
+    }
+    ReplyTo to;
+    to.routing_id = frames[0].to_string();
+    to.from_peer = from_peer;
+    const zmq::message_t* body = nullptr;
+    if (frames.size() == 2) {
+      body = &frames[1];
+    } else if (frames.size() == 3 && frames[1].size() == 0 && !from_peer) {
+      to.delimiter = true;
+      body = &frames[2];
+    }
+    if (!body) {
+      out.push_back({to, proto::encode_error(0, ErrorCode::kBadMessage,
+                                             "expected one frame per request, got " +
+                                                 std::to_string(frames.size() - 1))});
+      continue;
+    }
+    try {
+      auto env = proto::decode_envelope(body->data(), body->size());
+      to.request_id = env.request_id;
+      state.handle(to, env, out);
+    } catch (const proto::EnvelopeError& e) {
+      log::debug(std::string("refused a frame: ") + e.what());
+      out.push_back({to, proto::encode_error(e.request_id, e.code(), e.what())});
+    }
+  }
+}
+
+// Sends what the state produced: replies on the socket they came in on,
+// requests to coordinators on a connection per coordinator (made on first
+// use, closed once the state forgets the coordinator).
+void Server::deliver(const std::vector<Outgoing>& out) {
+  for (const auto& o : out) {
+    if (o.link.empty()) {
+      if (!o.to.from_peer)
+        send(impl_->router, o);
+      else if (impl_->peer)
+        send(*impl_->peer, o);
+      continue;
+    }
+    auto it = impl_->links.find(o.link);
+    if (it == impl_->links.end()) {
+      if (!impl_->security) continue;  // rendezvous refused these already
+      zmq::socket_t s(impl_->ctx, zmq::socket_type::dealer);
+      s.set(zmq::sockopt::linger, 0);
+      s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
+      peer::make_client(s, *impl_->security);
+      try {
+        s.connect("tcp://" + o.link);
+      } catch (const zmq::error_t& e) {
+        log::warning("cannot connect to coordinator " + o.link + ": " + e.what());
+        continue;  // the state gives up on it after the peer timeout
+      }
+      it = impl_->links.emplace(o.link, std::move(s)).first;
+    }
+    it->second.send(zmq::buffer(o.frame), zmq::send_flags::dontwait);
+  }
+  std::erase_if(impl_->links, [&](const auto& kv) { return !impl_->state->has_link(kv.first); });
+}
+
 void Server::run() {
   auto& router = impl_->router;
   auto& state = *impl_->state;
   std::vector<Outgoing> out;
   std::vector<zmq::pollitem_t> items;
   std::vector<int64_t> item_pids;
+  std::vector<std::string> link_names;
   bool had_job = false;
   auto idle_since = Clock::now();
   std::string last_status;
@@ -158,8 +281,25 @@ void Server::run() {
     }
     items.clear();
     item_pids.clear();
+    link_names.clear();
     items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    // Peer sockets next, then the pidfds: [2, first_pid) are sockets.
+    size_t peer_at = 0, zap_at = 0;
+    if (impl_->peer) {
+      peer_at = items.size();
+      items.push_back({impl_->peer->handle(), 0, ZMQ_POLLIN, 0});
+    }
+    if (impl_->zap) {
+      zap_at = items.size();
+      items.push_back({impl_->zap->handle(), 0, ZMQ_POLLIN, 0});
+    }
+    size_t links_at = items.size();
+    for (auto& [name, sock] : impl_->links) {
+      items.push_back({sock.handle(), 0, ZMQ_POLLIN, 0});
+      link_names.push_back(name);
+    }
+    size_t first_pid = items.size();
     for (const auto& f : impl_->watch.fds()) {
       items.push_back({nullptr, f.fd, ZMQ_POLLIN, 0});
       item_pids.push_back(f.pid);
@@ -171,6 +311,8 @@ void Server::run() {
     }
     if (impl_->watch.needs_sweep() || (cfg_.exit_when_idle && state.job_count() == 0))
       timeout_ms = timeout_ms < 0 ? 200 : std::min(timeout_ms, 200L);
+    // Heartbeats, lost peers and last calls run on a coarse clock.
+    if (state.cluster_active()) timeout_ms = timeout_ms < 0 ? 50 : std::min(timeout_ms, 50L);
     if (hooks_.tick.count() > 0) {
       // Wake up for the watchdog even when nothing else happens.
       auto left =
@@ -186,47 +328,29 @@ void Server::run() {
     }
 
     if (items[1].revents & ZMQ_POLLIN) break;
-    for (size_t i = 2; i < items.size(); ++i)
-      if (items[i].revents & ZMQ_POLLIN) state.on_pid_exit(item_pids[i - 2], out);
-    for (auto pid : impl_->watch.sweep_dead()) state.on_pid_exit(pid, out);
-
-    // Bounded batch so pid exits and timeouts are never starved.
-    for (int n = 0; n < 1024; ++n) {
-      std::vector<zmq::message_t> frames;
-      zmq::message_t part;
-      if (!router.recv(part, zmq::recv_flags::dontwait)) break;
-      frames.push_back(std::move(part));
-      while (frames.back().more()) {
-        zmq::message_t next;
-        (void)router.recv(next);
-        frames.push_back(std::move(next));
-      }
-      ReplyTo to;
-      to.routing_id = frames[0].to_string();
-      const zmq::message_t* body = nullptr;
-      if (frames.size() == 2) {
-        body = &frames[1];
-      } else if (frames.size() == 3 && frames[1].size() == 0) {
-        to.delimiter = true;
-        body = &frames[2];
-      }
-      if (!body) {
-        out.push_back({to, proto::encode_error(0, ErrorCode::kBadMessage,
-                                               "expected one frame per request, got " +
-                                                   std::to_string(frames.size() - 1))});
-        continue;
-      }
-      try {
-        auto env = proto::decode_envelope(body->data(), body->size());
-        to.request_id = env.request_id;
-        state.handle(to, env, out);
-      } catch (const proto::EnvelopeError& e) {
-        log::debug(std::string("refused a frame: ") + e.what());
-        out.push_back({to, proto::encode_error(e.request_id, e.code(), e.what())});
+    for (size_t i = first_pid; i < items.size(); ++i)
+      if (items[i].revents & ZMQ_POLLIN) state.on_pid_exit(item_pids[i - first_pid], out);
+    if (zap_at && (items[zap_at].revents & ZMQ_POLLIN)) impl_->zap->handle_ready();
+    if (peer_at && (items[peer_at].revents & ZMQ_POLLIN)) receive(*impl_->peer, true, state, out);
+    for (size_t i = links_at; i < first_pid; ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      auto& sock = impl_->links.at(link_names[i - links_at]);
+      for (int n = 0; n < 1024; ++n) {
+        zmq::message_t msg;
+        if (!sock.recv(msg, zmq::recv_flags::dontwait)) break;
+        while (msg.more()) {  // a DEALER reply is one frame; drop anything else
+          zmq::message_t rest;
+          (void)sock.recv(rest);
+        }
+        state.on_link_frame(link_names[i - links_at], msg.data(), msg.size(), out);
       }
     }
+    for (auto pid : impl_->watch.sweep_dead()) state.on_pid_exit(pid, out);
+
+    receive(router, false, state, out);
     state.expire(Clock::now(), out);
-    for (const auto& o : out) send(router, o);
+    if (state.cluster_active()) state.cluster_tick(Clock::now(), out);
+    deliver(out);
     out.clear();
     if (cfg_.exit_when_idle) {
       auto now = Clock::now();
@@ -241,7 +365,7 @@ void Server::run() {
     }
   }
   state.cancel_all(out);
-  for (const auto& o : out) send(router, o);
+  deliver(out);
   log::notice("stopping");
 }
 

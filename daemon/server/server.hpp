@@ -11,7 +11,14 @@
 
 #include "gpu/inventory.hpp"
 
+namespace zmq {
+class socket_t;
+}
+
 namespace muster::daemon {
+
+class State;
+struct Outgoing;
 
 struct Config {
   std::string runtime_dir;       // where musterd.sock and musterd.lock live
@@ -73,16 +80,22 @@ class Server {
   void set_hooks(ServiceHooks hooks) { hooks_ = std::move(hooks); }
 
   const std::string& endpoint() const { return endpoint_; }
+  // tcp://ADDR:PORT other daemons reach us on; empty without peer_bind.
+  const std::string& peer_endpoint() const { return peer_endpoint_; }
   const gpu::Inventory& inventory() const { return inventory_; }
   const std::vector<gpu::Device>& allowed() const { return allowed_; }
 
  private:
+  void bind_peer();
+  void receive(zmq::socket_t& sock, bool from_peer, State& state, std::vector<Outgoing>& out);
+  void deliver(const std::vector<Outgoing>& out);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   Config cfg_;
   gpu::Inventory inventory_;
   std::vector<gpu::Device> allowed_;
   std::string endpoint_;
+  std::string peer_endpoint_;
   ServiceHooks hooks_;
   int wake_fd_ = -1;
   int lock_fd_ = -1;

@@ -169,6 +169,39 @@ class Client {
   // Hands the reserved ranks to the started workers (pids by local rank).
   void attach(const std::string& job, const std::vector<int64_t>& pids);
 
+  // For launchers of multi-node jobs, after reserve(): join the job's world
+  // through the coordinating daemon (torchrun's c10d rendezvous). Blocks
+  // until the world of a generation forms (or timeout).
+  struct RendezvousOptions {
+    std::string coordinator;  // host:port of the coordinating daemon's peer socket
+    int node_rank = -1;       // fixed node order when >= 0
+    uint32_t min_nodes = 1;
+    uint32_t max_nodes = 1;
+    std::chrono::milliseconds last_call{std::chrono::seconds(30)};
+    std::chrono::milliseconds timeout{std::chrono::seconds(900)};
+    std::string master_addr;  // this node's address, MASTER_ADDR if it becomes node 0
+    int master_port = 0;
+  };
+  struct World {
+    uint64_t generation = 0;
+    uint32_t node_rank = 0;
+    uint32_t num_nodes = 1;
+    uint32_t rank_offset = 0;  // global rank of local rank 0
+    uint32_t world_size = 1;
+    std::string master_addr;
+    int master_port = 0;
+  };
+  World rendezvous(const std::string& job, const RendezvousOptions& options);
+  // How a multi-node job's world is doing: state is running, broken (a
+  // node was lost or restarted: restart the workers), waiting (nodes wait
+  // to join the next generation) or forming.
+  struct JobState {
+    uint64_t generation = 0;
+    std::string state;
+    std::string message;
+  };
+  JobState cluster_state(const std::string& job);
+
   // NCCL unique ids brokered by the daemon (opaque 128-byte values). The
   // root (rank 0) makes the id (ncclGetUniqueId when built with NCCL, else
   // random bytes) and publishes it under (job, generation, name); every other

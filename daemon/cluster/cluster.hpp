@@ -1,0 +1,76 @@
+// Multi-node bookkeeping, both sides of it. A node daemon keeps one Link per
+// coordinator it talks to (requests in flight, heartbeats); the coordinator
+// keeps, per job, the rendezvous round of the current generation and the
+// job's global store. The handlers are State members (cluster/node.cpp,
+// cluster/coordinator.cpp) so that the store code serves both.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "jobs/job.hpp"
+
+namespace muster::daemon {
+
+// Where a reply goes: opaque to the state, filled in by the server.
+struct ReplyTo {
+  std::string routing_id;
+  bool delimiter = false;  // REQ-style peer: reply needs an empty frame
+  uint64_t request_id = 0;
+  bool from_peer = false;  // came in on the TCP peer socket, not the local one
+};
+
+// What the server sends: a reply (to), or, when link is set, a request to
+// the coordinator daemon at that host:port over the node's own connection.
+struct Outgoing {
+  ReplyTo to;
+  std::string frame;
+  std::string link = {};
+};
+
+// A request this node sent to a coordinator, waiting for its answer.
+struct LinkPending {
+  enum class Kind { kForward, kRendezvous, kHeartbeat, kNotice } kind = Kind::kForward;
+  ReplyTo to;  // the local client to answer (forward, rendezvous)
+  std::string job;
+};
+
+struct Link {
+  Clock::time_point last_heard = Clock::now();
+  Clock::time_point next_beat = Clock::now();
+  bool lost = false;
+  std::map<uint64_t, LinkPending> pending;  // by the request id we sent
+};
+
+// One node of a rendezvous round, as the coordinator sees it.
+struct RoundNode {
+  std::string node_id;
+  ReplyTo to;  // where the World goes (pending while the round is open)
+  uint32_t nproc = 1;
+  int64_t want_rank = -1;
+  std::string master_addr;
+  int64_t master_port = 0;
+  Clock::time_point last_seen;
+  Clock::time_point join_deadline;  // open round only
+  uint32_t node_rank = 0;           // closed round only
+  bool left = false;                // its ranks all ended
+};
+
+struct CoordJob {
+  uint64_t generation = 0;
+  bool closed = false;  // the world of `generation` is formed
+  std::string broken;   // why the closed round cannot go on ("" = healthy)
+  uint32_t min_nodes = 1, max_nodes = 1;
+  int64_t last_call_ms = 0;
+  std::optional<Clock::time_point> last_call;  // open round: close then
+  std::vector<RoundNode> nodes;                // this round's
+  std::vector<RoundNode> waiting;              // arrived after it closed
+  std::map<std::string, uint32_t> previous;    // node_id -> last node rank
+  Job store;                                   // global kv + barriers
+};
+
+}  // namespace muster::daemon

@@ -1,0 +1,353 @@
+// The coordinator side of a multi-node job (torchrun's c10d rendezvous
+// host): rounds of NodeJoin that form the world of each generation, the
+// job's one global store behind Forward, and node liveness by heartbeat.
+#include <algorithm>
+#include <numeric>
+
+#include "core/state.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+using proto::MsgType;
+
+namespace {
+
+std::string node_name(const RoundNode& n) {
+  return "node " + std::to_string(n.node_rank) + " (" + n.node_id + ")";
+}
+
+RoundNode* find_node(std::vector<RoundNode>& v, const std::string& id) {
+  for (auto& n : v)
+    if (n.node_id == id) return &n;
+  return nullptr;
+}
+
+}  // namespace
+
+void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
+                         std::vector<Outgoing>& out) {
+  switch (static_cast<MsgType>(env.type)) {
+    case MsgType::kNodeJoin:
+      return node_join(to, proto::NodeJoin::unpack(env.payload), out);
+    case MsgType::kForward:
+      return forward_in(to, proto::Forward::unpack(env.payload), out);
+    case MsgType::kHeartbeat:
+      return reply(to, heartbeat(proto::Heartbeat::unpack(env.payload)), out);
+    case MsgType::kRankExited: {
+      auto m = proto::RankExited::unpack(env.payload);
+      auto it = coord_.find(m.job);
+      if (it != coord_.end() && it->second.closed && it->second.generation == m.generation &&
+          m.rank < it->second.store.global_world_size) {
+        Job& store = it->second.store;
+        store.exited_ranks.insert(m.rank);
+        for (auto& [name, b] : store.barriers)
+          for (auto id : b.waiters)
+            if (auto w = waiters_.find(id); w != waiters_.end()) {
+              fail(w->second.to, ErrorCode::kPeerExited,
+                   "barrier '" + name + "' of job '" + m.job + "' cannot complete: rank " +
+                       std::to_string(m.rank) + " " + m.why,
+                   out);
+              drop_waiter(w);
+            }
+        store.barriers.clear();
+      }
+      return reply(to, proto::Ok{}, out);
+    }
+    case MsgType::kNodeLeave: {
+      auto m = proto::NodeLeave::unpack(env.payload);
+      auto it = coord_.find(m.job);
+      if (it != coord_.end()) {
+        CoordJob& cj = it->second;
+        if (RoundNode* n = find_node(cj.nodes, m.node_id); n && cj.generation == m.generation) {
+          n->left = true;
+          log::info("job=" + m.job + " " + node_name(*n) + " is done");
+        }
+        bool all_left = std::all_of(cj.nodes.begin(), cj.nodes.end(),
+                                    [](const RoundNode& n) { return n.left; });
+        if (cj.closed && all_left && cj.waiting.empty()) {
+          fail_store_waiters(cj.store, ErrorCode::kPeerExited,
+                             "job '" + m.job + "' ended on every node", out);
+          log::info("job=" + m.job + " (coordinated here) ended on every node");
+          coord_.erase(it);
+        }
+      }
+      return reply(to, proto::Ok{}, out);
+    }
+    default:
+      fail(to, ErrorCode::kUnknownType,
+           std::string("message type '") + proto::type_name(env.type) +
+               "' is not something a peer daemon may ask",
+           out);
+  }
+}
+
+void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<Outgoing>& out) {
+  auto now = Clock::now();
+  auto [it, fresh] = coord_.try_emplace(m.job);
+  CoordJob& cj = it->second;
+  if (fresh) {
+    cj.min_nodes = m.min_nodes;
+    cj.max_nodes = m.max_nodes;
+    cj.last_call_ms = m.last_call_ms;
+    cj.store.id = m.job;
+    cj.store.global = true;
+    log::info("job=" + m.job + " coordinated here: " + std::to_string(m.min_nodes) + ".." +
+              std::to_string(m.max_nodes) + " node(s)");
+  } else if (cj.min_nodes != m.min_nodes || cj.max_nodes != m.max_nodes) {
+    fail(to, ErrorCode::kConflict,
+         "job '" + m.job + "' runs with " + std::to_string(cj.min_nodes) + ":" +
+             std::to_string(cj.max_nodes) + " nodes, but node " + m.node_id + " asks for " +
+             std::to_string(m.min_nodes) + ":" + std::to_string(m.max_nodes),
+         out);
+    if (fresh) coord_.erase(it);
+    return;
+  }
+  RoundNode n;
+  n.node_id = m.node_id;
+  n.to = to;
+  n.nproc = m.nproc;
+  n.want_rank = m.node_rank;
+  n.master_addr = m.master_addr;
+  n.master_port = m.master_port;
+  n.last_seen = now;
+  n.join_deadline = now + std::chrono::milliseconds(m.timeout_ms ? m.timeout_ms : 900000);
+  if (cj.closed) {
+    bool member = find_node(cj.nodes, m.node_id) != nullptr;
+    if (!member && cj.broken.empty()) {
+      // The world of this generation is formed: wait for the next one
+      // (its members restart when they hear that nodes are waiting).
+      if (RoundNode* w = find_node(cj.waiting, m.node_id))
+        *w = std::move(n);
+      else
+        cj.waiting.push_back(std::move(n));
+      log::info("job=" + m.job + " node " + m.node_id + " waits for generation " +
+                std::to_string(cj.generation + 1));
+      return;
+    }
+    // A member that joins again restarted: this generation is over.
+    if (cj.broken.empty()) break_round(cj, "node " + m.node_id + " restarted", out);
+    cj.generation += 1;
+    cj.closed = false;
+    cj.last_call.reset();
+    cj.nodes.clear();
+    log::info("job=" + m.job + " generation " + std::to_string(cj.generation) + " forms");
+  }
+  if (RoundNode* old = find_node(cj.nodes, m.node_id))
+    *old = std::move(n);
+  else
+    cj.nodes.push_back(std::move(n));
+  // Nodes that waited for this round join it, as far as it has room.
+  while (!cj.waiting.empty() && cj.nodes.size() < cj.max_nodes) {
+    if (!find_node(cj.nodes, cj.waiting.front().node_id))
+      cj.nodes.push_back(std::move(cj.waiting.front()));
+    cj.waiting.erase(cj.waiting.begin());
+  }
+  if (cj.nodes.size() >= cj.max_nodes) return close_round(cj, out);
+  if (cj.nodes.size() >= cj.min_nodes && !cj.last_call)
+    cj.last_call = now + std::chrono::milliseconds(cj.last_call_ms);
+}
+
+void State::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
+  size_t n = cj.nodes.size();
+  // Node ranks: the asked-for ones first, then the rest by the rank they
+  // had before (stable across generations), then by node id: the same set
+  // of nodes always gets the same order.
+  std::vector<RoundNode*> order(n, nullptr);
+  std::vector<RoundNode*> rest;
+  for (auto& node : cj.nodes) {
+    if (node.want_rank >= 0 && static_cast<size_t>(node.want_rank) < n && !order[node.want_rank])
+      order[node.want_rank] = &node;
+    else
+      rest.push_back(&node);
+  }
+  auto prev = [&](const RoundNode* x) {
+    auto it = cj.previous.find(x->node_id);
+    return it == cj.previous.end() ? UINT32_MAX : it->second;
+  };
+  std::sort(rest.begin(), rest.end(), [&](const RoundNode* a, const RoundNode* b) {
+    return std::make_pair(prev(a), a->node_id) < std::make_pair(prev(b), b->node_id);
+  });
+  size_t k = 0;
+  for (auto& slot : order)
+    if (!slot) slot = rest[k++];
+  uint32_t offset = 0;
+  std::vector<uint32_t> offsets(n);
+  for (size_t r = 0; r < n; ++r) {
+    order[r]->node_rank = static_cast<uint32_t>(r);
+    offsets[r] = offset;
+    offset += order[r]->nproc;
+  }
+  cj.closed = true;
+  cj.broken.clear();
+  cj.last_call.reset();
+  cj.previous.clear();
+  for (auto* node : order) cj.previous[node->node_id] = node->node_rank;
+  Job& store = cj.store;
+  store.generation = cj.generation;
+  store.global_world_size = offset;
+  store.exited_ranks.clear();
+  store.broken.clear();
+  log::info("job=" + store.id + " generation " + std::to_string(cj.generation) +
+            " formed: " + std::to_string(n) + " node(s), world size " + std::to_string(offset));
+  auto now = Clock::now();
+  for (size_t r = 0; r < n; ++r) {
+    RoundNode& node = *order[r];
+    node.last_seen = now;
+    proto::World w{store.id,   cj.generation, node.node_rank,        static_cast<uint32_t>(n),
+                   offsets[r], offset,        order[0]->master_addr, order[0]->master_port};
+    reply(node.to, w, out);
+  }
+}
+
+void State::fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
+                               std::vector<Outgoing>& out) {
+  std::vector<uint64_t> ids = store.key_waiters;
+  for (auto& [name, b] : store.barriers) ids.insert(ids.end(), b.waiters.begin(), b.waiters.end());
+  for (auto id : ids)
+    if (auto w = waiters_.find(id); w != waiters_.end()) {
+      fail(w->second.to, code, why, out);
+      drop_waiter(w);
+    }
+  store.key_waiters.clear();
+  store.barriers.clear();
+}
+
+void State::break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out) {
+  cj.broken = why;
+  cj.store.broken = why;
+  log::warning("job=" + cj.store.id + " generation " + std::to_string(cj.generation) +
+               " cannot go on: " + why);
+  fail_store_waiters(
+      cj.store, ErrorCode::kPeerExited,
+      "job '" + cj.store.id + "' generation " + std::to_string(cj.generation) + ": " + why, out);
+}
+
+void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out) {
+  auto it = coord_.find(m.job);
+  if (it == coord_.end())
+    throw Error(ErrorCode::kUnknownJob, "no multi-node job '" + m.job + "' is coordinated here");
+  CoordJob& cj = it->second;
+  if (!cj.closed || cj.generation != m.generation)
+    throw Error(ErrorCode::kConflict, "request from generation " + std::to_string(m.generation) +
+                                          " refused: job '" + m.job + "' is at generation " +
+                                          std::to_string(cj.generation) +
+                                          (cj.closed ? "" : " (forming)"));
+  if (!cj.broken.empty())
+    throw Error(ErrorCode::kPeerExited, "job '" + m.job + "' generation " +
+                                            std::to_string(cj.generation) +
+                                            " cannot go on: " + cj.broken);
+  auto inner = proto::decode_envelope(m.frame.data(), m.frame.size());
+  ReplyTo inner_to = to;
+  inner_to.request_id = to.request_id;
+  // The inner request may only touch the job the Forward was checked for.
+  forwarding_job_ = m.job;
+  struct Reset {
+    std::string& s;
+    ~Reset() { s.clear(); }
+  } reset{forwarding_job_};
+  auto type = static_cast<MsgType>(inner.type);
+  if (type == MsgType::kBarrier)
+    barrier(inner_to, proto::Barrier::unpack(inner.payload), out);
+  else if (type >= MsgType::kStoreSet && type <= MsgType::kStoreWait)
+    store_request(inner_to, inner, out);
+  else
+    throw Error(ErrorCode::kUnknownType,
+                std::string("a peer may not forward '") + proto::type_name(inner.type) + "'");
+}
+
+proto::JobEvent State::event_for(const CoordJob& cj, const std::string& id,
+                                 const std::string& node_id, uint64_t generation) const {
+  proto::JobEvent e{id, cj.generation, "running", ""};
+  auto member = [&](const std::vector<RoundNode>& v) {
+    return std::any_of(v.begin(), v.end(),
+                       [&](const RoundNode& n) { return n.node_id == node_id; });
+  };
+  if (!cj.closed) {
+    e.state = member(cj.nodes) ? "forming" : "broken";
+    if (e.state == "broken")
+      e.message = "generation " + std::to_string(cj.generation) + " is forming without this node" +
+                  (cj.broken.empty() ? "" : ": " + cj.broken);
+  } else if (generation != cj.generation || !member(cj.nodes)) {
+    e.state = member(cj.waiting) ? "forming" : "broken";
+    e.message = "generation " + std::to_string(generation) + " was replaced by generation " +
+                std::to_string(cj.generation);
+  } else if (!cj.broken.empty()) {
+    e.state = "broken";
+    e.message = cj.broken;
+  } else if (!cj.waiting.empty() && cj.nodes.size() < cj.max_nodes) {
+    e.state = "waiting";
+    e.message = std::to_string(cj.waiting.size()) + " node(s) wait to join generation " +
+                std::to_string(cj.generation + 1);
+  }
+  return e;
+}
+
+proto::HeartbeatAck State::heartbeat(const proto::Heartbeat& m) {
+  proto::HeartbeatAck ack;
+  auto now = Clock::now();
+  for (const auto& jg : m.jobs) {
+    auto it = coord_.find(jg.job);
+    if (it == coord_.end()) {
+      ack.events.push_back({jg.job, jg.generation, "unknown",
+                            "the coordinator has no job '" + jg.job + "' (did it restart?)"});
+      continue;
+    }
+    CoordJob& cj = it->second;
+    if (RoundNode* n = find_node(cj.nodes, m.node_id)) n->last_seen = now;
+    if (RoundNode* n = find_node(cj.waiting, m.node_id)) n->last_seen = now;
+    ack.events.push_back(event_for(cj, jg.job, m.node_id, jg.generation));
+  }
+  return ack;
+}
+
+void State::coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  for (auto it = coord_.begin(); it != coord_.end();) {
+    CoordJob& cj = it->second;
+    const std::string& id = it->first;
+    if (cj.closed) {
+      if (cj.broken.empty())
+        for (const auto& n : cj.nodes)
+          if (!n.left && now - n.last_seen > peer_timeout_) {
+            break_round(cj,
+                        node_name(n) + " lost: no heartbeat for " +
+                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               now - n.last_seen)
+                                               .count()) +
+                            " ms",
+                        out);
+            break;
+          }
+    } else {
+      // Nodes of a forming round that went silent or ran out of time.
+      std::erase_if(cj.nodes, [&](const RoundNode& n) {
+        if (now - n.last_seen > peer_timeout_) {
+          log::warning("job=" + id + " node " + n.node_id + " went silent during the rendezvous");
+          return true;
+        }
+        if (now >= n.join_deadline) {
+          fail(n.to, ErrorCode::kTimeout,
+               "no world formed for job '" + id + "': " + std::to_string(cj.nodes.size()) +
+                   " node(s) joined, at least " + std::to_string(cj.min_nodes) + " needed",
+               out);
+          return true;
+        }
+        return false;
+      });
+      if (cj.nodes.size() < cj.min_nodes) cj.last_call.reset();
+      if (cj.last_call && now >= *cj.last_call) close_round(cj, out);
+    }
+    std::erase_if(cj.waiting,
+                  [&](const RoundNode& n) { return now - n.last_seen > peer_timeout_; });
+    bool empty = cj.nodes.empty() && cj.waiting.empty();
+    if (empty) {
+      fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + id + "' has no nodes left",
+                         out);
+      it = coord_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,259 @@
+// The node side of a multi-node job: joining a world through the job's
+// coordinator, relaying store and barrier requests to it, heartbeats, and
+// noticing when the coordinator goes silent.
+#include <algorithm>
+
+#include "core/state.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+using proto::MsgType;
+
+namespace {
+
+std::string seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", ms.count() / 1000.0);
+  return buf;
+}
+
+// A request's payload as a frame of its own (for Forward and for relaying
+// a reply under the client's request id).
+std::string reencode(uint64_t request_id, uint16_t type, const msgpack::object& payload) {
+  codec::Buffer buf;
+  codec::Packer p(buf);
+  p.pack(payload);
+  return proto::encode_raw(request_id, type, buf);
+}
+
+bool is_store_or_barrier(MsgType t) {
+  switch (t) {
+    case MsgType::kStoreSet:
+    case MsgType::kStoreGet:
+    case MsgType::kStoreAdd:
+    case MsgType::kStoreCompareSet:
+    case MsgType::kStoreDelete:
+    case MsgType::kStoreWait:
+    case MsgType::kBarrier:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// A store or barrier request of a multi-node job goes to its coordinator,
+// which holds the one store of the job; the answer comes back through
+// on_link_frame. Returns false when the request is for this daemon.
+bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
+                          std::vector<Outgoing>& out) {
+  if (to.from_peer || !is_store_or_barrier(static_cast<MsgType>(env.type))) return false;
+  codec::MapReader r(env.payload, proto::type_name(env.type));
+  auto it = jobs_.find(proto::read_job_id(r));
+  if (it == jobs_.end() || !it->second.cluster) return false;
+  Job& job = it->second;
+  const ClusterInfo& c = *job.cluster;
+  if (!c.formed)
+    throw Error(ErrorCode::kUnavailable, "job '" + job.id +
+                                             "' has not formed its world yet (rendezvous through " +
+                                             c.coordinator + ")");
+  if (c.state == "broken")
+    throw Error(ErrorCode::kPeerExited, "job '" + job.id + "' generation " +
+                                            std::to_string(job.generation) +
+                                            " cannot go on: " + c.message);
+  proto::Forward f{job.id, job.generation, reencode(0, env.type, env.payload)};
+  send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
+  return true;
+}
+
+void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
+  auto m = proto::Rendezvous::unpack(env.payload);
+  Job& job = job_or_throw(m.job);
+  if (job.cluster && !job.cluster->formed)
+    throw Error(ErrorCode::kConflict, "job '" + m.job + "' is already in a rendezvous");
+  if (job.cluster && job.cluster->formed)
+    throw Error(ErrorCode::kConflict, "job '" + m.job + "' already has its world (generation " +
+                                          std::to_string(job.generation) +
+                                          "); a new generation starts with a new reservation");
+  if (!peering_unavailable_.empty())
+    throw Error(ErrorCode::kInvalidArgument,
+                "this daemon cannot join multi-node jobs: " + peering_unavailable_);
+  if (node_id_.empty())
+    throw Error(ErrorCode::kInternal, "this daemon has no node id for multi-node jobs");
+  auto colon = m.coordinator.rfind(':');
+  bool port_ok = colon != std::string::npos && colon > 0 && colon + 1 < m.coordinator.size() &&
+                 m.coordinator.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+                 m.coordinator.size() - colon <= 6 &&
+                 std::stoi(m.coordinator.substr(colon + 1)) > 0 &&
+                 std::stoi(m.coordinator.substr(colon + 1)) < 65536;
+  if (!port_ok)
+    throw Error(ErrorCode::kInvalidArgument,
+                "coordinator '" + m.coordinator + "' is not HOST:PORT with a port 1..65535");
+  job.cluster = ClusterInfo{};
+  job.cluster->coordinator = m.coordinator;
+  proto::NodeJoin j{m.job,         node_id_,     job.local_world_size, m.node_rank,
+                    m.min_nodes,   m.max_nodes,  m.last_call_ms,       m.timeout_ms,
+                    m.master_addr, m.master_port};
+  log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
+            std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
+  send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
+}
+
+proto::JobEvent State::cluster_state(const std::string& id) const {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
+  const Job& job = it->second;
+  if (!job.cluster) return {id, job.generation, "running", "a single-node job"};
+  return {id, job.generation, job.cluster->state, job.cluster->message};
+}
+
+void State::on_link_frame(const std::string& link, const void* data, size_t size,
+                          std::vector<Outgoing>& out) {
+  auto lit = links_.find(link);
+  if (lit == links_.end()) return;
+  Link& l = lit->second;
+  l.last_heard = Clock::now();
+  l.lost = false;
+  proto::Envelope env;
+  try {
+    env = proto::decode_envelope(data, size);
+  } catch (const proto::EnvelopeError& e) {
+    log::warning("coordinator " + link + " sent a bad frame: " + e.what());
+    return;
+  }
+  auto pit = l.pending.find(env.request_id);
+  if (pit == l.pending.end()) return;  // answered already (e.g. after a loss)
+  LinkPending p = std::move(pit->second);
+  l.pending.erase(pit);
+  auto type = static_cast<MsgType>(env.type);
+  try {
+    switch (p.kind) {
+      case LinkPending::Kind::kForward:
+        out.push_back({p.to, reencode(p.to.request_id, env.type, env.payload), {}});
+        return;
+      case LinkPending::Kind::kRendezvous: {
+        auto jit = jobs_.find(p.job);
+        if (type == MsgType::kErrorReply) {
+          auto e = proto::ErrorReply::unpack(env.payload);
+          if (jit != jobs_.end() && jit->second.cluster) jit->second.cluster.reset();
+          fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
+          return;
+        }
+        auto w = proto::World::unpack(env.payload);
+        if (jit == jobs_.end() || !jit->second.cluster) return;  // the launcher is gone
+        Job& job = jit->second;
+        ClusterInfo& c = *job.cluster;
+        c.formed = true;
+        c.node_rank = w.node_rank;
+        c.num_nodes = w.num_nodes;
+        c.rank_offset = w.rank_offset;
+        c.world_size = w.world_size;
+        c.state = "running";
+        c.message.clear();
+        job.generation = w.generation;
+        log::info("job=" + job.id + " generation " + std::to_string(w.generation) + ": node rank " +
+                  std::to_string(w.node_rank) + " of " + std::to_string(w.num_nodes) + ", ranks " +
+                  std::to_string(w.rank_offset) + ".." +
+                  std::to_string(w.rank_offset + job.local_world_size - 1) + " of " +
+                  std::to_string(w.world_size));
+        reply(p.to, w, out);
+        return;
+      }
+      case LinkPending::Kind::kHeartbeat: {
+        if (type != MsgType::kHeartbeatAck) return;
+        for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events) {
+          auto jit = jobs_.find(e.job);
+          if (jit == jobs_.end() || !jit->second.cluster) continue;
+          ClusterInfo& c = *jit->second.cluster;
+          if (!c.formed) continue;  // the World will say
+          if (c.state != e.state && e.state != "running")
+            log::notice("job=" + e.job + " is " + e.state + ": " + e.message);
+          c.state = e.state == "unknown" ? "broken" : e.state;
+          c.message = e.message;
+        }
+        return;
+      }
+      case LinkPending::Kind::kNotice:
+        return;
+    }
+  } catch (const Error& e) {
+    log::warning("coordinator " + link + " sent a bad " + proto::type_name(env.type) + ": " +
+                 e.what());
+    if (p.kind != LinkPending::Kind::kHeartbeat && p.kind != LinkPending::Kind::kNotice)
+      fail(p.to, ErrorCode::kBadMessage, std::string("bad answer from coordinator: ") + e.what(),
+           out);
+  }
+}
+
+void State::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out) {
+  std::string why =
+      "lost contact with the coordinator " + link + ": no answer for " +
+      seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - l.last_heard));
+  log::warning(why);
+  l.lost = true;
+  for (auto& [id, p] : l.pending)
+    if (p.kind == LinkPending::Kind::kForward || p.kind == LinkPending::Kind::kRendezvous)
+      fail(p.to, ErrorCode::kPeerExited, why, out);
+  l.pending.clear();
+  for (auto& [id, job] : jobs_)
+    if (job.cluster && job.cluster->coordinator == link && job.cluster->formed) {
+      job.cluster->state = "broken";
+      job.cluster->message = why;
+    }
+}
+
+void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
+                               std::vector<Outgoing>& out) {
+  if (!job.cluster || !job.cluster->formed) return;
+  proto::RankExited m{job.id, job.generation, job.cluster->rank_offset + local_rank, why};
+  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+}
+
+void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
+  if (!job.cluster) return;
+  // A rendezvous still waiting for its world has nobody left to answer.
+  auto lit = links_.find(job.cluster->coordinator);
+  if (lit != links_.end())
+    std::erase_if(lit->second.pending, [&](const auto& kv) {
+      return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == job.id;
+    });
+  proto::NodeLeave m{job.id, job.generation, node_id_};
+  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+}
+
+void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  coordinator_tick(now, out);
+  for (auto lit = links_.begin(); lit != links_.end();) {
+    const std::string& link = lit->first;
+    Link& l = lit->second;
+    std::vector<proto::JobGeneration> mine;
+    for (const auto& [id, job] : jobs_)
+      if (job.cluster && job.cluster->coordinator == link) mine.push_back({id, job.generation});
+    bool waiting = std::any_of(l.pending.begin(), l.pending.end(), [](const auto& kv) {
+      return kv.second.kind == LinkPending::Kind::kForward ||
+             kv.second.kind == LinkPending::Kind::kRendezvous;
+    });
+    if (mine.empty() && !waiting) {
+      // Nothing left to do with this coordinator: forget it (the server
+      // closes the connection once no Outgoing names it any more).
+      if (now - l.last_heard > peer_timeout_ || l.pending.empty()) {
+        lit = links_.erase(lit);
+        continue;
+      }
+    }
+    if (!l.lost && now - l.last_heard > peer_timeout_) link_lost(link, l, out);
+    if (now >= l.next_beat && !mine.empty()) {
+      l.next_beat = now + peer_timeout_ / 4;
+      // Only the newest heartbeat's answer matters.
+      std::erase_if(l.pending,
+                    [](const auto& kv) { return kv.second.kind == LinkPending::Kind::kHeartbeat; });
+      send_link(link, {LinkPending::Kind::kHeartbeat, {}, {}}, proto::Heartbeat{node_id_, mine},
+                out);
+    }
+    ++lit;
+  }
+}
+
+}  // namespace muster::daemon
