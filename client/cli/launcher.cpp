@@ -526,7 +526,8 @@ std::deque<std::string> OutputPump::tail(uint32_t rank) const {
   return it == impl_->tails.end() ? std::deque<std::string>{} : it->second;
 }
 
-Outcome supervise(std::vector<Worker>& ws, double grace_s) {
+Outcome supervise(std::vector<Worker>& ws, double grace_s,
+                  const std::function<std::string()>& world_check) {
   using Clock = std::chrono::steady_clock;
   sigset_t set = supervisor_set();
   size_t running = ws.size();
@@ -540,8 +541,21 @@ Outcome supervise(std::vector<Worker>& ws, double grace_s) {
     for (auto& w : ws)
       if (!w.done) kill(-w.pid, sig);
   };
+  auto next_check = Clock::now();
   while (running > 0) {
     timespec ts{1, 0};
+    if (world_check) {
+      if (!stopping && Clock::now() >= next_check) {
+        next_check = Clock::now() + std::chrono::milliseconds(250);
+        if (auto why = world_check(); !why.empty()) {
+          std::fprintf(stderr, "muster run: %s; stopping %zu worker(s)\n", why.c_str(), running);
+          result.world_changed = why;
+          result.code = 1;
+          begin_stop(SIGTERM);
+        }
+      }
+      ts = {0, 250 * 1000 * 1000};
+    }
     if (stopping) {
       auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(kill_at - Clock::now());
       if (left.count() <= 0) {
@@ -573,7 +587,7 @@ Outcome supervise(std::vector<Worker>& ws, double grace_s) {
         w.done = true;
         w.exit_code = code_of(status);
         --running;
-        if (w.exit_code != 0 && !stopping) {
+        if (w.exit_code != 0 && !stopping && result.world_changed.empty()) {
           std::fprintf(stderr,
                        "muster run: rank %u (pid %d) %s; stopping the other %zu worker(s)\n",
                        w.rank, pid, describe(status).c_str(), running);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -75,12 +76,18 @@ struct Outcome {
   bool interrupted = false;  // muster run got SIGINT/SIGTERM/SIGHUP
   int rank = -1;             // the first failing worker, -1 for none
   std::string how;           // "exited with code 3", "was killed by signal 9 (SIGKILL)"
+  // Set when world_check stopped the group: why (a node lost, nodes waiting).
+  std::string world_changed;
 };
 
 // Waits for all workers. The first failure stops the rest (SIGTERM, then
 // SIGKILL after grace_s); SIGINT/SIGTERM/SIGHUP are forwarded the same way.
 // Then kills what is left in the workers' groups and waits (up to 2 s) until
 // they are empty.
-Outcome supervise(std::vector<Worker>& ws, double grace_s);
+// world_check (multi-node jobs), asked about every quarter second while
+// the workers run, returns why the job's world changed (or ""); the group
+// is then stopped the same way and the reason lands in world_changed.
+Outcome supervise(std::vector<Worker>& ws, double grace_s,
+                  const std::function<std::string()>& world_check = {});
 
 }  // namespace muster::cli

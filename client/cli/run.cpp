@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <thread>
@@ -40,6 +41,48 @@ int free_port() {
     port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+
+std::string host_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || !*host) return "127.0.0.1";
+  return host;
+}
+
+// What a worker's rank and world are: this node alone, or its part of the
+// world the coordinator formed.
+struct Placement {
+  uint32_t rank_offset = 0;
+  uint32_t world_size = 1;
+  uint32_t node_rank = 0;
+  uint32_t num_nodes = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  uint64_t generation = 0;
+};
+
+Placement place(const std::string& endpoint, const RunOptions& o, const std::string& job,
+                const Client::Reservation& booked, int port) {
+  Placement p;
+  p.world_size = o.nproc;
+  p.master_port = port;
+  p.generation = booked.generation;
+  if (o.coordinator.empty()) return p;
+  Client::RendezvousOptions r;
+  r.coordinator = o.coordinator;
+  r.node_rank = o.node_rank;
+  r.min_nodes = o.min_nodes;
+  r.max_nodes = o.max_nodes;
+  r.last_call = std::chrono::milliseconds(static_cast<int64_t>(o.last_call_s * 1000));
+  r.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_timeout_s * 1000));
+  r.master_addr = o.local_addr.empty() ? host_name() : o.local_addr;
+  r.master_port = port;
+  auto w = Client({endpoint}).rendezvous(job, r);
+  std::cerr << "muster run: job " << job << " generation " << w.generation << ": node "
+            << w.node_rank << " of " << w.num_nodes << ", ranks " << w.rank_offset << ".."
+            << w.rank_offset + o.nproc - 1 << " of " << w.world_size << "\n";
+  return {w.rank_offset, w.world_size,  w.node_rank, w.num_nodes,
+          w.master_addr, w.master_port, w.generation};
 }
 
 std::string generated_job_id() {
@@ -83,14 +126,14 @@ std::vector<std::string> worker_env(const std::map<std::string, std::string>& se
 // (the job is still there, or its GPUs), and an embedded daemon left idle
 // may have stopped; give both a few seconds.
 Client::Reservation reserve(const std::string& endpoint, const RunOptions& o,
-                            const std::string& job, uint32_t attempt) {
+                            const std::string& job, uint32_t attempt, uint32_t generation) {
   std::vector<int> devices(o.devices.begin(), o.devices.end());
   bool restart = attempt > 0;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     try {
       ensure_daemon(endpoint, o.simulate_gpus);
-      return Client({endpoint}).reserve(job, o.nproc, !o.cpu, devices, getpid(), attempt);
+      return Client({endpoint}).reserve(job, o.nproc, !o.cpu, devices, getpid(), generation);
     } catch (const Error& e) {
       bool transient = e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kNoDevice ||
                        e.code() == ErrorCode::kUnavailable;
@@ -113,6 +156,10 @@ void print_summary(const std::vector<Failure>& failures, const RunOptions& o) {
          std::to_string(o.max_restarts) + ")";
   s += ":\n";
   for (const auto& f : failures) {
+    if (f.outcome.rank < 0) {  // stopped because the job's world changed
+      s += "  attempt " + std::to_string(f.attempt) + ": " + f.outcome.world_changed + "\n";
+      continue;
+    }
     s += "  attempt " + std::to_string(f.attempt) + ": rank " + std::to_string(f.outcome.rank) +
          " " + f.outcome.how + "\n";
     if (f.tail.empty()) s += "    (no stderr output)\n";
@@ -141,25 +188,32 @@ int run_main(const std::vector<std::string>& args) {
   int port = o.master_port ? o.master_port : free_port();
   std::vector<Failure> failures;
   int code = 1;
+  // Restarts after failures (counted against --max-restarts); a new world
+  // because nodes joined is not one.
+  uint32_t restarts = 0;
   for (uint32_t attempt = 0;; ++attempt) {
     std::vector<Worker> workers;
     OutputPump pump(o.prefix_output, 5);
     Outcome out;
+    bool membership_change = false;
     try {
-      auto booked = reserve(endpoint, o, job, attempt);
-      std::string generation = std::to_string(booked.generation);
+      auto booked = reserve(endpoint, o, job, attempt, restarts);
+      Placement at = place(endpoint, o, job, booked, port);
+      std::string generation = std::to_string(at.generation);
       for (uint32_t r = 0; r < o.nproc; ++r) {
+        std::string rank = std::to_string(at.rank_offset + r);
         std::map<std::string, std::string> vars = {
-            {"RANK", std::to_string(r)},
+            {"RANK", rank},
             {"LOCAL_RANK", std::to_string(r)},
-            {"GROUP_RANK", "0"},
-            {"ROLE_RANK", std::to_string(r)},
-            {"WORLD_SIZE", std::to_string(o.nproc)},
+            {"GROUP_RANK", std::to_string(at.node_rank)},
+            {"GROUP_WORLD_SIZE", std::to_string(at.num_nodes)},
+            {"ROLE_RANK", rank},
+            {"WORLD_SIZE", std::to_string(at.world_size)},
             {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-            {"ROLE_WORLD_SIZE", std::to_string(o.nproc)},
-            {"MASTER_ADDR", "127.0.0.1"},
-            {"MASTER_PORT", std::to_string(port)},
-            {"TORCHELASTIC_RESTART_COUNT", std::to_string(attempt)},
+            {"ROLE_WORLD_SIZE", std::to_string(at.world_size)},
+            {"MASTER_ADDR", at.master_addr},
+            {"MASTER_PORT", std::to_string(at.master_port)},
+            {"TORCHELASTIC_RESTART_COUNT", std::to_string(restarts)},
             {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
             {"TORCHELASTIC_RUN_ID", job},
             {"MUSTER_ENDPOINT", endpoint},
@@ -178,7 +232,24 @@ int run_main(const std::vector<std::string>& args) {
       Client({endpoint}).attach(job, pids);
       pump.start();
       for (auto& w : workers) release(w);
-      out = supervise(workers, o.grace_s);
+      std::function<std::string()> check;
+      if (!o.coordinator.empty())
+        check = [&]() -> std::string {
+          try {
+            auto s = Client({endpoint}).cluster_state(job);
+            if (s.state == "broken") return "the job's world broke (" + s.message + ")";
+            if (s.state == "waiting") {
+              membership_change = true;
+              return s.message + "; moving to the next generation";
+            }
+            return "";
+          } catch (const Error& e) {
+            // Once every worker ended, the daemon forgot the job: nothing to say.
+            if (e.code() == ErrorCode::kUnknownJob) return "";
+            return std::string("lost the node's daemon (") + e.what() + ")";
+          }
+        };
+      out = supervise(workers, o.grace_s, check);
     } catch (const std::exception& e) {
       std::cerr << "muster run: " << e.what() << "\n";
       kill_all(workers, SIGKILL);
@@ -189,17 +260,30 @@ int run_main(const std::vector<std::string>& args) {
     // Everything the workers wrote is out before muster run says more.
     pump.finish(1.0);
     code = out.code;
+    if (!out.world_changed.empty() && !out.interrupted) {
+      if (membership_change) continue;  // same restart count, next generation
+      failures.push_back({attempt, out, {}});
+      if (restarts >= o.max_restarts) {
+        print_summary(failures, o);
+        break;
+      }
+      ++restarts;
+      std::cerr << "muster run: restarting the group with the other nodes (restart " << restarts
+                << " of " << o.max_restarts << ")\n";
+      continue;
+    }
     if (code == 0 || out.rank < 0) break;
     failures.push_back({attempt, out, pump.tail(static_cast<uint32_t>(out.rank))});
     if (int sig = take_pending_stop_signal(); sig || out.interrupted) {
       if (sig) code = 128 + sig;
       break;  // the user's stop is never retried
     }
-    if (attempt >= o.max_restarts) {
+    if (restarts >= o.max_restarts) {
       print_summary(failures, o);
       break;
     }
-    std::cerr << "muster run: restarting the group (restart " << attempt + 1 << " of "
+    ++restarts;
+    std::cerr << "muster run: restarting the group (restart " << restarts << " of "
               << o.max_restarts << ")\n";
   }
   // An embedded daemon left without jobs stops; wait a moment for it.

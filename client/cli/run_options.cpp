@@ -21,12 +21,37 @@ const std::set<std::string> kTakesValue = {"-n",
                                            "--master-port",
                                            "--master_port",
                                            "--max-restarts",
-                                           "--max_restarts"};
+                                           "--max_restarts",
+                                           "--nnodes",
+                                           "--coordinator",
+                                           "--rdzv-endpoint",
+                                           "--rdzv_endpoint",
+                                           "--node-rank",
+                                           "--node_rank",
+                                           "--last-call",
+                                           "--rdzv-timeout",
+                                           "--local-addr",
+                                           "--local_addr"};
+
+// "N" or "MIN:MAX", as torchrun's --nnodes.
+void parse_nnodes(const std::string& s, uint32_t& min_nodes, uint32_t& max_nodes) {
+  auto colon = s.find(':');
+  auto number = [&](const std::string& t) {
+    if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos)
+      throw std::runtime_error("--nnodes takes N or MIN:MAX, got '" + s + "'");
+    return static_cast<uint32_t>(std::stoul(t));
+  };
+  min_nodes = number(s.substr(0, colon));
+  max_nodes = colon == std::string::npos ? min_nodes : number(s.substr(colon + 1));
+  if (min_nodes < 1 || max_nodes < min_nodes || max_nodes > 65536)
+    throw std::runtime_error("--nnodes: need 1 <= MIN <= MAX <= 65536, got '" + s + "'");
 }
+}  // namespace
 
 std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args) {
   RunOptions o;
   std::string devices;
+  std::string nnodes = "1";
   bool no_prefix = false;
   po::options_description desc("Options");
   // clang-format off
@@ -49,7 +74,23 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
        "restart the whole group up to K times after a worker fails (TORCHELASTIC_RESTART_COUNT)")
     ("max_restarts", po::value(&o.max_restarts), "alias of --max-restarts (torchrun spelling)")
     ("no-prefix-output", po::bool_switch(&no_prefix),
-       "pass workers' output through as is, without the `[rankN]: ` line prefix");
+       "pass workers' output through as is, without the `[rankN]: ` line prefix")
+    ("nnodes", po::value(&nnodes)->default_value("1"),
+       "number of nodes, N or MIN:MAX (elastic); more than 1 needs --coordinator")
+    ("coordinator", po::value(&o.coordinator), "HOST:PORT of the daemon that coordinates a "
+       "multi-node job (its --peer-bind/--peer-port); every node gives the same")
+    ("rdzv-endpoint", po::value(&o.coordinator), "alias of --coordinator (torchrun spelling)")
+    ("rdzv_endpoint", po::value(&o.coordinator), "alias of --coordinator")
+    ("node-rank", po::value(&o.node_rank)->default_value(-1),
+       "this node's rank when a fixed order is wanted (default: assigned, stable)")
+    ("node_rank", po::value(&o.node_rank), "alias of --node-rank")
+    ("last-call", po::value(&o.last_call_s)->default_value(30.0),
+       "seconds to wait for more nodes once MIN have joined (elastic --nnodes)")
+    ("rdzv-timeout", po::value(&o.rdzv_timeout_s)->default_value(600.0),
+       "seconds to wait for the world to form before giving up")
+    ("local-addr", po::value(&o.local_addr), "this node's address for MASTER_ADDR when it "
+       "becomes node 0 (default: the host name)")
+    ("local_addr", po::value(&o.local_addr), "alias of --local-addr");
   // clang-format on
 
   // Split at the program: the first word that is not an option or its value.
@@ -89,7 +130,16 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
            "TORCHELASTIC_RESTART_COUNT and MUSTER_GENERATION counting the restarts, and\n"
            "after the last failure a summary names the failing rank of each attempt.\n"
            "Each line a worker writes goes to muster run's stdout or stderr as\n"
-           "`[rankN]: LINE` (like torchrun's --tee), unless --no-prefix-output.\n\n"
+           "`[rankN]: LINE` (like torchrun's --tee), unless --no-prefix-output.\n"
+           "Multi-node: run the same command on every node with --nnodes, --coordinator\n"
+           "HOST:PORT and --job-id; the nodes' daemons form one world through the\n"
+           "coordinating daemon (RANK = the ranks of the nodes before + LOCAL_RANK,\n"
+           "GROUP_RANK = the node rank, MUSTER_GENERATION = the world's generation).\n"
+           "With MIN:MAX the world forms when MAX nodes joined, or MIN and --last-call\n"
+           "passed; a node that comes later waits, and the running nodes restart their\n"
+           "workers into the next generation with it (not counted as a restart). When\n"
+           "a node is lost or fails, every node stops its workers and, within\n"
+           "--max-restarts, they form the next generation together.\n\n"
         << desc;
     return std::nullopt;
   }
@@ -104,6 +154,19 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
   o.prefix_output = !no_prefix;
   if (o.master_port < 0 || o.master_port > 65535)
     throw std::runtime_error("--master-port must be between 0 and 65535");
+  parse_nnodes(nnodes, o.min_nodes, o.max_nodes);
+  if (o.max_nodes > 1 && o.coordinator.empty())
+    throw std::runtime_error("--nnodes " + nnodes + " needs --coordinator HOST:PORT");
+  if (!o.coordinator.empty() && o.job_id.empty())
+    throw std::runtime_error("a multi-node job needs --job-id: every node must name the same job");
+  if (o.node_rank >= static_cast<int>(o.max_nodes))
+    throw std::runtime_error("--node-rank must be below the number of nodes (" +
+                             std::to_string(o.max_nodes) + ")");
+  if (o.node_rank < -1) throw std::runtime_error("--node-rank must not be negative");
+  if (o.last_call_s < 0 || o.last_call_s > 86400)
+    throw std::runtime_error("--last-call must be between 0 and 86400 seconds");
+  if (o.rdzv_timeout_s <= 0 || o.rdzv_timeout_s > 86400)
+    throw std::runtime_error("--rdzv-timeout must be between 0 and 86400 seconds");
   if (!devices.empty()) {
     for (auto d : parse_device_list(devices)) o.devices.push_back(static_cast<int>(d));
     if (o.cpu) throw std::runtime_error("--cpu and --devices contradict each other");

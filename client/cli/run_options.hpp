@@ -20,6 +20,15 @@ struct RunOptions {
   int master_port = 0;        // 0: pick a free one
   uint32_t max_restarts = 0;  // restarts of the whole group after a failure
   bool prefix_output = true;  // `[rankN]: ` before each line of a worker
+  // Multi-node (torchrun's c10d rendezvous): nodes MIN..MAX through the
+  // daemon at coordinator (host:port); empty coordinator = this node alone.
+  uint32_t min_nodes = 1;
+  uint32_t max_nodes = 1;
+  std::string coordinator;
+  int node_rank = -1;         // fixed node order when >= 0
+  double last_call_s = 30.0;  // after MIN nodes joined, wait this long for more
+  double rdzv_timeout_s = 600.0;
+  std::string local_addr;  // MASTER_ADDR when this node is node 0 (default: host name)
   std::string program;
   std::vector<std::string> args;
 };

@@ -64,6 +64,9 @@ struct CoordJob {
   uint64_t generation = 0;
   bool closed = false;  // the world of `generation` is formed
   std::string broken;   // why the closed round cannot go on ("" = healthy)
+  // The current round exists because nodes joined (torchrun's membership
+  // change), not because a node failed: not a failure for the others.
+  bool membership_change = false;
   uint32_t min_nodes = 1, max_nodes = 1;
   int64_t last_call_ms = 0;
   std::optional<Clock::time_point> last_call;  // open round: close then

@@ -125,8 +125,16 @@ void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<O
                 std::to_string(cj.generation + 1));
       return;
     }
-    // A member that joins again restarted: this generation is over.
-    if (cj.broken.empty()) break_round(cj, "node " + m.node_id + " restarted", out);
+    // A member that joins again restarted: this generation is over. With
+    // nodes waiting, that is the membership change they asked for.
+    cj.membership_change = cj.broken.empty() && !cj.waiting.empty();
+    if (cj.broken.empty())
+      break_round(cj,
+                  cj.membership_change
+                      ? std::to_string(cj.waiting.size()) + " node(s) join in generation " +
+                            std::to_string(cj.generation + 1)
+                      : "node " + m.node_id + " restarted",
+                  out);
     cj.generation += 1;
     cj.closed = false;
     cj.last_call.reset();
@@ -263,13 +271,16 @@ proto::JobEvent State::event_for(const CoordJob& cj, const std::string& id,
     return std::any_of(v.begin(), v.end(),
                        [&](const RoundNode& n) { return n.node_id == node_id; });
   };
+  // Nodes left in an older generation restart: as a failure, or (membership
+  // change) not counted as one.
+  const char* left_behind = cj.membership_change ? "waiting" : "broken";
   if (!cj.closed) {
-    e.state = member(cj.nodes) ? "forming" : "broken";
-    if (e.state == "broken")
+    e.state = member(cj.nodes) ? "forming" : left_behind;
+    if (e.state != "forming")
       e.message = "generation " + std::to_string(cj.generation) + " is forming without this node" +
                   (cj.broken.empty() ? "" : ": " + cj.broken);
   } else if (generation != cj.generation || !member(cj.nodes)) {
-    e.state = member(cj.waiting) ? "forming" : "broken";
+    e.state = member(cj.waiting) ? "forming" : left_behind;
     e.message = "generation " + std::to_string(generation) + " was replaced by generation " +
                 std::to_string(cj.generation);
   } else if (!cj.broken.empty()) {

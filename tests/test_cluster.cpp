@@ -1,0 +1,268 @@
+// Multi-node jobs on loopback: several private daemons (own runtime dirs,
+// own ports), one `muster run` per "node", the coordinator on one of them.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "sampler/sampler.hpp"
+#include "support/process.hpp"
+
+using namespace muster::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+uint64_t fnv(const void* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  return h;
+}
+
+// The `key=value` fields of the lines a worker printed (muster run prefixes
+// them with `[rankN]: `).
+std::map<std::string, std::string> fields(const std::string& line) {
+  std::map<std::string, std::string> f;
+  std::istringstream in(
+      line.substr(line.find(": ") == std::string::npos ? 0 : line.find(": ") + 2));
+  std::string word;
+  while (in >> word)
+    if (auto eq = word.find('='); eq != std::string::npos)
+      f[word.substr(0, eq)] = word.substr(eq + 1);
+  return f;
+}
+
+struct Cluster {
+  int port = free_port();
+  std::vector<std::unique_ptr<TestDaemon>> daemons;
+  explicit Cluster(int n,
+                   std::vector<std::string> common = {"--peer-plain", "--peer-timeout", "2"}) {
+    for (int i = 0; i < n; ++i) {
+      auto args = common;
+      if (i == 0) {
+        args.insert(args.end(), {"--peer-bind", "127.0.0.1", "--peer-port", std::to_string(port)});
+      }
+      daemons.push_back(std::make_unique<TestDaemon>(args));
+    }
+  }
+  std::string coordinator() const { return "127.0.0.1:" + std::to_string(port); }
+  std::unique_ptr<Process> run(int node, const std::string& job, const std::string& nnodes,
+                               std::vector<std::string> extra = {},
+                               std::vector<std::string> worker_args = {}) {
+    std::vector<std::string> argv = {program("MUSTER_TEST_MUSTER"),
+                                     "run",
+                                     "--nnodes",
+                                     nnodes,
+                                     "-n",
+                                     "2",
+                                     "--coordinator",
+                                     coordinator(),
+                                     "--job-id",
+                                     job,
+                                     "--cpu",
+                                     "--use-env",
+                                     "--local-addr",
+                                     "127.0.0.1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(program("MUSTER_TEST_CLUSTER_WORKER"));
+    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    return std::make_unique<Process>(
+        argv, std::map<std::string, std::string>{{"MUSTER_ENDPOINT", daemons[node]->endpoint()}},
+        true);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("four daemons run one job of 4 nodes x 2 ranks as one world", "[cluster]") {
+  Cluster c(4);
+  std::vector<std::unique_ptr<Process>> runs;
+  // Started in reverse: the node ranks come from --node-rank, not arrival.
+  for (int i = 3; i >= 0; --i)
+    runs.push_back(c.run(i, "four", "4", {"--node-rank", std::to_string(i)}));
+  std::vector<std::map<std::string, std::string>> ranks;  // merged fields per rank line
+  std::map<int, std::map<std::string, std::string>> by_rank;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    int node = 3 - static_cast<int>(k);
+    auto text = runs[k]->read_all(60s);
+    INFO("node " << node << " output:\n" << text);
+    REQUIRE(runs[k]->wait(10s) == 0);
+    // Each worker prints its lines under its own [rankN]: prefix (local rank).
+    std::map<std::string, std::map<std::string, std::string>> per_local;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("[rank", 0) != 0) continue;
+      auto& f = per_local[line.substr(0, line.find(']'))];
+      for (auto& [k2, v] : fields(line)) f[k2] = v;
+    }
+    REQUIRE(per_local.size() == 2);
+    for (auto& [prefix, f] : per_local) {
+      CHECK(f["node"] == std::to_string(node));
+      CHECK(f["nodes"] == "4");
+      CHECK(f["world"] == "8");
+      int rank = std::stoi(f["rank"]);
+      CHECK(rank == 2 * node + std::stoi(f["local_rank"]));
+      CHECK(by_rank.count(rank) == 0);
+      by_rank[rank] = f;
+    }
+  }
+  REQUIRE(by_rank.size() == 8);
+  CHECK(by_rank.begin()->first == 0);
+  CHECK(by_rank.rbegin()->first == 7);
+  for (auto& [rank, f] : by_rank) {
+    INFO("rank " << rank);
+    CHECK(f["id"] == by_rank[0]["id"]);
+    CHECK(f["ids"] == by_rank[0]["ids"]);
+    CHECK(f["store"] == "ok");
+    CHECK(f["generation"] == by_rank[0]["generation"]);
+    // The shard is torch's DistributedSampler for world 8 (the sampler
+    // library is checked against torch's own output in test_sampler).
+    muster::ShardSpec spec{1000, 3, 7, true, false, 8, static_cast<uint32_t>(rank)};
+    auto want = muster::shard_indices(spec);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%zu:%016llx", want.size(),
+                  static_cast<unsigned long long>(fnv(want.data(), want.size() * 8)));
+    CHECK(f["shard"] == buf);
+  }
+  CHECK(by_rank[0]["id"].size() == 16);
+}
+
+TEST_CASE("a daemon killed mid-job is detected and every surviving rank is told", "[cluster]") {
+  Cluster c(3);
+  std::vector<std::unique_ptr<Process>> runs;
+  for (int i = 0; i < 3; ++i)
+    runs.push_back(c.run(i, "lossy", "3", {"--node-rank", std::to_string(i)}, {"hold"}));
+  // Everyone got through the store and the barrier: the world works.
+  for (auto& r : runs) {
+    int shards = 0;
+    while (shards < 2) {
+      auto line = r->read_line(30s);
+      REQUIRE(line);
+      if (line->find("shard=") != std::string::npos) ++shards;
+    }
+  }
+  std::this_thread::sleep_for(300ms);  // into the held wait
+  kill(c.daemons[2]->pid(), SIGKILL);
+  // Nodes 0 and 1: their waiting ranks fail naming the lost node, then
+  // muster run stops the group (no restarts allowed) and fails.
+  for (int i = 0; i < 2; ++i) {
+    auto text = runs[i]->read_all(30s);
+    INFO("node " << i << ":\n" << text);
+    CHECK(text.find("wait_error=peer_exited") != std::string::npos);
+    CHECK(text.find("node 2") != std::string::npos);
+    CHECK(text.find("lost") != std::string::npos);
+    auto code = runs[i]->wait(10s);
+    REQUIRE(code);
+    CHECK(*code != 0);
+  }
+  // Node 2 lost its own daemon: its muster run stops its workers too.
+  auto text = runs[2]->read_all(30s);
+  INFO("node 2:\n" << text);
+  CHECK(text.find("lost the node's daemon") != std::string::npos);
+  auto code = runs[2]->wait(10s);
+  REQUIRE(code);
+  CHECK(*code != 0);
+}
+
+TEST_CASE("a node that joins late waits for the next generation, which includes it", "[cluster]") {
+  Cluster c(3);
+  std::vector<std::unique_ptr<Process>> runs;
+  auto first_rank_line = [](Process& p) -> std::map<std::string, std::string> {
+    for (;;) {
+      auto line = p.read_line(30s);
+      if (!line) return {};
+      if (line->find("rank=") != std::string::npos) return fields(*line);
+    }
+  };
+  for (int i = 0; i < 2; ++i)
+    runs.push_back(c.run(i, "late", "2:3", {"--last-call", "1"}, {"hold"}));
+  for (auto& r : runs) {
+    auto f = first_rank_line(*r);
+    CHECK(f["generation"] == "0");
+    CHECK(f["world"] == "4");
+  }
+  runs.push_back(c.run(2, "late", "2:3", {"--last-call", "1"}, {"hold"}));
+  // The late node's first world is generation 1, with all three nodes; the
+  // two others restart into it.
+  for (auto& r : runs) {
+    std::map<std::string, std::string> f;
+    do {
+      f = first_rank_line(*r);
+      REQUIRE(!f.empty());
+    } while (f["generation"] == "0");
+    CHECK(f["generation"] == "1");
+    CHECK(f["world"] == "6");
+    CHECK(f["nodes"] == "3");
+  }
+  for (auto& r : runs) r->signal(SIGTERM);
+  for (auto& r : runs) CHECK(r->wait(20s));
+}
+
+TEST_CASE("a daemon without an authorised key cannot join a job", "[cluster][curve]") {
+  TempDir keys;
+  auto keygen = [&](const std::string& name) {
+    Process p({program("MUSTER_TEST_MUSTER"), "keygen", "--out", keys.path() + "/" + name});
+    REQUIRE(p.wait(10s) == 0);
+    std::ifstream in(keys.path() + "/" + name);
+    std::string line, pub;
+    while (std::getline(in, line))
+      if (line.rfind("public", 0) == 0) pub = line.substr(line.find('=') + 1);
+    pub.erase(0, pub.find_first_not_of(' '));
+    return pub;
+  };
+  std::string cluster_pub = keygen("cluster.key");
+  keygen("stranger.key");
+  int port = free_port();
+  TestDaemon coord({"--peer-key-file", keys.path() + "/cluster.key", "--peer-timeout", "2",
+                    "--peer-bind", "127.0.0.1", "--peer-port", std::to_string(port)});
+  TestDaemon member({"--peer-key-file", keys.path() + "/cluster.key", "--peer-timeout", "2"});
+  TestDaemon stranger({"--peer-key-file", keys.path() + "/stranger.key", "--peer-server-key",
+                       cluster_pub, "--peer-timeout", "2"});
+  auto run = [&](TestDaemon& d, const std::string& job, const std::string& nnodes) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{program("MUSTER_TEST_MUSTER"), "run", "--nnodes", nnodes, "-n",
+                                 "1", "--coordinator", "127.0.0.1:" + std::to_string(port),
+                                 "--job-id", job, "--cpu", "--use-env", "--rdzv-timeout", "20",
+                                 program("MUSTER_TEST_CLUSTER_WORKER")},
+        std::map<std::string, std::string>{{"MUSTER_ENDPOINT", d.endpoint()}}, true);
+  };
+  // The stranger's handshake is refused: it never hears from the
+  // coordinator and gives up after the peer timeout.
+  auto refused = run(stranger, "guarded", "2");
+  auto text = refused->read_all(30s);
+  INFO(text);
+  CHECK(text.find("lost contact with the coordinator") != std::string::npos);
+  CHECK(refused->wait(5s) == 1);
+  // The same job with a daemon that holds the cluster key works.
+  auto a = run(coord, "guarded", "2");
+  auto b = run(member, "guarded", "2");
+  auto ta = a->read_all(40s), tb = b->read_all(40s);
+  INFO(ta << "\n---\n" << tb);
+  CHECK(a->wait(5s) == 0);
+  CHECK(b->wait(5s) == 0);
+  CHECK(ta.find("store=ok") != std::string::npos);
+  CHECK(tb.find("store=ok") != std::string::npos);
+}
