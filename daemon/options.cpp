@@ -56,6 +56,10 @@ po::options_description settings_description(Settings& s) {
        "TCP port of the peer listener; 0 = any free port")
     ("peer-timeout", po::value(&s.peer_timeout)->value_name("SECONDS")->default_value(10),
        "a peer daemon silent this long is lost (fractions allowed)")
+    ("tree-width", po::value(&s.o.config.tree_width)->value_name("N")->default_value(16),
+       "in jobs this daemon coordinates, barriers and key waits are relayed through a tree "
+       "of N children per daemon (the coordinator handles O(N) messages per operation); "
+       "jobs of at most N nodes, or N = 0, use a flat star")
     ("peer-plain", po::bool_switch(&s.o.config.peer_plain),
        "peer without encryption or authentication (a trusted network only); otherwise "
        "peering needs a CURVE key pair (--peer-key-file)")
@@ -102,6 +106,7 @@ void finish(Settings& s, bool whole) {
     c.devices = parse_device_list(s.devices);
     c.devices_given = true;
   }
+  if (c.tree_width > 65536) throw std::runtime_error("--tree-width must be between 0 and 65536");
   if (c.simulate_gpus < -1 || c.simulate_gpus > 4096)
     throw std::runtime_error("--simulate-gpus must be between -1 and 4096");
   log::Level lvl;

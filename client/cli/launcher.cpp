@@ -587,6 +587,17 @@ Outcome supervise(std::vector<Worker>& ws, double grace_s,
         w.done = true;
         w.exit_code = code_of(status);
         --running;
+        if (w.exit_code != 0 && !stopping && world_check) {
+          // A rank that failed because the world broke (its wait said so) is
+          // that, not a failure of its own.
+          if (auto why = world_check(); !why.empty()) {
+            std::fprintf(stderr, "muster run: %s; stopping %zu worker(s)\n", why.c_str(), running);
+            result.world_changed = why;
+            result.code = 1;
+            begin_stop(SIGTERM);
+            continue;
+          }
+        }
         if (w.exit_code != 0 && !stopping && result.world_changed.empty()) {
           std::fprintf(stderr,
                        "muster run: rank %u (pid %d) %s; stopping the other %zu worker(s)\n",

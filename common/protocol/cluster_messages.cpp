@@ -79,7 +79,7 @@ Rendezvous Rendezvous::unpack(const msgpack::object& o) {
 }
 
 void NodeJoin::pack(codec::Packer& p) const {
-  p.pack_map(10);
+  p.pack_map(peer_endpoint.empty() ? 10 : 11);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "node_id"), put_str(p, node_id);
   codec::key(p, "nproc"), p.pack(nproc);
@@ -90,6 +90,7 @@ void NodeJoin::pack(codec::Packer& p) const {
   codec::key(p, "timeout_ms"), p.pack(timeout_ms);
   codec::key(p, "master_addr"), put_str(p, master_addr);
   codec::key(p, "master_port"), p.pack(master_port);
+  if (!peer_endpoint.empty()) codec::key(p, "peer_endpoint"), put_str(p, peer_endpoint);
 }
 NodeJoin NodeJoin::unpack(const msgpack::object& o) {
   MapReader r(o, "node_join");
@@ -105,11 +106,12 @@ NodeJoin NodeJoin::unpack(const msgpack::object& o) {
   m.timeout_ms = ms(r, "timeout_ms");
   m.master_addr = endpoint_str(r, "master_addr");
   m.master_port = port(r);
+  if (r.has("peer_endpoint")) m.peer_endpoint = endpoint_str(r, "peer_endpoint");
   return m;
 }
 
 void World::pack(codec::Packer& p) const {
-  p.pack_map(8);
+  p.pack_map(10);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "generation"), p.pack(generation);
   codec::key(p, "node_rank"), p.pack(node_rank);
@@ -118,6 +120,8 @@ void World::pack(codec::Packer& p) const {
   codec::key(p, "world_size"), p.pack(world_size);
   codec::key(p, "master_addr"), put_str(p, master_addr);
   codec::key(p, "master_port"), p.pack(master_port);
+  codec::key(p, "parent"), put_str(p, parent);
+  codec::key(p, "subtree_ranks"), p.pack(subtree_ranks);
 }
 World World::unpack(const msgpack::object& o) {
   MapReader r(o, "world");
@@ -130,19 +134,44 @@ World World::unpack(const msgpack::object& o) {
   m.rank_offset = static_cast<uint32_t>(r.u64("rank_offset", 0, m.world_size - 1));
   m.master_addr = endpoint_str(r, "master_addr");
   m.master_port = port(r);
+  if (r.has("parent")) m.parent = endpoint_str(r, "parent");
+  if (r.has("subtree_ranks"))
+    m.subtree_ranks = static_cast<uint32_t>(r.u64("subtree_ranks", 0, m.world_size));
   return m;
 }
 
 void Forward::pack(codec::Packer& p) const {
-  p.pack_map(3);
+  p.pack_map(relay ? 4 : 3);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "generation"), p.pack(generation);
   codec::key(p, "frame"), put_bin(p, frame);
+  if (relay) codec::key(p, "relay"), p.pack(true);
 }
 Forward Forward::unpack(const msgpack::object& o) {
   MapReader r(o, "forward");
-  return {read_job_id(r), r.u64("generation", 0, UINT64_MAX),
-          r.bin("frame", limits::kMaxFrameBytes)};
+  Forward m{read_job_id(r), r.u64("generation", 0, UINT64_MAX),
+            r.bin("frame", limits::kMaxFrameBytes)};
+  if (r.has("relay")) m.relay = r.boolean("relay");
+  return m;
+}
+
+void BarrierUp::pack(codec::Packer& p) const {
+  p.pack_map(6);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "generation"), p.pack(generation);
+  codec::key(p, "name"), put_str(p, name);
+  codec::key(p, "count"), p.pack(count);
+  codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+  codec::key(p, "relay"), p.pack(relay);
+}
+BarrierUp BarrierUp::unpack(const msgpack::object& o) {
+  MapReader r(o, "barrier_up");
+  return {read_job_id(r),
+          r.u64("generation", 0, UINT64_MAX),
+          r.str("name", limits::kMaxKeyBytes),
+          static_cast<uint32_t>(r.u64("count", 1, kMaxWorldSize)),
+          ms(r, "timeout_ms"),
+          r.boolean("relay")};
 }
 
 void Heartbeat::pack(codec::Packer& p) const {

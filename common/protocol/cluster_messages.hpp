@@ -52,6 +52,9 @@ struct NodeJoin {
   int64_t timeout_ms = 0;
   std::string master_addr;
   int64_t master_port = 0;
+  // host:port where this node's daemon takes peers (children in the relay
+  // tree); empty when it does not listen. Optional on the wire.
+  std::string peer_endpoint;
   MUSTER_MESSAGE(NodeJoin);
 };
 
@@ -65,6 +68,11 @@ struct World {
   uint32_t world_size = 1;
   std::string master_addr;
   int64_t master_port = 0;
+  // The relay tree (optional on the wire): where this node sends barriers
+  // and key waits (empty = straight to the coordinator), and how many
+  // ranks its subtree holds (its own and its children's, recursively).
+  std::string parent;
+  uint32_t subtree_ranks = 0;
   MUSTER_MESSAGE(World);
 };
 
@@ -75,7 +83,23 @@ struct Forward {
   std::string job;
   uint64_t generation = 0;
   std::string frame;
+  // For the receiving daemon as a relay (its part of the job), not as the
+  // coordinator. Optional on the wire.
+  bool relay = false;
   MUSTER_MESSAGE(Forward);
+};
+
+// `count` ranks of a subtree entered barrier `name`: one message per
+// subtree instead of one per rank. Answered (Ok) when the whole world has
+// entered it; relay as in Forward.
+struct BarrierUp {
+  std::string job;
+  uint64_t generation = 0;
+  std::string name;
+  uint32_t count = 1;
+  int64_t timeout_ms = 0;
+  bool relay = false;
+  MUSTER_MESSAGE(BarrierUp);
 };
 
 struct JobGeneration {

@@ -116,6 +116,8 @@ const char* type_name(uint16_t type) {
       return "rank_exited";
     case MsgType::kNodeLeave:
       return "node_leave";
+    case MsgType::kBarrierUp:
+      return "barrier_up";
     case MsgType::kClusterStateReply:
       return "cluster_state_reply";
     case MsgType::kWorld:

@@ -37,6 +37,7 @@ enum class MsgType : uint16_t {
   kHeartbeat = 42,
   kRankExited = 43,
   kNodeLeave = 44,
+  kBarrierUp = 45,
   // replies
   kOk = 100,
   kErrorReply = 101,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,32 @@ struct Outgoing {
 
 // A request this node sent to a coordinator, waiting for its answer.
 struct LinkPending {
-  enum class Kind { kForward, kRendezvous, kHeartbeat, kNotice } kind = Kind::kForward;
+  enum class Kind {
+    kForward,
+    kRendezvous,
+    kHeartbeat,
+    kNotice,
+    kRelayBarrier,  // this node's subtree entered a barrier
+    kRelayGet,      // one key wait for every rank of the subtree waiting on it
+  } kind = Kind::kForward;
   ReplyTo to;  // the local client to answer (forward, rendezvous)
   std::string job;
+  std::string key = {};  // relay: the barrier's name, or the coalesced wait's key
+  // heartbeat: the generation each job had when it was sent (an answer
+  // about an older generation says nothing about the current one)
+  std::map<std::string, uint64_t> asked = {};
+};
+
+// A node's relay for one job: barrier arrivals and key waits of its ranks
+// and its children in the tree, sent upstream once for all of them.
+struct RelayBarrier {
+  uint32_t arrived = 0;
+  std::set<uint32_t> local_ranks;
+  std::vector<ReplyTo> waiters;
+};
+struct RelayState {
+  std::map<std::string, RelayBarrier> barriers;      // by name
+  std::map<std::string, std::vector<ReplyTo>> gets;  // by coalescing key
 };
 
 struct Link {
@@ -54,6 +78,7 @@ struct RoundNode {
   int64_t want_rank = -1;
   std::string master_addr;
   int64_t master_port = 0;
+  std::string peer_endpoint;  // where its daemon takes children ("" = nowhere)
   Clock::time_point last_seen;
   Clock::time_point join_deadline;  // open round only
   uint32_t node_rank = 0;           // closed round only

@@ -30,8 +30,16 @@ void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
   switch (static_cast<MsgType>(env.type)) {
     case MsgType::kNodeJoin:
       return node_join(to, proto::NodeJoin::unpack(env.payload), out);
-    case MsgType::kForward:
-      return forward_in(to, proto::Forward::unpack(env.payload), out);
+    case MsgType::kForward: {
+      auto f = proto::Forward::unpack(env.payload);
+      if (f.relay) return relay_from_child(to, env, out);
+      return forward_in(to, f, out);
+    }
+    case MsgType::kBarrierUp: {
+      auto b = proto::BarrierUp::unpack(env.payload);
+      if (b.relay) return relay_from_child(to, env, out);
+      return barrier_up(to, b, out);
+    }
     case MsgType::kHeartbeat:
       return reply(to, heartbeat(proto::Heartbeat::unpack(env.payload)), out);
     case MsgType::kRankExited: {
@@ -110,6 +118,7 @@ void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<O
   n.want_rank = m.node_rank;
   n.master_addr = m.master_addr;
   n.master_port = m.master_port;
+  n.peer_endpoint = m.peer_endpoint;
   n.last_seen = now;
   n.join_deadline = now + std::chrono::milliseconds(m.timeout_ms ? m.timeout_ms : 900000);
   if (cj.closed) {
@@ -186,6 +195,18 @@ void State::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
     offsets[r] = offset;
     offset += order[r]->nproc;
   }
+  // The relay tree: the coordinator's children are nodes 0..W-1, node r's
+  // are nodes (r+1)W .. (r+1)W+W-1. Only when it pays (more nodes than W)
+  // and every node listens for children; else a flat star.
+  uint32_t width = tree_width_;
+  bool tree = width > 0 && n > width &&
+              std::all_of(order.begin(), order.end(),
+                          [](const RoundNode* x) { return !x->peer_endpoint.empty(); });
+  std::vector<uint32_t> subtree(n, 0);
+  for (size_t r = n; r-- > 0;) {
+    subtree[r] += order[r]->nproc;
+    if (tree && r >= width) subtree[r / width - 1] += subtree[r];
+  }
   cj.closed = true;
   cj.broken.clear();
   cj.last_call.reset();
@@ -197,13 +218,22 @@ void State::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
   store.exited_ranks.clear();
   store.broken.clear();
   log::info("job=" + store.id + " generation " + std::to_string(cj.generation) +
-            " formed: " + std::to_string(n) + " node(s), world size " + std::to_string(offset));
+            " formed: " + std::to_string(n) + " node(s), world size " + std::to_string(offset) +
+            (tree ? ", relay tree of width " + std::to_string(width) : ", star"));
   auto now = Clock::now();
   for (size_t r = 0; r < n; ++r) {
     RoundNode& node = *order[r];
     node.last_seen = now;
-    proto::World w{store.id,   cj.generation, node.node_rank,        static_cast<uint32_t>(n),
-                   offsets[r], offset,        order[0]->master_addr, order[0]->master_port};
+    proto::World w{store.id,
+                   cj.generation,
+                   node.node_rank,
+                   static_cast<uint32_t>(n),
+                   offsets[r],
+                   offset,
+                   order[0]->master_addr,
+                   order[0]->master_port,
+                   tree && r >= width ? order[r / width - 1]->peer_endpoint : "",
+                   tree ? subtree[r] : node.nproc};
     reply(node.to, w, out);
   }
 }
@@ -262,6 +292,53 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
   else
     throw Error(ErrorCode::kUnknownType,
                 std::string("a peer may not forward '") + proto::type_name(inner.type) + "'");
+}
+
+// A subtree's arrivals at a barrier of the job's global store.
+void State::barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out) {
+  auto it = coord_.find(m.job);
+  if (it == coord_.end())
+    throw Error(ErrorCode::kUnknownJob, "no multi-node job '" + m.job + "' is coordinated here");
+  CoordJob& cj = it->second;
+  if (!cj.closed || cj.generation != m.generation)
+    throw Error(ErrorCode::kConflict, "barrier from generation " + std::to_string(m.generation) +
+                                          " refused: job '" + m.job + "' is at generation " +
+                                          std::to_string(cj.generation));
+  if (!cj.broken.empty())
+    throw Error(ErrorCode::kPeerExited, "job '" + m.job + "' generation " +
+                                            std::to_string(cj.generation) +
+                                            " cannot go on: " + cj.broken);
+  Job& store = cj.store;
+  if (!store.exited_ranks.empty())
+    throw Error(ErrorCode::kPeerExited,
+                "barrier '" + m.name + "' of job '" + m.job + "' cannot complete: rank " +
+                    std::to_string(*store.exited_ranks.begin()) + " has exited");
+  auto& b = store.barriers[m.name];
+  if (b.count + m.count > store.global_world_size)
+    throw Error(ErrorCode::kConflict, "barrier '" + m.name + "' of job '" + m.job + "' got " +
+                                          std::to_string(b.count + m.count) +
+                                          " arrivals for a world of " +
+                                          std::to_string(store.global_world_size));
+  b.count += m.count;
+  if (b.count < store.global_world_size) {
+    Waiter wt{to,
+              WaitKind::kBarrier,
+              m.job,
+              {},
+              m.name,
+              0,
+              Clock::now() + std::chrono::milliseconds(m.timeout_ms)};
+    wt.count = m.count;
+    b.waiters.push_back(add_waiter(std::move(wt)));
+    return;
+  }
+  for (auto id : b.waiters)
+    if (auto w = waiters_.find(id); w != waiters_.end()) {
+      reply(w->second.to, proto::Ok{}, out);
+      drop_waiter(w);
+    }
+  reply(to, proto::Ok{}, out);
+  store.barriers.erase(m.name);
 }
 
 proto::JobEvent State::event_for(const CoordJob& cj, const std::string& id,

@@ -63,6 +63,23 @@ bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     throw Error(ErrorCode::kPeerExited, "job '" + job.id + "' generation " +
                                             std::to_string(job.generation) +
                                             " cannot go on: " + c.message);
+  auto type = static_cast<MsgType>(env.type);
+  if (type == MsgType::kBarrier) {
+    auto b = proto::Barrier::unpack(env.payload);
+    if (b.rank < c.rank_offset || b.rank >= c.rank_offset + job.local_world_size)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "rank " + std::to_string(b.rank) + " is not one of this node's ranks (" +
+                      std::to_string(c.rank_offset) + ".." +
+                      std::to_string(c.rank_offset + job.local_world_size - 1) + ") of job '" +
+                      job.id + "'");
+    relay_barrier(to, job, b.name, 1, b.rank - c.rank_offset, b.timeout_ms, out);
+    return true;
+  }
+  if ((type == MsgType::kStoreGet && proto::StoreGet::unpack(env.payload).timeout_ms > 0) ||
+      type == MsgType::kStoreWait) {
+    relay_get(to, job, env, out);
+    return true;
+  }
   proto::Forward f{job.id, job.generation, reencode(0, env.type, env.payload)};
   send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
   return true;
@@ -93,9 +110,15 @@ void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vecto
                 "coordinator '" + m.coordinator + "' is not HOST:PORT with a port 1..65535");
   job.cluster = ClusterInfo{};
   job.cluster->coordinator = m.coordinator;
-  proto::NodeJoin j{m.job,         node_id_,     job.local_world_size, m.node_rank,
-                    m.min_nodes,   m.max_nodes,  m.last_call_ms,       m.timeout_ms,
-                    m.master_addr, m.master_port};
+  // Children in the relay tree reach us where we listen; a wildcard bind
+  // is advertised under the address muster run gives for this node.
+  std::string advertised = peer_endpoint_;
+  for (const char* any : {"0.0.0.0:", "*:", "[::]:"})
+    if (advertised.rfind(any, 0) == 0)
+      advertised = m.master_addr + advertised.substr(std::string(any).size() - 1);
+  proto::NodeJoin j{m.job,       node_id_,       job.local_world_size, m.node_rank,   m.min_nodes,
+                    m.max_nodes, m.last_call_ms, m.timeout_ms,         m.master_addr, m.master_port,
+                    advertised};
   log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
             std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
   send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
@@ -150,6 +173,8 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
         c.num_nodes = w.num_nodes;
         c.rank_offset = w.rank_offset;
         c.world_size = w.world_size;
+        c.parent = w.parent;
+        c.subtree_ranks = w.subtree_ranks ? w.subtree_ranks : job.local_world_size;
         c.state = "running";
         c.message.clear();
         job.generation = w.generation;
@@ -168,20 +193,34 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
           if (jit == jobs_.end() || !jit->second.cluster) continue;
           ClusterInfo& c = *jit->second.cluster;
           if (!c.formed) continue;  // the World will say
+          if (auto a = p.asked.find(e.job);
+              a == p.asked.end() || a->second != jit->second.generation)
+            continue;  // asked about a generation that is over here
           if (c.state != e.state && e.state != "running")
             log::notice("job=" + e.job + " is " + e.state + ": " + e.message);
           c.state = e.state == "unknown" ? "broken" : e.state;
           c.message = e.message;
+          // Waits relayed for a world that is over would never be answered.
+          // (Waiting nodes end the world only once a member restarts.)
+          if (c.state == "broken")
+            relay_fail(e.job, ErrorCode::kPeerExited,
+                       "job '" + e.job + "' generation " + std::to_string(jit->second.generation) +
+                           " cannot go on: " + e.message,
+                       out);
         }
         return;
       }
       case LinkPending::Kind::kNotice:
         return;
+      case LinkPending::Kind::kRelayBarrier:
+      case LinkPending::Kind::kRelayGet:
+        relay_answer(p, env, out);
+        return;
     }
   } catch (const Error& e) {
     log::warning("coordinator " + link + " sent a bad " + proto::type_name(env.type) + ": " +
                  e.what());
-    if (p.kind != LinkPending::Kind::kHeartbeat && p.kind != LinkPending::Kind::kNotice)
+    if (p.kind == LinkPending::Kind::kForward || p.kind == LinkPending::Kind::kRendezvous)
       fail(p.to, ErrorCode::kBadMessage, std::string("bad answer from coordinator: ") + e.what(),
            out);
   }
@@ -201,18 +240,28 @@ void State::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& o
     if (job.cluster && job.cluster->coordinator == link && job.cluster->formed) {
       job.cluster->state = "broken";
       job.cluster->message = why;
+      relay_fail(id, ErrorCode::kPeerExited, why, out);
     }
 }
 
 void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                                std::vector<Outgoing>& out) {
   if (!job.cluster || !job.cluster->formed) return;
+  // No barrier of this node's subtree can complete now.
+  if (auto rit = relays_.find(job.id); rit != relays_.end()) {
+    std::string why_all = "barrier of job '" + job.id + "' cannot complete: rank " +
+                          std::to_string(job.cluster->rank_offset + local_rank) + " " + why;
+    for (auto& [name, b] : rit->second.barriers)
+      for (const auto& w : b.waiters) fail(w, ErrorCode::kPeerExited, why_all, out);
+    rit->second.barriers.clear();
+  }
   proto::RankExited m{job.id, job.generation, job.cluster->rank_offset + local_rank, why};
   send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
 }
 
 void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
   if (!job.cluster) return;
+  relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
   // A rendezvous still waiting for its world has nobody left to answer.
   auto lit = links_.find(job.cluster->coordinator);
   if (lit != links_.end())
@@ -232,8 +281,8 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
     for (const auto& [id, job] : jobs_)
       if (job.cluster && job.cluster->coordinator == link) mine.push_back({id, job.generation});
     bool waiting = std::any_of(l.pending.begin(), l.pending.end(), [](const auto& kv) {
-      return kv.second.kind == LinkPending::Kind::kForward ||
-             kv.second.kind == LinkPending::Kind::kRendezvous;
+      return kv.second.kind != LinkPending::Kind::kHeartbeat &&
+             kv.second.kind != LinkPending::Kind::kNotice;
     });
     if (mine.empty() && !waiting) {
       // Nothing left to do with this coordinator: forget it (the server
@@ -243,14 +292,18 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
         continue;
       }
     }
-    if (!l.lost && now - l.last_heard > peer_timeout_) link_lost(link, l, out);
+    // Silence means something only where heartbeats go (a coordinator); a
+    // parent in the tree answers when its subtree is done, which may take
+    // long, and its loss reaches us through the coordinator.
+    if (!mine.empty() && !l.lost && now - l.last_heard > peer_timeout_) link_lost(link, l, out);
     if (now >= l.next_beat && !mine.empty()) {
       l.next_beat = now + peer_timeout_ / 4;
       // Only the newest heartbeat's answer matters.
       std::erase_if(l.pending,
                     [](const auto& kv) { return kv.second.kind == LinkPending::Kind::kHeartbeat; });
-      send_link(link, {LinkPending::Kind::kHeartbeat, {}, {}}, proto::Heartbeat{node_id_, mine},
-                out);
+      LinkPending beat{LinkPending::Kind::kHeartbeat, {}, {}};
+      for (const auto& jg : mine) beat.asked[jg.job] = jg.generation;
+      send_link(link, std::move(beat), proto::Heartbeat{node_id_, mine}, out);
     }
     ++lit;
   }

@@ -41,6 +41,7 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
   // comes from validation that also runs before mutation.
   try {
     if (to.from_peer) {
+      ++peer_requests_;
       // The peer socket speaks only the daemon-to-daemon messages (and ping).
       if (static_cast<MsgType>(env.type) == MsgType::kPing) {
         proto::Ping::unpack(env.payload);
@@ -150,13 +151,21 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
     } else if (w.kind == WaitKind::kBarrier) {
       auto& job = *job_p;
       auto& b = job.barriers[w.barrier];
-      std::string missing;
-      for (uint32_t r = 0; r < job.world_size(); ++r)
-        if (!b.arrived.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      what = "barrier '" + w.barrier + "' of job '" + w.job + "' timed out waiting for rank(s) " +
-             missing;
-      // The rank gave up: it no longer counts as arrived.
-      b.arrived.erase(w.rank);
+      if (job.global) {
+        // Whole subtrees arrive as counts: say how many are missing.
+        what = "barrier '" + w.barrier + "' of job '" + w.job +
+               "' timed out: " + std::to_string(b.count) + " of " +
+               std::to_string(job.world_size()) + " rank(s) arrived";
+      } else {
+        std::string missing;
+        for (uint32_t r = 0; r < job.world_size(); ++r)
+          if (!b.arrived.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        what = "barrier '" + w.barrier + "' of job '" + w.job + "' timed out waiting for rank(s) " +
+               missing;
+        b.arrived.erase(w.rank);
+      }
+      // The waiter gave up: it (or its subtree) no longer counts as arrived.
+      b.count -= std::min<uint64_t>(b.count, w.count);
     } else {
       std::string missing;
       const auto& kv = job_p->kv;

@@ -49,12 +49,19 @@ class State {
   // a silent peer may stay silent.
   // `unavailable` says why this daemon cannot peer (no keys, say); empty
   // when it can.
+  // tree_width: children per daemon in the relay tree of the jobs this
+  // daemon coordinates (0 = a flat star).
   void set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
-                   std::string unavailable) {
+                   std::string unavailable, uint32_t tree_width) {
     node_id_ = std::move(node_id);
     peer_timeout_ = peer_timeout;
     peering_unavailable_ = std::move(unavailable);
+    tree_width_ = tree_width;
   }
+  // host:port of our peer listener, told to coordinators for the tree.
+  void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
+  // Requests that arrived on the peer socket (the benchmark counts them).
+  uint64_t peer_requests() const { return peer_requests_; }
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
   // A frame from the coordinator at `link` (the answer to something sent).
   void on_link_frame(const std::string& link, const void* data, size_t size,
@@ -74,6 +81,7 @@ class State {
     std::string barrier;
     uint32_t rank = 0;
     Clock::time_point deadline;
+    uint32_t count = 1;  // barrier: ranks this arrival stands for
     std::multimap<Clock::time_point, uint64_t>::iterator deadline_it{};
   };
 
@@ -128,6 +136,18 @@ class State {
   void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
                           std::vector<Outgoing>& out);
   void coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out);
+  void barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out);
+
+  // Relay (cluster/relay.cpp): a node's barriers and key waits, once per
+  // subtree upstream.
+  void relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
+                     int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out);
+  void relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                 std::vector<Outgoing>& out);
+  void relay_from_child(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void relay_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
+                  std::vector<Outgoing>& out);
   std::vector<int64_t> pick_devices(const std::string& job, size_t n, bool wants_gpu,
                                     const std::vector<int64_t>& subset) const;
   void lease(const std::string& job, uint32_t local_rank, int64_t device);
@@ -162,7 +182,12 @@ class State {
   std::map<std::string, CoordJob> coord_;  // coordinator side, by job id
   uint64_t next_link_id_ = 1;
   std::string forwarding_job_;
-  std::string peering_unavailable_;  // the job a Forward being handled may touch
+  std::string peering_unavailable_;
+  uint32_t tree_width_ = 16;
+  std::string peer_endpoint_;
+  uint64_t peer_requests_ = 0;
+  std::map<std::string, RelayState>
+      relays_;  // node side, by job id  // the job a Forward being handled may touch
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
 };

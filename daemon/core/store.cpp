@@ -148,7 +148,8 @@ void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outg
     throw Error(ErrorCode::kConflict, "rank " + std::to_string(m.rank) +
                                           " is already waiting in barrier '" + m.name + "'");
   b.arrived.insert(m.rank);
-  if (b.arrived.size() < job.world_size()) {
+  b.count += 1;
+  if (b.count < job.world_size()) {
     b.waiters.push_back(add_waiter({to,
                                     WaitKind::kBarrier,
                                     m.job,

@@ -38,6 +38,7 @@ struct Slot {
 };
 
 struct BarrierState {
+  uint64_t count = 0;  // ranks in, including whole subtrees (BarrierUp)
   std::set<uint32_t> arrived;
   std::vector<uint64_t> waiters;
 };
@@ -53,6 +54,11 @@ struct ClusterInfo {
   uint32_t world_size = 0;
   std::string state = "forming";  // running | broken | waiting | forming
   std::string message;
+  // The relay tree: where barriers and key waits go ("" = the coordinator)
+  // and how many ranks this node answers for (its own and its subtree's).
+  std::string parent;
+  uint32_t subtree_ranks = 0;
+  const std::string& upstream() const { return parent.empty() ? coordinator : parent; }
 };
 
 struct Job {

@@ -108,7 +108,7 @@ Server::Server(Config cfg) : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   impl_->state->set_cluster(std::string(host) + ":" + cfg_.runtime_dir, cfg_.peer_timeout,
-                            unavailable);
+                            unavailable, cfg_.tree_width);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw Error(ErrorCode::kInternal, "eventfd failed");
 }
@@ -172,6 +172,7 @@ void Server::bind_peer() {
     throw Error(ErrorCode::kInternal, "cannot listen for peers on " + want + ": " + e.what());
   }
   peer_endpoint_ = p.get(zmq::sockopt::last_endpoint);
+  impl_->state->set_peer_endpoint(peer_endpoint_.substr(peer_endpoint_.find("://") + 3));
   // Tests and scripts that asked for any free port read it here.
   impl_->peer_endpoint_file = cfg_.runtime_dir + "/peer-endpoint";
   std::ofstream(impl_->peer_endpoint_file) << peer_endpoint_ << "\n";

@@ -48,6 +48,9 @@ struct Config {
   std::vector<std::string> peer_authorized_keys;
   // The public key we expect of the daemons we connect to; empty = ours.
   std::string peer_server_key;
+  // Children per daemon in the relay tree of the jobs we coordinate; a job
+  // of at most this many nodes is a flat star. 0 = always a star.
+  uint32_t tree_width = 16;
 };
 
 // What the loop tells the service manager, through daemon/systemd/ (which

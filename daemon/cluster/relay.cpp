@@ -1,0 +1,142 @@
+// The relay tree of a multi-node job. A node answers for its own ranks and
+// its children's subtrees: a barrier goes upstream once every rank below
+// has entered it (BarrierUp with the count), and all the ranks below that
+// wait for the same key share one upstream wait. So the coordinator gets
+// O(tree width) messages per barrier or key wait, not O(ranks); the answer
+// fans back out along the same path.
+#include "core/state.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+using proto::MsgType;
+
+namespace {
+
+std::string reencode(uint64_t request_id, uint16_t type, const msgpack::object& payload) {
+  codec::Buffer buf;
+  codec::Packer p(buf);
+  p.pack(payload);
+  return proto::encode_raw(request_id, type, buf);
+}
+
+// Waits for the same keys are one upstream wait.
+std::string coalescing_key(const proto::Envelope& env) {
+  codec::MapReader r(env.payload, proto::type_name(env.type));
+  std::string k = std::to_string(env.type);
+  if (static_cast<MsgType>(env.type) == MsgType::kStoreGet) return k + '\0' + r.str("key", 1 << 20);
+  for (const auto& key : r.str_list("keys", 1 << 16, 1 << 20)) k += '\0' + key;
+  return k;
+}
+
+}  // namespace
+
+void State::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
+                          int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out) {
+  ClusterInfo& c = *job.cluster;
+  RelayBarrier& b = relays_[job.id].barriers[name];
+  if (local_rank >= 0 && !b.local_ranks.insert(static_cast<uint32_t>(local_rank)).second)
+    throw Error(ErrorCode::kConflict, "rank " + std::to_string(c.rank_offset + local_rank) +
+                                          " is already waiting in barrier '" + name + "'");
+  if (b.arrived + count > c.subtree_ranks) {
+    if (local_rank >= 0) b.local_ranks.erase(static_cast<uint32_t>(local_rank));
+    throw Error(ErrorCode::kConflict, "barrier '" + name + "' of job '" + job.id +
+                                          "': " + std::to_string(b.arrived + count) +
+                                          " arrivals for a subtree of " +
+                                          std::to_string(c.subtree_ranks) + " rank(s)");
+  }
+  b.arrived += count;
+  b.waiters.push_back(to);
+  if (b.arrived < c.subtree_ranks) return;
+  proto::BarrierUp up{job.id, job.generation, name, c.subtree_ranks, timeout_ms, !c.parent.empty()};
+  send_link(c.upstream(), {LinkPending::Kind::kRelayBarrier, {}, job.id, name}, up, out);
+}
+
+void State::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                      std::vector<Outgoing>& out) {
+  std::string key = coalescing_key(env);
+  auto& waiters = relays_[job.id].gets[key];
+  waiters.push_back(to);
+  if (waiters.size() > 1) return;  // an upstream wait for these keys is out already
+  const ClusterInfo& c = *job.cluster;
+  proto::Forward f{job.id, job.generation, reencode(0, env.type, env.payload), !c.parent.empty()};
+  send_link(c.upstream(), {LinkPending::Kind::kRelayGet, {}, job.id, key}, f, out);
+}
+
+// A child daemon's BarrierUp or Forward (relay set) for our part of a job.
+void State::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
+                             std::vector<Outgoing>& out) {
+  auto type = static_cast<MsgType>(env.type);
+  std::string id;
+  uint64_t generation = 0;
+  std::optional<proto::BarrierUp> up;
+  std::optional<proto::Forward> fwd;
+  if (type == MsgType::kBarrierUp) {
+    up = proto::BarrierUp::unpack(env.payload);
+    id = up->job, generation = up->generation;
+  } else {
+    fwd = proto::Forward::unpack(env.payload);
+    id = fwd->job, generation = fwd->generation;
+  }
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !it->second.cluster || !it->second.cluster->formed)
+    throw Error(ErrorCode::kUnknownJob, "this daemon relays no job '" + id + "'");
+  Job& job = it->second;
+  if (job.generation != generation)
+    throw Error(ErrorCode::kConflict, "request from generation " + std::to_string(generation) +
+                                          " refused: job '" + id + "' is at generation " +
+                                          std::to_string(job.generation) + " here");
+  if (job.cluster->state == "broken")
+    throw Error(ErrorCode::kPeerExited, "job '" + id + "' cannot go on: " + job.cluster->message);
+  if (up) return relay_barrier(to, job, up->name, up->count, -1, up->timeout_ms, out);
+  auto inner = proto::decode_envelope(fwd->frame.data(), fwd->frame.size());
+  auto t = static_cast<MsgType>(inner.type);
+  if (t != MsgType::kStoreGet && t != MsgType::kStoreWait)
+    throw Error(ErrorCode::kUnknownType, std::string("a relay passes on key waits only, not '") +
+                                             proto::type_name(inner.type) + "'");
+  codec::MapReader r(inner.payload, proto::type_name(inner.type));
+  if (proto::read_job_id(r) != id)
+    throw Error(ErrorCode::kPermissionDenied,
+                "a request relayed for job '" + id + "' may not touch another job");
+  relay_get(to, job, inner, out);
+}
+
+// The upstream answer to a relayed barrier or key wait: everyone below
+// gets it, under their own request ids.
+void State::relay_answer(const LinkPending& p, const proto::Envelope& env,
+                         std::vector<Outgoing>& out) {
+  auto rit = relays_.find(p.job);
+  if (rit == relays_.end()) return;
+  std::vector<ReplyTo> waiters;
+  if (p.kind == LinkPending::Kind::kRelayBarrier) {
+    auto b = rit->second.barriers.find(p.key);
+    if (b == rit->second.barriers.end()) return;
+    waiters = std::move(b->second.waiters);
+    rit->second.barriers.erase(b);
+  } else {
+    auto g = rit->second.gets.find(p.key);
+    if (g == rit->second.gets.end()) return;
+    waiters = std::move(g->second);
+    rit->second.gets.erase(g);
+  }
+  for (const auto& w : waiters)
+    out.push_back({w, reencode(w.request_id, env.type, env.payload), {}});
+}
+
+void State::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
+                       std::vector<Outgoing>& out) {
+  auto rit = relays_.find(job);
+  if (rit == relays_.end()) return;
+  for (auto& [name, b] : rit->second.barriers)
+    for (const auto& w : b.waiters) fail(w, code, why, out);
+  for (auto& [key, ws] : rit->second.gets)
+    for (const auto& w : ws) fail(w, code, why, out);
+  relays_.erase(rit);
+  for (auto& [name, l] : links_)
+    std::erase_if(l.pending, [&](const auto& kv) {
+      return kv.second.job == job && (kv.second.kind == LinkPending::Kind::kRelayBarrier ||
+                                      kv.second.kind == LinkPending::Kind::kRelayGet);
+    });
+}
+
+}  // namespace muster::daemon
