@@ -40,20 +40,22 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
   // Decoding happens before any state is touched; a throw below this point
   // comes from validation that also runs before mutation.
   try {
+    // Who may do this to which job (access.cpp), before any handler runs.
+    authorize(to, env);
     switch (static_cast<MsgType>(env.type)) {
       case MsgType::kPing:
         proto::Ping::unpack(env.payload);
         reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
         return;
       case MsgType::kJoin:
-        reply(to, join(proto::Join::unpack(env.payload)), out);
+        reply(to, join(proto::Join::unpack(env.payload), to.peer_uid), out);
         return;
       case MsgType::kLeave:
         leave(proto::Leave::unpack(env.payload), out);
         reply(to, proto::Ok{}, out);
         return;
       case MsgType::kReserve:
-        reply(to, reserve(proto::Reserve::unpack(env.payload)), out);
+        reply(to, reserve(proto::Reserve::unpack(env.payload), to.peer_uid), out);
         return;
       case MsgType::kAttach:
         attach(proto::Attach::unpack(env.payload));

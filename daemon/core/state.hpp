@@ -20,11 +20,19 @@
 
 namespace muster::daemon {
 
-// Where a reply goes: opaque to the state, filled in by the server.
+// Where a reply goes, and who asked: filled in by the server.
 struct ReplyTo {
   std::string routing_id;
   bool delimiter = false;  // REQ-style peer: reply needs an empty frame
   uint64_t request_id = 0;
+  // The sender's credentials (SO_PEERCRED of its ipc connection, see
+  // server.cpp). peer_uid = -1 means "an in-process caller" (the fuzz
+  // target, unit tests driving State directly): nothing to check against,
+  // so the ownership and pid checks are skipped and a job it creates has no
+  // owner. The server never passes -1: it refuses a request whose
+  // connection carries no credentials, so every socket peer is checked.
+  int64_t peer_uid = -1;
+  int64_t peer_pid = 0;
 };
 
 struct Outgoing {
@@ -74,8 +82,13 @@ class State {
   }
   void fail(const ReplyTo& to, ErrorCode code, const std::string& msg, std::vector<Outgoing>& out);
 
-  proto::RankInfo join(const proto::Join& m);
-  proto::Reserved reserve(const proto::Reserve& m);
+  // Ownership, claimed pids and the generation fence (access.cpp): throws
+  // Error before any handler runs; changes nothing.
+  void authorize(const ReplyTo& to, const proto::Envelope& env) const;
+
+  // owner_uid: the uid a job created here belongs to (-1 = none).
+  proto::RankInfo join(const proto::Join& m, int64_t owner_uid);
+  proto::Reserved reserve(const proto::Reserve& m, int64_t owner_uid);
   void attach(const proto::Attach& m);
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
