@@ -36,8 +36,8 @@ fi
 
 seconds=${1:-60}
 sources=(tests/fuzz/fuzz_request.cpp "${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
-  daemon/core/jobs.cpp daemon/core/shards.cpp daemon/core/state.cpp daemon/core/status.cpp
-  daemon/core/store.cpp daemon/liveness/pidwatch.cpp)
+  daemon/core/access.cpp daemon/core/jobs.cpp daemon/core/shards.cpp daemon/core/state.cpp
+  daemon/core/status.cpp daemon/core/store.cpp daemon/liveness/pidwatch.cpp)
 "$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "${sources[@]}" -o "$out/fuzz_request"
 cd "$out"

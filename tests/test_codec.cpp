@@ -107,6 +107,55 @@ TEST_CASE("every request and reply survives a round trip") {
   CHECK(round_trip(st) == st);
 }
 
+TEST_CASE("the generation fence of store requests and barriers round-trips, absent or not") {
+  std::string binary("\0\xff", 2);
+  // Present, 0 included (generation 0 is a real generation, not "absent").
+  for (std::optional<uint64_t> g : {std::optional<uint64_t>(0), std::optional<uint64_t>(3),
+                                    std::optional<uint64_t>(UINT64_MAX)}) {
+    INFO("generation " << *g);
+    StoreSet ss{"job", "k", binary, g};
+    CHECK(round_trip(ss).generation == g);
+    CHECK(round_trip(ss) == ss);
+    StoreGet sg{"job", "k", 10, g};
+    CHECK(round_trip(sg) == sg);
+    StoreAdd sa{"job", "k", 5, g};
+    CHECK(round_trip(sa) == sa);
+    StoreCompareSet cs{"job", "k", "", binary, g};
+    CHECK(round_trip(cs) == cs);
+    StoreDelete sd{"job", "k", g};
+    CHECK(round_trip(sd) == sd);
+    StoreWait sw{"job", {"a", "b"}, 0, g};
+    CHECK(round_trip(sw) == sw);
+    Barrier b{"job", 1, "x", 100, g};
+    CHECK(round_trip(b).generation == g);
+    CHECK(round_trip(b) == b);
+  }
+  // Absent: the frame an older client sends (no key at all), decoded as absent.
+  CHECK(!round_trip(StoreSet{"job", "k", "v"}).generation);
+  CHECK(!round_trip(Barrier{"job", 0, "x", 1}).generation);
+  auto old_frame = custom(static_cast<uint16_t>(MsgType::kStoreSet), [](codec::Packer& p) {
+    p.pack_map(3);
+    codec::key(p, "job"), codec::put_str(p, "job");
+    codec::key(p, "key"), codec::put_str(p, "k");
+    codec::key(p, "value"), codec::put_bin(p, "v");
+  });
+  CHECK(encode(7, StoreSet{"job", "k", "v"}) == old_frame);
+  // A mistyped or negative generation is refused.
+  auto bad = [](auto write_generation) {
+    return custom(static_cast<uint16_t>(MsgType::kStoreSet), [&](codec::Packer& p) {
+      p.pack_map(4);
+      codec::key(p, "job"), codec::put_str(p, "job");
+      codec::key(p, "key"), codec::put_str(p, "k");
+      codec::key(p, "value"), codec::put_bin(p, "v");
+      codec::key(p, "generation"), write_generation(p);
+    });
+  };
+  CHECK(decode_error(bad([](codec::Packer& p) { codec::put_str(p, "1"); })) ==
+        ErrorCode::kBadMessage);
+  CHECK(decode_error(bad([](codec::Packer& p) { p.pack(int64_t{-1}); })) != ErrorCode::kOk);
+  CHECK(decode_error(bad([](codec::Packer& p) { p.pack(uint64_t{2}); })) == ErrorCode::kOk);
+}
+
 TEST_CASE("an empty, oversized, non-MessagePack or truncated frame is a bad_message") {
   CHECK(decode_error("") == ErrorCode::kBadMessage);
   CHECK(decode_error("\xc1") == ErrorCode::kBadMessage);  // never-used MessagePack byte

@@ -117,24 +117,27 @@ const RankInfo& Client::rank_info() const {
 
 void Client::barrier(const std::string& name, std::optional<std::chrono::milliseconds> timeout) {
   auto ms = impl_->wait_ms(timeout);
-  impl_->call<proto::Ok>(proto::Barrier{impl_->job(), impl_->info->rank, name, ms},
-                         std::chrono::milliseconds(ms));
+  impl_->call<proto::Ok>(
+      proto::Barrier{impl_->job(), impl_->info->rank, name, ms, impl_->generation()},
+      std::chrono::milliseconds(ms));
 }
 
 void Client::set(const std::string& key, const std::string& value) {
-  impl_->call<proto::Ok>(proto::StoreSet{impl_->job(), key, value});
+  impl_->call<proto::Ok>(proto::StoreSet{impl_->job(), key, value, impl_->generation()});
 }
 
 std::string Client::get(const std::string& key, std::optional<std::chrono::milliseconds> timeout) {
   auto ms = impl_->wait_ms(timeout);
   return impl_
-      ->call<proto::Value>(proto::StoreGet{impl_->job(), key, ms}, std::chrono::milliseconds(ms))
+      ->call<proto::Value>(proto::StoreGet{impl_->job(), key, ms, impl_->generation()},
+                           std::chrono::milliseconds(ms))
       .value;
 }
 
 std::optional<std::string> Client::try_get(const std::string& key) {
   try {
-    return impl_->call<proto::Value>(proto::StoreGet{impl_->job(), key, 0}).value;
+    return impl_->call<proto::Value>(proto::StoreGet{impl_->job(), key, 0, impl_->generation()})
+        .value;
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kNotFound) return std::nullopt;
     throw;
@@ -142,23 +145,27 @@ std::optional<std::string> Client::try_get(const std::string& key) {
 }
 
 int64_t Client::add(const std::string& key, int64_t delta) {
-  return impl_->call<proto::Int>(proto::StoreAdd{impl_->job(), key, delta}).value;
+  return impl_->call<proto::Int>(proto::StoreAdd{impl_->job(), key, delta, impl_->generation()})
+      .value;
 }
 
 std::string Client::compare_set(const std::string& key, const std::string& expected,
                                 const std::string& desired) {
-  return impl_->call<proto::Value>(proto::StoreCompareSet{impl_->job(), key, expected, desired})
+  return impl_
+      ->call<proto::Value>(
+          proto::StoreCompareSet{impl_->job(), key, expected, desired, impl_->generation()})
       .value;
 }
 
 bool Client::remove(const std::string& key) {
-  return impl_->call<proto::Bool>(proto::StoreDelete{impl_->job(), key}).value;
+  return impl_->call<proto::Bool>(proto::StoreDelete{impl_->job(), key, impl_->generation()}).value;
 }
 
 void Client::wait(const std::vector<std::string>& keys,
                   std::optional<std::chrono::milliseconds> timeout) {
   auto ms = impl_->wait_ms(timeout);
-  impl_->call<proto::Ok>(proto::StoreWait{impl_->job(), keys, ms}, std::chrono::milliseconds(ms));
+  impl_->call<proto::Ok>(proto::StoreWait{impl_->job(), keys, ms, impl_->generation()},
+                         std::chrono::milliseconds(ms));
 }
 
 Client::Reservation Client::reserve(const std::string& job, uint32_t local_world_size,

@@ -88,6 +88,13 @@ struct Client::Impl {
                   "this client has not joined a job; call join() first");
     return info->job;
   }
+  // The generation fence of store requests and barriers: the generation
+  // this client joined, so a rank of an older generation cannot publish into
+  // (or wait on) a newer one.
+  std::optional<uint64_t> generation() const {
+    if (!info) return std::nullopt;
+    return info->generation;
+  }
   int64_t wait_ms(std::optional<std::chrono::milliseconds> t) const {
     auto ms = (t ? *t : opts.wait_timeout).count();
     return std::clamp<int64_t>(ms, 0, limits::kMaxTimeoutMs);

@@ -36,6 +36,8 @@ const char* error_name(ErrorCode code) {
       return "peer_exited";
     case ErrorCode::kShuttingDown:
       return "shutting_down";
+    case ErrorCode::kStaleGeneration:
+      return "stale_generation";
   }
   return "unknown_error";
 }

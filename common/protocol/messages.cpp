@@ -42,6 +42,14 @@ int64_t timeout(const MapReader& r) {
 int64_t read_pid(const MapReader& r, const char* name) {
   return r.i64(name, 1, kMaxPid);
 }
+// The optional generation fence of store requests and barriers.
+void put_generation(codec::Packer& p, const std::optional<uint64_t>& g) {
+  if (g) codec::key(p, "generation"), p.pack(*g);
+}
+std::optional<uint64_t> read_generation(const MapReader& r) {
+  if (!r.has("generation")) return std::nullopt;
+  return r.u64("generation", 0, UINT64_MAX);
+}
 uint32_t world(const MapReader& r) {
   return static_cast<uint32_t>(r.u64("local_world_size", 1, limits::kMaxLocalWorldSize));
 }
@@ -248,72 +256,78 @@ Attach Attach::unpack(const msgpack::object& o) {
 }
 
 void StoreSet::pack(codec::Packer& p) const {
-  p.pack_map(3);
+  p.pack_map(generation ? 4 : 3);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "key"), put_str(p, this->key);
   codec::key(p, "value"), put_bin(p, value);
+  put_generation(p, generation);
 }
 StoreSet StoreSet::unpack(const msgpack::object& o) {
   MapReader r(o, "store_set");
-  return {job_id(r), store_key(r), r.bin("value", limits::kMaxValueBytes)};
+  return {job_id(r), store_key(r), r.bin("value", limits::kMaxValueBytes), read_generation(r)};
 }
 
 void StoreGet::pack(codec::Packer& p) const {
-  p.pack_map(3);
+  p.pack_map(generation ? 4 : 3);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "key"), put_str(p, key);
   codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+  put_generation(p, generation);
 }
 StoreGet StoreGet::unpack(const msgpack::object& o) {
   MapReader r(o, "store_get");
-  return {job_id(r), store_key(r), timeout(r)};
+  return {job_id(r), store_key(r), timeout(r), read_generation(r)};
 }
 
 void StoreAdd::pack(codec::Packer& p) const {
-  p.pack_map(3);
+  p.pack_map(generation ? 4 : 3);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "key"), put_str(p, key);
   codec::key(p, "delta"), p.pack(delta);
+  put_generation(p, generation);
 }
 StoreAdd StoreAdd::unpack(const msgpack::object& o) {
   MapReader r(o, "store_add");
-  return {job_id(r), store_key(r), r.i64("delta", INT64_MIN, INT64_MAX)};
+  return {job_id(r), store_key(r), r.i64("delta", INT64_MIN, INT64_MAX), read_generation(r)};
 }
 
 void StoreCompareSet::pack(codec::Packer& p) const {
-  p.pack_map(4);
+  p.pack_map(generation ? 5 : 4);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "key"), put_str(p, key);
   codec::key(p, "expected"), put_bin(p, expected);
   codec::key(p, "desired"), put_bin(p, desired);
+  put_generation(p, generation);
 }
 StoreCompareSet StoreCompareSet::unpack(const msgpack::object& o) {
   MapReader r(o, "store_compare_set");
   return {job_id(r), store_key(r), r.bin("expected", limits::kMaxValueBytes),
-          r.bin("desired", limits::kMaxValueBytes)};
+          r.bin("desired", limits::kMaxValueBytes), read_generation(r)};
 }
 
 void StoreDelete::pack(codec::Packer& p) const {
-  p.pack_map(2);
+  p.pack_map(generation ? 3 : 2);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "key"), put_str(p, key);
+  put_generation(p, generation);
 }
 StoreDelete StoreDelete::unpack(const msgpack::object& o) {
   MapReader r(o, "store_delete");
-  return {job_id(r), store_key(r)};
+  return {job_id(r), store_key(r), read_generation(r)};
 }
 
 void StoreWait::pack(codec::Packer& p) const {
-  p.pack_map(3);
+  p.pack_map(generation ? 4 : 3);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "keys"), p.pack_array(static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) put_str(p, k);
   codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+  put_generation(p, generation);
 }
 StoreWait StoreWait::unpack(const msgpack::object& o) {
   MapReader r(o, "store_wait");
-  StoreWait m{job_id(r), r.str_list("keys", limits::kMaxWaitKeys, limits::kMaxKeyBytes),
-              timeout(r)};
+  StoreWait m{job_id(r), r.str_list("keys", limits::kMaxWaitKeys, limits::kMaxKeyBytes), timeout(r),
+              read_generation(r)};
   if (m.keys.empty()) throw Error(ErrorCode::kInvalidArgument, "store_wait needs at least one key");
   for (const auto& k : m.keys)
     if (k.empty()) throw Error(ErrorCode::kInvalidArgument, "store key must not be empty");
@@ -321,16 +335,17 @@ StoreWait StoreWait::unpack(const msgpack::object& o) {
 }
 
 void Barrier::pack(codec::Packer& p) const {
-  p.pack_map(4);
+  p.pack_map(generation ? 5 : 4);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "rank"), p.pack(rank);
   codec::key(p, "name"), put_str(p, name);
   codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+  put_generation(p, generation);
 }
 Barrier Barrier::unpack(const msgpack::object& o) {
   MapReader r(o, "barrier");
   return {job_id(r), static_cast<uint32_t>(r.u64("rank", 0, kU32Max)),
-          r.str("name", limits::kMaxKeyBytes), timeout(r)};
+          r.str("name", limits::kMaxKeyBytes), timeout(r), read_generation(r)};
 }
 
 void Status::pack(codec::Packer& p) const {

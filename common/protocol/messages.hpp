@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,10 @@ struct StoreSet {
   std::string job;
   std::string key;
   std::string value;
+  // Generation fence (optional on the wire, absent = no check): the
+  // generation of the caller's RankInfo. A job at another generation refuses
+  // the request with stale_generation.
+  std::optional<uint64_t> generation = std::nullopt;
   MUSTER_MESSAGE(StoreSet);
 };
 
@@ -145,6 +150,10 @@ struct StoreGet {
   std::string job;
   std::string key;
   int64_t timeout_ms = 0;
+  // Generation fence (optional on the wire, absent = no check): the
+  // generation of the caller's RankInfo. A job at another generation refuses
+  // the request with stale_generation.
+  std::optional<uint64_t> generation = std::nullopt;
   MUSTER_MESSAGE(StoreGet);
 };
 
@@ -153,6 +162,10 @@ struct StoreAdd {
   std::string job;
   std::string key;
   int64_t delta = 0;
+  // Generation fence (optional on the wire, absent = no check): the
+  // generation of the caller's RankInfo. A job at another generation refuses
+  // the request with stale_generation.
+  std::optional<uint64_t> generation = std::nullopt;
   MUSTER_MESSAGE(StoreAdd);
 };
 
@@ -163,12 +176,20 @@ struct StoreCompareSet {
   std::string key;
   std::string expected;
   std::string desired;
+  // Generation fence (optional on the wire, absent = no check): the
+  // generation of the caller's RankInfo. A job at another generation refuses
+  // the request with stale_generation.
+  std::optional<uint64_t> generation = std::nullopt;
   MUSTER_MESSAGE(StoreCompareSet);
 };
 
 struct StoreDelete {
   std::string job;
   std::string key;
+  // Generation fence (optional on the wire, absent = no check): the
+  // generation of the caller's RankInfo. A job at another generation refuses
+  // the request with stale_generation.
+  std::optional<uint64_t> generation = std::nullopt;
   MUSTER_MESSAGE(StoreDelete);
 };
 
@@ -176,6 +197,10 @@ struct StoreWait {
   std::string job;
   std::vector<std::string> keys;
   int64_t timeout_ms = 0;
+  // Generation fence (optional on the wire, absent = no check): the
+  // generation of the caller's RankInfo. A job at another generation refuses
+  // the request with stale_generation.
+  std::optional<uint64_t> generation = std::nullopt;
   MUSTER_MESSAGE(StoreWait);
 };
 
@@ -185,6 +210,10 @@ struct Barrier {
   uint32_t rank = 0;
   std::string name;
   int64_t timeout_ms = 0;
+  // Generation fence (optional on the wire, absent = no check): the
+  // generation of the caller's RankInfo. A job at another generation refuses
+  // the request with stale_generation.
+  std::optional<uint64_t> generation = std::nullopt;
   MUSTER_MESSAGE(Barrier);
 };
 

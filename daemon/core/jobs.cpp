@@ -94,7 +94,7 @@ void State::release(Job& job, uint32_t local_rank) {
   slot.device = -1;
 }
 
-proto::Reserved State::reserve(const proto::Reserve& m) {
+proto::Reserved State::reserve(const proto::Reserve& m, int64_t owner_uid) {
   if (auto it = jobs_.find(m.job); it != jobs_.end())
     throw Error(ErrorCode::kConflict, "job '" + m.job + "' already runs on this daemon with " +
                                           std::to_string(it->second.local_world_size) +
@@ -105,6 +105,7 @@ proto::Reserved State::reserve(const proto::Reserve& m) {
                 "launcher pid " + std::to_string(m.launcher_pid) + " is not a running process");
   Job job;
   job.id = m.job;
+  job.owner_uid = owner_uid;
   job.local_world_size = m.local_world_size;
   job.wants_gpu = m.wants_gpu;
   job.generation = m.generation;  // muster run's restart count
@@ -117,7 +118,8 @@ proto::Reserved State::reserve(const proto::Reserve& m) {
   for (uint32_t i = 1; i < m.local_world_size; ++i) watch_.watch(m.launcher_pid);
   log::info("job=" + m.job + " reserved " + std::to_string(m.local_world_size) +
             " slot(s) for launcher pid=" + std::to_string(m.launcher_pid) + " devices=[" +
-            list(devices) + "] generation=" + std::to_string(m.generation));
+            list(devices) + "] generation=" + std::to_string(m.generation) +
+            " uid=" + std::to_string(owner_uid));
   jobs_.emplace(m.job, std::move(job));
   return {m.generation, devices};
 }
@@ -150,7 +152,7 @@ void State::attach(const proto::Attach& m) {
   }
 }
 
-proto::RankInfo State::join(const proto::Join& m) {
+proto::RankInfo State::join(const proto::Join& m, int64_t owner_uid) {
   auto it = jobs_.find(m.job);
   bool created = it == jobs_.end();
   if (!created && it->second.local_world_size != m.local_world_size)
@@ -162,6 +164,7 @@ proto::RankInfo State::join(const proto::Join& m) {
   Job& job = created ? fresh : it->second;
   if (created) {
     job.id = m.job;
+    job.owner_uid = owner_uid;
     job.local_world_size = m.local_world_size;
     job.wants_gpu = m.wants_gpu;
     job.slots.resize(m.local_world_size);

@@ -50,6 +50,8 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
       }
       return peer_request(to, env, out);
     }
+    // Who may do this to which job (access.cpp), before any handler runs.
+    authorize(to, env);
     if (maybe_forward(to, env, out)) return;
     switch (static_cast<MsgType>(env.type)) {
       case MsgType::kPing:
@@ -57,14 +59,14 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
         return;
       case MsgType::kJoin:
-        reply(to, join(proto::Join::unpack(env.payload)), out);
+        reply(to, join(proto::Join::unpack(env.payload), to.peer_uid), out);
         return;
       case MsgType::kLeave:
         leave(proto::Leave::unpack(env.payload), out);
         reply(to, proto::Ok{}, out);
         return;
       case MsgType::kReserve:
-        reply(to, reserve(proto::Reserve::unpack(env.payload)), out);
+        reply(to, reserve(proto::Reserve::unpack(env.payload), to.peer_uid), out);
         return;
       case MsgType::kAttach:
         attach(proto::Attach::unpack(env.payload));

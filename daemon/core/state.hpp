@@ -91,8 +91,13 @@ class State {
   }
   void fail(const ReplyTo& to, ErrorCode code, const std::string& msg, std::vector<Outgoing>& out);
 
-  proto::RankInfo join(const proto::Join& m);
-  proto::Reserved reserve(const proto::Reserve& m);
+  // Ownership, claimed pids and the generation fence (access.cpp): throws
+  // Error before any handler runs; changes nothing.
+  void authorize(const ReplyTo& to, const proto::Envelope& env) const;
+
+  // owner_uid: the uid a job created here belongs to (-1 = none).
+  proto::RankInfo join(const proto::Join& m, int64_t owner_uid);
+  proto::Reserved reserve(const proto::Reserve& m, int64_t owner_uid);
   void attach(const proto::Attach& m);
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);

@@ -63,6 +63,9 @@ struct ClusterInfo {
 
 struct Job {
   std::string id;
+  // The uid that created the job (reserve or first join); only it and root
+  // may use the job. -1: created by an in-process caller, no owner.
+  int64_t owner_uid = -1;
   uint64_t generation = 0;
   uint32_t local_world_size = 0;
   bool wants_gpu = false;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -59,6 +60,30 @@ void send(zmq::socket_t& s, const Outgoing& o) {
   if (o.to.delimiter)
     s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   s.send(zmq::buffer(o.frame), zmq::send_flags::dontwait);
+}
+
+// The sender's uid and pid. For an ipc:// connection libzmq (4.3, built with
+// SO_PEERCRED support, as Debian's is) appends the peer's credentials, taken
+// by the kernel when the peer connected, to every frame's "Peer-Address"
+// property: "<address>:<uid>:<gid>:<pid>" ("localhost:1000:1000:4242" with
+// libzmq 4.3.4). False when the property is missing or malformed.
+bool peer_credentials(const zmq::message_t& frame, int64_t& uid, int64_t& pid) {
+  const char* prop = zmq_msg_gets(frame.handle(), "Peer-Address");
+  if (!prop) return false;
+  std::string_view s(prop);
+  int64_t fields[3];  // uid, gid, pid, read from the end
+  for (int i = 2; i >= 0; --i) {
+    auto colon = s.rfind(':');
+    if (colon == std::string_view::npos) return false;
+    auto digits = s.substr(colon + 1);
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), fields[i]);
+    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || fields[i] < 0)
+      return false;
+    s = s.substr(0, colon);
+  }
+  uid = fields[0];
+  pid = fields[2];
+  return true;
 }
 
 // The STATUS= line: jobs, GPU leases and live ranks.
@@ -219,6 +244,16 @@ void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
     try {
       auto env = proto::decode_envelope(body->data(), body->size());
       to.request_id = env.request_id;
+      // Every local request is checked against its sender's uid
+      // (access.cpp); a sender the daemon cannot identify is refused, never
+      // trusted. Peers are daemons, authenticated by CURVE instead.
+      if (!from_peer && !peer_credentials(*body, to.peer_uid, to.peer_pid)) {
+        out.push_back({to, proto::encode_error(env.request_id, ErrorCode::kPermissionDenied,
+                                               "musterd cannot tell which user sent this "
+                                               "request: the connection carries no peer "
+                                               "credentials (only ipc:// clients are served)")});
+        continue;
+      }
       state.handle(to, env, out);
     } catch (const proto::EnvelopeError& e) {
       log::debug(std::string("refused a frame: ") + e.what());

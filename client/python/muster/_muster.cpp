@@ -123,7 +123,7 @@ PYBIND11_MODULE(_muster, m) {
   if (!g_error) throw py::error_already_set();
   m.attr("Error") = py::handle(g_error);
   py::dict codes;
-  for (int c = 0; c <= static_cast<int>(muster::ErrorCode::kShuttingDown); ++c)
+  for (int c = 0; c <= static_cast<int>(muster::ErrorCode::kStaleGeneration); ++c)
     codes[py::str(muster::error_name(static_cast<muster::ErrorCode>(c)))] = c;
   m.attr("ERROR_CODES") = codes;
   py::register_exception_translator([](std::exception_ptr p) {

@@ -26,6 +26,7 @@ enum class ErrorCode : uint16_t {
   kUnavailable = 13,  // client side: no daemon answered in time
   kPeerExited = 14,   // a rank the request depends on has exited
   kShuttingDown = 15,
+  kStaleGeneration = 16,  // a request from another generation than the job's
 };
 
 // Stable lower-case name, e.g. "timeout"; used in CLI output and JSON.

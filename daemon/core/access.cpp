@@ -1,0 +1,148 @@
+// Who may do what: the one check every request passes before its handler
+// runs (State::handle calls authorize()). Three rules:
+//
+//  - A job belongs to the uid that created it (reserve, or the first join);
+//    a request that names the job from another uid is refused with
+//    permission_denied. Root (uid 0) may act on any job.
+//  - A pid a request claims (join's pid, leave's pid, reserve's
+//    launcher_pid, attach's pids) must be a process of the caller's uid
+//    (its real or effective uid, as /proc/PID/status says), unless the
+//    caller is root: nobody can hand a lease to, or end the lease of,
+//    another user's process.
+//  - Generation fence: a store request or barrier that carries a
+//    generation must carry the job's current one (stale_generation).
+//
+// The sender's uid comes from the server (ReplyTo::peer_uid, SO_PEERCRED);
+// -1 marks an in-process caller, for which the first two rules have nothing
+// to check against (see ReplyTo). Everything here only reads: a refused
+// request changes no state.
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "core/state.hpp"
+#include "protocol/limits.hpp"
+
+namespace muster::daemon {
+
+using proto::MsgType;
+
+namespace {
+
+// What a request names: read straight from the payload map, without
+// copying store values. Full validation stays with each message's unpack();
+// the fields read here use the same types and ranges, so a malformed request
+// is refused with the same kind of error either way.
+struct Claims {
+  std::string job;
+  bool may_create = false;  // join and reserve create a job that is absent
+  std::vector<int64_t> pids;
+  std::optional<uint64_t> generation;
+};
+
+constexpr int64_t kMaxPid = int64_t{1} << 22;  // as messages.cpp
+
+std::optional<Claims> claims_of(const proto::Envelope& env) {
+  const char* what = proto::type_name(env.type);
+  Claims c;
+  bool fenced = false;
+  switch (static_cast<MsgType>(env.type)) {
+    case MsgType::kJoin:
+    case MsgType::kReserve:
+      c.may_create = true;
+      break;
+    case MsgType::kLeave:
+    case MsgType::kAttach:
+    case MsgType::kShard:
+      break;
+    case MsgType::kStoreSet:
+    case MsgType::kStoreGet:
+    case MsgType::kStoreAdd:
+    case MsgType::kStoreCompareSet:
+    case MsgType::kStoreDelete:
+    case MsgType::kStoreWait:
+    case MsgType::kBarrier:
+      fenced = true;
+      break;
+    default:
+      return std::nullopt;  // names no job (ping, status) or is no request
+  }
+  codec::MapReader r(env.payload, what ? what : "request");
+  c.job = r.str("job", limits::kMaxJobIdBytes);
+  switch (static_cast<MsgType>(env.type)) {
+    case MsgType::kJoin:
+    case MsgType::kLeave:
+      c.pids.push_back(r.i64("pid", 1, kMaxPid));
+      break;
+    case MsgType::kReserve:
+      c.pids.push_back(r.i64("launcher_pid", 1, kMaxPid));
+      break;
+    case MsgType::kAttach:
+      c.pids = r.int_list("pids", limits::kMaxLocalWorldSize, 1, kMaxPid);
+      break;
+    default:
+      break;
+  }
+  if (fenced && r.has("generation")) c.generation = r.u64("generation", 0, UINT64_MAX);
+  return c;
+}
+
+// The real and effective uid of a live process, or nullopt when there is
+// none (or it is hidden from the daemon, e.g. by hidepid).
+std::optional<std::pair<int64_t, int64_t>> process_uids(int64_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f) return std::nullopt;
+  char line[256];
+  std::optional<std::pair<int64_t, int64_t>> uids;
+  while (std::fgets(line, sizeof line, f)) {
+    long long real = 0, effective = 0;
+    if (std::strncmp(line, "Uid:", 4) == 0 &&
+        std::sscanf(line + 4, "%lld %lld", &real, &effective) == 2) {
+      uids.emplace(real, effective);
+      break;
+    }
+  }
+  std::fclose(f);
+  return uids;
+}
+
+}  // namespace
+
+void State::authorize(const ReplyTo& to, const proto::Envelope& env) const {
+  auto claims = claims_of(env);
+  if (!claims) return;
+  const Claims& c = *claims;
+  // Root and in-process callers (-1) may act on any job and claim any pid.
+  bool checked = to.peer_uid > 0;
+  auto it = jobs_.find(c.job);
+  if (it == jobs_.end()) {
+    // The handler answers unknown_job (or validates the id); only a request
+    // that creates the job goes on to have its pids checked.
+    if (!c.may_create) return;
+  } else {
+    const Job& job = it->second;
+    if (checked && job.owner_uid >= 0 && job.owner_uid != to.peer_uid)
+      throw Error(ErrorCode::kPermissionDenied,
+                  "job '" + c.job + "' belongs to uid " + std::to_string(job.owner_uid) + "; uid " +
+                      std::to_string(to.peer_uid) + " may not use it");
+    if (c.generation && *c.generation != job.generation)
+      throw Error(ErrorCode::kStaleGeneration,
+                  "request from generation " + std::to_string(*c.generation) + " refused: job '" +
+                      c.job + "' is at generation " + std::to_string(job.generation));
+  }
+  if (!checked) return;
+  for (auto pid : c.pids) {
+    auto uids = process_uids(pid);
+    if (!uids)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "pid " + std::to_string(pid) + " is not a running process");
+    if (uids->first != to.peer_uid && uids->second != to.peer_uid)
+      throw Error(ErrorCode::kPermissionDenied,
+                  "pid " + std::to_string(pid) + " belongs to uid " + std::to_string(uids->first) +
+                      "; uid " + std::to_string(to.peer_uid) + " may not claim it");
+  }
+}
+
+}  // namespace muster::daemon
