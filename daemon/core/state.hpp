@@ -32,6 +32,8 @@ struct Outgoing {
   std::string frame;
 };
 
+class StateFile;  // persist/state_file.hpp
+
 struct DeviceSlot {
   gpu::Device device;
   std::string job;  // holder, empty when free
@@ -56,6 +58,9 @@ class State {
   size_t job_count() const { return jobs_.size(); }
 
  private:
+  // Saves and restores jobs, stores and leases across daemon restarts.
+  friend class StateFile;
+
   enum class WaitKind { kGet, kWait, kBarrier };
   struct Waiter {
     ReplyTo to;

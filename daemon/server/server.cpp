@@ -15,6 +15,8 @@
 #include "endpoint.hpp"
 #include "liveness/pidwatch.hpp"
 #include "log.hpp"
+#include "persist/reply_cache.hpp"
+#include "persist/state_file.hpp"
 #include "protocol/limits.hpp"
 
 namespace muster::daemon {
@@ -25,6 +27,9 @@ struct Server::Impl {
   PidWatch watch;
   std::unique_ptr<State> state;
   std::string socket_path;
+  ReplyCache replies;
+  std::unique_ptr<StateFile> state_file;
+  int state_lock_fd = -1;  // when the state dir is not the runtime dir
 };
 
 namespace {
@@ -66,6 +71,7 @@ std::string summary(const State& state) {
 }  // namespace
 
 Server::Server(Config cfg) : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg)) {
+  if (cfg_.state_dir.empty()) cfg_.state_dir = cfg_.runtime_dir;
   inventory_ = gpu::discover(cfg_.simulate_gpus);
   if (cfg_.devices_given) {
     for (auto d : cfg_.devices) {
@@ -91,6 +97,7 @@ Server::Server(Config cfg) : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg
 Server::~Server() {
   if (!impl_->socket_path.empty()) ::unlink(impl_->socket_path.c_str());
   if (lock_fd_ >= 0) ::close(lock_fd_);
+  if (impl_->state_lock_fd >= 0) ::close(impl_->state_lock_fd);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -105,6 +112,9 @@ void Server::bind() {
     lock_fd_ = -1;
     throw Error(ErrorCode::kConflict, "another musterd already serves " + cfg_.runtime_dir);
   }
+  // The state before the socket: nobody is served from an empty state that
+  // a restarted daemon should have taken over.
+  load_state();
   // We hold the lock, so a socket file left here is stale.
   impl_->socket_path = cfg_.runtime_dir + "/musterd.sock";
   ::unlink(impl_->socket_path.c_str());
@@ -130,6 +140,25 @@ void Server::bind() {
               " GPU(s) to hand out (source: " + inventory_.source + ")");
 }
 
+void Server::load_state() {
+  if (cfg_.state_dir != cfg_.runtime_dir) {
+    // Two daemons must not share one state file.
+    make_dir(cfg_.state_dir);
+    std::string lock_path = cfg_.state_dir + "/state.lock";
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+      throw Error(ErrorCode::kInternal, "cannot open " + lock_path + ": " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      throw Error(ErrorCode::kConflict,
+                  "another musterd already keeps its state in " + cfg_.state_dir);
+    }
+    impl_->state_lock_fd = fd;
+  }
+  impl_->state_file = std::make_unique<StateFile>(cfg_.state_dir);
+  impl_->state_file->load(*impl_->state, impl_->replies);
+}
+
 void Server::stop() noexcept {
   uint64_t one = 1;
   ssize_t r = ::write(wake_fd_, &one, sizeof one);
@@ -139,6 +168,8 @@ void Server::stop() noexcept {
 void Server::run() {
   auto& router = impl_->router;
   auto& state = *impl_->state;
+  auto& replies = impl_->replies;
+  bool dirty = true;  // something to save before the next replies go out
   std::vector<Outgoing> out;
   std::vector<zmq::pollitem_t> items;
   std::vector<int64_t> item_pids;
@@ -187,8 +218,14 @@ void Server::run() {
 
     if (items[1].revents & ZMQ_POLLIN) break;
     for (size_t i = 2; i < items.size(); ++i)
-      if (items[i].revents & ZMQ_POLLIN) state.on_pid_exit(item_pids[i - 2], out);
-    for (auto pid : impl_->watch.sweep_dead()) state.on_pid_exit(pid, out);
+      if (items[i].revents & ZMQ_POLLIN) {
+        state.on_pid_exit(item_pids[i - 2], out);
+        dirty = true;
+      }
+    for (auto pid : impl_->watch.sweep_dead()) {
+      state.on_pid_exit(pid, out);
+      dirty = true;
+    }
 
     // Bounded batch so pid exits and timeouts are never starved.
     for (int n = 0; n < 1024; ++n) {
@@ -219,6 +256,19 @@ void Server::run() {
       try {
         auto env = proto::decode_envelope(body->data(), body->size());
         to.request_id = env.request_id;
+        // A request sent again (same client, same id): answered once.
+        auto hash = ReplyCache::hash({static_cast<const char*>(body->data()), body->size()});
+        std::string again;
+        switch (replies.check(to, hash, &again)) {
+          case ReplyCache::Seen::kAnswered:
+            out.push_back({to, std::move(again)});
+            continue;
+          case ReplyCache::Seen::kPending:
+            continue;  // still waiting: its one reply comes when the wait ends
+          case ReplyCache::Seen::kNew:
+            break;
+        }
+        replies.begin(to, env.type, hash);
         state.handle(to, env, out);
       } catch (const proto::EnvelopeError& e) {
         log::debug(std::string("refused a frame: ") + e.what());
@@ -226,6 +276,10 @@ void Server::run() {
       }
     }
     state.expire(Clock::now(), out);
+    if (replies.complete(out)) dirty = true;
+    // Saved before any of these replies leaves: a client never acts on an
+    // answer that a restarted daemon would not know.
+    if (dirty && impl_->state_file->save(state, replies)) dirty = false;
     for (const auto& o : out) send(router, o);
     out.clear();
     if (cfg_.exit_when_idle) {
