@@ -263,7 +263,7 @@ TEST_CASE("a client waiting across the restart gets its answer without an error"
     try {
       Client w(at(d));
       w.join({"wait", 2, false, 0});  // same pid: the same slot
-      got = w.get("late-key", 60s);
+      got = w.get("late-key", 20s);
     } catch (const Error& e) {
       get_error = e.what();
     }
@@ -272,7 +272,7 @@ TEST_CASE("a client waiting across the restart gets its answer without an error"
     try {
       Client w(at(d));
       w.join({"wait", 2, false, 0});
-      w.wait({"late-key", "other-key"}, 60s);
+      w.wait({"late-key", "other-key"}, 20s);
     } catch (const Error& e) {
       wait_error = e.what();
     }
@@ -282,7 +282,7 @@ TEST_CASE("a client waiting across the restart gets its answer without an error"
     try {
       Client b(at(d));
       b.join({"wait", 2, false, 1});
-      b.barrier("across", 60s);
+      b.barrier("across", 20s);
     } catch (const Error& e) {
       barrier_error = e.what();
     }
@@ -294,7 +294,7 @@ TEST_CASE("a client waiting across the restart gets its answer without an error"
 
   setter.set("late-key", "after-restart");
   setter.set("other-key", "x");
-  setter.barrier("across", 60s);
+  setter.barrier("across", 20s);
   getter.join();
   waiter.join();
   barrier.join();
@@ -302,7 +302,7 @@ TEST_CASE("a client waiting across the restart gets its answer without an error"
   CHECK(wait_error == "");
   CHECK(barrier_error == "");
   CHECK(got == "after-restart");
-  CHECK(std::chrono::steady_clock::now() - t0 < 30s);  // not by a timeout
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);  // not by a timeout
 }
 
 TEST_CASE("a rank that died while musterd was down loses its slot and GPU at the restart") {
