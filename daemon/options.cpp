@@ -41,6 +41,9 @@ po::options_description settings_description(Settings& s) {
     ("runtime-dir", po::value(&s.o.config.runtime_dir)->value_name("DIR")->default_value(default_runtime_dir()),
        "directory for musterd.sock and musterd.lock (default: /run/muster for root, else "
        "$XDG_RUNTIME_DIR/muster, else /tmp/muster-$UID)")
+    ("state-dir", po::value(&s.o.config.state_dir)->value_name("DIR"),
+       "directory for state.msgpack, the jobs, leases and stores a restarted daemon takes "
+       "over (default: the runtime directory)")
     ("devices", po::value(&s.devices)->value_name("LIST"), "GPU indices this daemon may hand out, e.g. 0,1,4,6 (default: all)")
     ("simulate-gpus", po::value(&s.o.config.simulate_gpus)->value_name("N")->default_value(-1),
        "pretend N GPUs exist instead of asking NVML/CUDA (tests, demos); -1 = off")
@@ -114,6 +117,8 @@ void finish(Settings& s, bool whole) {
     throw std::runtime_error("unknown --log-level '" + s.o.log_level + "'");
   if (c.runtime_dir.empty() || c.runtime_dir[0] != '/')
     throw std::runtime_error("--runtime-dir must be an absolute path");
+  if (!c.state_dir.empty() && c.state_dir[0] != '/')
+    throw std::runtime_error("--state-dir must be an absolute path");
   c.socket_gid = s.socket_group.empty() ? -1 : group_id(s.socket_group);
 
   check_peer_bind(c.peer_bind);

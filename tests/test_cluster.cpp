@@ -158,7 +158,7 @@ TEST_CASE("a daemon killed mid-job is detected and every surviving rank is told"
   Cluster c(3);
   std::vector<std::unique_ptr<Process>> runs;
   for (int i = 0; i < 3; ++i)
-    runs.push_back(c.run(i, "lossy", "3", {"--node-rank", std::to_string(i)}, {"hold"}));
+    runs.push_back(c.run(i, "lossy", "3", {"--node-rank", std::to_string(i)}, {"hold-nosigterm"}));
   // Everyone got through the store and the barrier: the world works.
   for (auto& r : runs) {
     int shards = 0;

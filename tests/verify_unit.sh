@@ -20,7 +20,8 @@ if [ "$type" = notify ]; then
 else
   ! grep -q '^WatchdogSec=' "$dir/musterd.service" || { echo "FAIL: WatchdogSec without libsystemd"; exit 1; }
 fi
-for want in Restart=on-failure RuntimeDirectory=muster StateDirectory=muster \
+for want in Restart=on-failure RuntimeDirectory=muster RuntimeDirectoryPreserve=restart \
+  StateDirectory=muster \
   ConfigurationDirectory=muster NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes \
   PrivateTmp=yes SystemCallFilter=@system-service DevicePolicy=closed; do
   grep -qx "$want" "$dir/musterd.service" || { echo "FAIL: missing $want"; exit 1; }

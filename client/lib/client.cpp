@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <zmq.hpp>
 
 #include "client_impl.hpp"
@@ -15,7 +18,14 @@ zmq::context_t& client_context() {
   // Never destroyed: terminating a context blocks until every socket is
   // closed, and a program that never frees its client (ctypes, a static
   // Client) must still be able to exit.
-  static auto* ctx = new zmq::context_t(1);
+  static auto* ctx = [] {
+    auto* c = new zmq::context_t(1);
+    // Each Client holds a socket and its monitor's pair (three sockets with
+    // the monitor's own end); libzmq's default cap of 1023 sockets would stop
+    // a process at ~340 clients (threads as ranks, the load test).
+    c->set(zmq::ctxopt::max_sockets, 65535);
+    return c;
+  }();
   return *ctx;
 }
 
@@ -57,12 +67,71 @@ Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>()) {
   if (impl_->opts.endpoint.empty()) impl_->opts.endpoint = resolve_endpoint();
   if (auto s = env_int("MUSTER_TIMEOUT_S", -1, 0, limits::kMaxTimeoutMs / 1000); s >= 0)
     impl_->opts.wait_timeout = std::chrono::seconds(s);
-  impl_->sock.set(zmq::sockopt::linger, 0);
+  impl_->connect(impl_->opts.endpoint);
+}
+
+void Client::Impl::connect(const std::string& endpoint) {
+  sock.set(zmq::sockopt::linger, 0);
+  // The daemon knows a resent request by this id (client_impl.hpp): random,
+  // kept across reconnects; ZeroMQ reserves ids that start with a zero byte.
+  std::random_device rd;
+  std::string id = "m";
+  while (id.size() < 16) id += static_cast<char>(rd());
+  sock.set(zmq::sockopt::routing_id, zmq::buffer(id));
+  // Events of this socket only, on an inproc address of its own. Without a
+  // monitor, lost requests are still sent again on the timer.
+  static std::atomic<uint64_t> serial{0};
+  std::string addr = "inproc://muster-client-monitor-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(serial++);
+  if (zmq_socket_monitor(sock.handle(), addr.c_str(),
+                         ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+    try {
+      monitor.set(zmq::sockopt::linger, 0);
+      monitor.connect(addr);
+      monitoring = true;
+    } catch (const zmq::error_t&) {
+      zmq_socket_monitor(sock.handle(), nullptr, 0);
+    }
+  }
   try {
-    impl_->sock.connect(impl_->opts.endpoint);
+    sock.connect(endpoint);
   } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "cannot use endpoint '" + impl_->opts.endpoint + "': " + e.what());
+    throw Error(ErrorCode::kInvalidArgument, "cannot use endpoint '" + endpoint + "': " + e.what());
+  }
+}
+
+bool Client::Impl::reconnected() {
+  bool back = false;
+  while (monitoring) {
+    zmq::message_t ev;
+    try {
+      if (!monitor.recv(ev, zmq::recv_flags::dontwait)) break;
+      for (bool more = ev.more(); more;) {  // the endpoint frame
+        zmq::message_t rest;
+        more = monitor.recv(rest, zmq::recv_flags::dontwait) && rest.more();
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      break;
+    }
+    if (ev.size() < sizeof(uint16_t)) continue;
+    uint16_t event;
+    std::memcpy(&event, ev.data(), sizeof event);
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      lost = true;
+    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && lost) {
+      lost = false;
+      back = true;
+    }
+  }
+  return back;
+}
+
+void Client::Impl::resend(const std::string& frame) {
+  try {
+    (void)sock.send(zmq::buffer(frame), zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // EINTR or a full queue: the next resend tries again.
   }
 }
 

@@ -17,11 +17,53 @@ namespace muster {
 // process with many clients (or threads) light.
 zmq::context_t& client_context();
 
+// Surviving a daemon restart (kill -9, then systemd's Restart=): ZeroMQ
+// reconnects the socket to the ipc path by itself, but a request the dead
+// daemon had read is lost with it. So a request whose reply has not come is
+// sent again, byte for byte (the SAME request id): at once when the socket
+// reconnects after losing its daemon (seen through a socket monitor), and
+// otherwise after 1 s, 2 s, 4 s, then every 8 s. That is safe for every
+// request, StoreAdd, Reserve and a Join that takes a free slot included,
+// because the daemon never applies one request twice: the socket's routing
+// id is chosen here and kept for the client's life, and the daemon remembers
+// (routing id, request id) of the requests it still works on (a parked wait:
+// a copy is dropped) and the replies to the last few it answered (a copy
+// gets the same reply again), and saves those of state-changing requests
+// with its state before replying, so a restarted daemon knows them too
+// (daemon/persist/). Of several replies to one id the first counts; a late
+// one carries an old id and is skipped. Resending only after a restart was
+// seen (e.g. a changed Pong pid) would not be enough: a daemon that applied
+// a request and died before replying looks the same as one that never got
+// it.
+inline constexpr std::chrono::milliseconds kFirstResend{1000};
+inline constexpr std::chrono::milliseconds kMaxResend{8000};
+
 struct Client::Impl {
   ClientOptions opts;
   zmq::socket_t sock{client_context(), zmq::socket_type::dealer};
+  // Receives sock's connection events (client.cpp); unused when !monitoring.
+  zmq::socket_t monitor{client_context(), zmq::socket_type::pair};
+  bool monitoring = false;
+  bool lost = false;  // the connection dropped and has not come back yet
   uint64_t next_id = 1;
   std::optional<RankInfo> info;
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  // The monitor stops before its sockets close: sock must not report
+  // events to a closed peer.
+  ~Impl() {
+    if (monitoring) zmq_socket_monitor(sock.handle(), nullptr, 0);
+  }
+
+  // Connects sock with a routing id of its own and starts the monitor.
+  void connect(const std::string& endpoint);
+  // Reads the pending connection events; true when the socket connected
+  // again after losing its daemon.
+  bool reconnected();
+  // Queues a copy of a request; never blocks (a full queue holds copies).
+  void resend(const std::string& frame);
 
   // Sends one request and returns the reply's envelope, or throws the
   // daemon's error. extra_wait covers requests that wait in the daemon.
@@ -34,6 +76,7 @@ struct Client::Impl {
       throw Error(ErrorCode::kTooLarge, "request of " + std::to_string(frame.size()) +
                                             " bytes exceeds the protocol's frame limit of " +
                                             std::to_string(limits::kMaxFrameBytes));
+    reconnected();  // what happened between calls is no reason to resend
     for (;;) {
       try {
         sock.send(zmq::buffer(frame), zmq::send_flags::none);
@@ -42,20 +85,32 @@ struct Client::Impl {
         if (e.num() != EINTR) throw Error(ErrorCode::kInternal, e.what());
       }
     }
-    auto deadline = std::chrono::steady_clock::now() + opts.request_timeout + extra_wait;
+    auto now = std::chrono::steady_clock::now();
+    auto deadline = now + opts.request_timeout + extra_wait;
+    auto resend_every = kFirstResend;
+    auto resend_at = now + resend_every;
     for (;;) {
+      now = std::chrono::steady_clock::now();
+      if (now >= resend_at) {
+        resend(frame);
+        resend_every = std::min(2 * resend_every, kMaxResend);
+        resend_at = now + resend_every;
+      }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+          std::min(deadline, resend_at) - now);
       if (left.count() < 0) left = std::chrono::milliseconds(0);
-      zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::pollitem_t items[2] = {{sock.handle(), 0, ZMQ_POLLIN, 0},
+                                  {monitor.handle(), 0, ZMQ_POLLIN, 0}};
       try {
-        zmq::poll(&item, 1, left);
+        zmq::poll(items, monitoring ? 2 : 1, left);
       } catch (const zmq::error_t& e) {
         // A signal (SIGCHLD from data loader workers, profilers) is no error.
         if (e.num() == EINTR) continue;
         throw Error(ErrorCode::kInternal, e.what());
       }
-      if (!(item.revents & ZMQ_POLLIN)) {
+      if (monitoring && (items[1].revents & ZMQ_POLLIN) && reconnected()) resend(frame);
+      if (!(items[0].revents & ZMQ_POLLIN)) {
+        if (std::chrono::steady_clock::now() < deadline) continue;
         throw Error(ErrorCode::kUnavailable,
                     "no reply from musterd at " + opts.endpoint + " within " +
                         std::to_string((opts.request_timeout + extra_wait).count()) +

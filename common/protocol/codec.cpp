@@ -101,6 +101,12 @@ const msgpack::object_array& MapReader::array(std::string_view name, size_t max_
   return o.via.array;
 }
 
+const msgpack::object& MapReader::map(std::string_view name) const {
+  const auto& o = need(name);
+  if (o.type != msgpack::type::MAP) fail(name, "expected a map");
+  return o;
+}
+
 std::vector<std::string> MapReader::str_list(std::string_view name, size_t max_items,
                                              size_t max_bytes) const {
   const auto& arr = array(name, max_items);

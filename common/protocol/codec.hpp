@@ -49,6 +49,8 @@ class MapReader {
                                 int64_t max) const;
   // For nested arrays of maps (status): the array object, type-checked.
   const msgpack::object_array& array(std::string_view name, size_t max_items) const;
+  // A nested map, type-checked (read it with a MapReader of its own).
+  const msgpack::object& map(std::string_view name) const;
 
  private:
   const msgpack::object* find(std::string_view name) const;

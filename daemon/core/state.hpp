@@ -22,6 +22,8 @@
 
 namespace muster::daemon {
 
+class StateFile;  // persist/state_file.hpp
+
 struct DeviceSlot {
   gpu::Device device;
   std::string job;  // holder, empty when free
@@ -72,6 +74,9 @@ class State {
   bool cluster_active() const { return !coord_.empty() || !links_.empty(); }
 
  private:
+  // Saves and restores jobs, stores and leases across daemon restarts.
+  friend class StateFile;
+
   enum class WaitKind { kGet, kWait, kBarrier };
   struct Waiter {
     ReplyTo to;

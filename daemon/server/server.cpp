@@ -20,6 +20,8 @@
 #include "liveness/pidwatch.hpp"
 #include "log.hpp"
 #include "peer/secure.hpp"
+#include "persist/reply_cache.hpp"
+#include "persist/state_file.hpp"
 #include "protocol/limits.hpp"
 
 namespace muster::daemon {
@@ -37,6 +39,9 @@ struct Server::Impl {
   std::optional<zmq::socket_t> peer;
   std::map<std::string, zmq::socket_t> links;
   std::string peer_endpoint_file;
+  ReplyCache replies;
+  std::unique_ptr<StateFile> state_file;
+  int state_lock_fd = -1;  // when the state dir is not the runtime dir
 };
 
 namespace {
@@ -103,6 +108,7 @@ std::string summary(const State& state) {
 }  // namespace
 
 Server::Server(Config cfg) : impl_(std::make_unique<Impl>()), cfg_(std::move(cfg)) {
+  if (cfg_.state_dir.empty()) cfg_.state_dir = cfg_.runtime_dir;
   inventory_ = gpu::discover(cfg_.simulate_gpus);
   if (cfg_.devices_given) {
     for (auto d : cfg_.devices) {
@@ -142,6 +148,7 @@ Server::~Server() {
   if (!impl_->socket_path.empty()) ::unlink(impl_->socket_path.c_str());
   if (!impl_->peer_endpoint_file.empty()) ::unlink(impl_->peer_endpoint_file.c_str());
   if (lock_fd_ >= 0) ::close(lock_fd_);
+  if (impl_->state_lock_fd >= 0) ::close(impl_->state_lock_fd);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -156,6 +163,9 @@ void Server::bind() {
     lock_fd_ = -1;
     throw Error(ErrorCode::kConflict, "another musterd already serves " + cfg_.runtime_dir);
   }
+  // The state before the socket: nobody is served from an empty state that
+  // a restarted daemon should have taken over.
+  load_state();
   // We hold the lock, so a socket file left here is stale.
   impl_->socket_path = cfg_.runtime_dir + "/musterd.sock";
   ::unlink(impl_->socket_path.c_str());
@@ -205,6 +215,25 @@ void Server::bind_peer() {
               (sec.plain ? " (plain TCP: peer_plain is set)" : " (CURVE)"));
 }
 
+void Server::load_state() {
+  if (cfg_.state_dir != cfg_.runtime_dir) {
+    // Two daemons must not share one state file.
+    make_dir(cfg_.state_dir);
+    std::string lock_path = cfg_.state_dir + "/state.lock";
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+      throw Error(ErrorCode::kInternal, "cannot open " + lock_path + ": " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      throw Error(ErrorCode::kConflict,
+                  "another musterd already keeps its state in " + cfg_.state_dir);
+    }
+    impl_->state_lock_fd = fd;
+  }
+  impl_->state_file = std::make_unique<StateFile>(cfg_.state_dir);
+  impl_->state_file->load(*impl_->state, impl_->replies);
+}
+
 void Server::stop() noexcept {
   uint64_t one = 1;
   ssize_t r = ::write(wake_fd_, &one, sizeof one);
@@ -244,6 +273,21 @@ void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
     try {
       auto env = proto::decode_envelope(body->data(), body->size());
       to.request_id = env.request_id;
+      auto hash = ReplyCache::hash({static_cast<const char*>(body->data()), body->size()});
+      if (!from_peer) {
+        // A request sent again (same client, same id): answered once.
+        auto& replies = impl_->replies;
+        std::string again;
+        switch (replies.check(to, hash, &again)) {
+          case ReplyCache::Seen::kAnswered:
+            out.push_back({to, std::move(again)});
+            continue;
+          case ReplyCache::Seen::kPending:
+            continue;  // still waiting: its one reply comes when the wait ends
+          case ReplyCache::Seen::kNew:
+            break;
+        }
+      }
       // Every local request is checked against its sender's uid
       // (access.cpp); a sender the daemon cannot identify is refused, never
       // trusted. Peers are daemons, authenticated by CURVE instead.
@@ -254,6 +298,7 @@ void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
                                                "credentials (only ipc:// clients are served)")});
         continue;
       }
+      if (!from_peer) impl_->replies.begin(to, env.type, hash);
       state.handle(to, env, out);
     } catch (const proto::EnvelopeError& e) {
       log::debug(std::string("refused a frame: ") + e.what());
@@ -297,6 +342,7 @@ void Server::deliver(const std::vector<Outgoing>& out) {
 void Server::run() {
   auto& router = impl_->router;
   auto& state = *impl_->state;
+  bool dirty = true;  // something to save before the next replies go out
   std::vector<Outgoing> out;
   std::vector<zmq::pollitem_t> items;
   std::vector<int64_t> item_pids;
@@ -365,7 +411,10 @@ void Server::run() {
 
     if (items[1].revents & ZMQ_POLLIN) break;
     for (size_t i = first_pid; i < items.size(); ++i)
-      if (items[i].revents & ZMQ_POLLIN) state.on_pid_exit(item_pids[i - first_pid], out);
+      if (items[i].revents & ZMQ_POLLIN) {
+        state.on_pid_exit(item_pids[i - first_pid], out);
+        dirty = true;
+      }
     if (zap_at && (items[zap_at].revents & ZMQ_POLLIN)) impl_->zap->handle_ready();
     if (peer_at && (items[peer_at].revents & ZMQ_POLLIN)) receive(*impl_->peer, true, state, out);
     for (size_t i = links_at; i < first_pid; ++i) {
@@ -381,11 +430,18 @@ void Server::run() {
         state.on_link_frame(link_names[i - links_at], msg.data(), msg.size(), out);
       }
     }
-    for (auto pid : impl_->watch.sweep_dead()) state.on_pid_exit(pid, out);
+    for (auto pid : impl_->watch.sweep_dead()) {
+      state.on_pid_exit(pid, out);
+      dirty = true;
+    }
 
     receive(router, false, state, out);
     state.expire(Clock::now(), out);
     if (state.cluster_active()) state.cluster_tick(Clock::now(), out);
+    if (impl_->replies.complete(out)) dirty = true;
+    // Saved before any of these replies leaves: a client never acts on an
+    // answer that a restarted daemon would not know.
+    if (dirty && impl_->state_file->save(state, impl_->replies)) dirty = false;
     deliver(out);
     out.clear();
     if (cfg_.exit_when_idle) {

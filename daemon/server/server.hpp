@@ -21,7 +21,11 @@ class State;
 struct Outgoing;
 
 struct Config {
-  std::string runtime_dir;       // where musterd.sock and musterd.lock live
+  std::string runtime_dir;  // where musterd.sock and musterd.lock live
+  // Where state.msgpack (jobs, leases, stores; persist/state_file.hpp)
+  // lives; empty = runtime_dir, which is tmpfs under /run: the state
+  // survives a daemon restart but not a reboot.
+  std::string state_dir;
   std::vector<int64_t> devices;  // allowed subset; empty = all discovered
   bool devices_given = false;
   int simulate_gpus = -1;
@@ -92,6 +96,9 @@ class Server {
   void bind_peer();
   void receive(zmq::socket_t& sock, bool from_peer, State& state, std::vector<Outgoing>& out);
   void deliver(const std::vector<Outgoing>& out);
+  // Locks the state dir (when it is not the runtime dir) and restores it.
+  void load_state();
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   Config cfg_;

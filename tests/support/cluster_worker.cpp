@@ -6,9 +6,12 @@
 //   store=ok (every rank read every other rank's key after a barrier)
 //   shard=<count>:<fnv of the indices> (n=1000, epoch 3, seed 7, shuffle)
 // With the argument `hold`, it then waits for a key nobody sets and prints
-// `wait_error=<code> <message>` when that wait fails (a node was lost).
+// `wait_error=<code> <message>` when that wait fails (a node was lost);
+// `hold-nosigterm` does the same but ignores SIGTERM, so that the test sees
+// the failed wait even when muster run stops the group at the same moment.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -25,7 +28,9 @@ uint64_t fnv(const void* p, size_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool hold = argc > 1 && std::string(argv[1]) == "hold";
+  std::string mode = argc > 1 ? argv[1] : "";
+  bool hold = mode == "hold" || mode == "hold-nosigterm";
+  if (mode == "hold-nosigterm") std::signal(SIGTERM, SIG_IGN);
   try {
     muster::Client c;
     auto r = c.join_from_env();

@@ -139,21 +139,23 @@ bool process_exists(pid_t pid) {
 }
 
 TestDaemon::TestDaemon(std::vector<std::string> extra_args) {
-  std::vector<std::string> argv = {program("MUSTER_TEST_MUSTERD"), "--runtime-dir", dir_.path(),
-                                   "--log-level", "warning"};
+  argv_ = {program("MUSTER_TEST_MUSTERD"), "--runtime-dir", dir_.path(), "--log-level", "warning"};
   // Never the machine's /etc/muster/musterd.conf, unless a test gives a file.
   if (std::find(extra_args.begin(), extra_args.end(), "--config") == extra_args.end())
-    argv.push_back("--no-config");
-  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  proc_ = std::make_unique<Process>(argv);
+    argv_.push_back("--no-config");
+  argv_.insert(argv_.end(), extra_args.begin(), extra_args.end());
   endpoint_ = "ipc://" + dir_.path() + "/musterd.sock";
+  start();
+}
+
+void TestDaemon::start() {
+  proc_ = std::make_unique<Process>(argv_);
   bool up = eventually(
       [&] {
         if (access((dir_.path() + "/musterd.sock").c_str(), F_OK) != 0) return false;
         try {
           Client c({endpoint_, std::chrono::milliseconds(200)});
-          c.ping();
-          return true;
+          return c.status().pid == proc_->pid();  // not a socket file left by the last one
         } catch (const Error&) {
           return false;
         }
@@ -162,7 +164,14 @@ TestDaemon::TestDaemon(std::vector<std::string> extra_args) {
   if (!up) throw std::runtime_error("private musterd did not come up in " + dir_.path());
 }
 
+void TestDaemon::kill9() {
+  proc_->signal(SIGKILL);
+  if (!proc_->wait(std::chrono::seconds(10)))
+    throw std::runtime_error("musterd did not die of SIGKILL");
+}
+
 TestDaemon::~TestDaemon() {
+  if (proc_->wait(std::chrono::milliseconds(0))) return;  // killed and not started again
   proc_->signal(SIGTERM);
   if (!proc_->wait(std::chrono::seconds(5))) proc_->signal(SIGKILL);
 }

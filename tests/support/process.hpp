@@ -61,9 +61,17 @@ class TestDaemon {
   const std::string& runtime_dir() const { return dir_.path(); }
   pid_t pid() const { return proc_->pid(); }
 
+  // kill -9, as a crash would, and waits for the exit; the runtime dir and
+  // what the daemon saved there stay.
+  void kill9();
+  // Starts musterd again on the same runtime dir with the same arguments
+  // (as systemd's Restart= does) and waits until it answers.
+  void start();
+
  private:
   TempDir dir_;
   std::string endpoint_;
+  std::vector<std::string> argv_;
   std::unique_ptr<Process> proc_;
 };
 

@@ -1,0 +1,94 @@
+// Exactly-once requests across lost replies and daemon restarts.
+//
+// libmuster sends a request again, with the SAME request id, when its reply
+// does not come (the daemon was killed and restarted, the connection
+// dropped). Its socket has a routing id of its own choosing, stable for the
+// client's life, so the pair (routing id, request id) names one request
+// across reconnects. This cache remembers, per client, the replies to its
+// last few requests and the requests it still works on (parked waits):
+//   - a copy of a request already answered gets the remembered reply again
+//     and is not applied twice (StoreAdd, a Join that takes a free slot,
+//     Reserve, a Barrier that completed...);
+//   - a copy of a request still waiting (StoreGet/StoreWait/Barrier) is
+//     dropped: the one reply comes when the wait ends.
+// The replies to requests that change state are saved with the state
+// (persist/state_file.cpp) before any reply leaves the daemon, so a restarted
+// daemon knows them too. Peers that let ZeroMQ pick their routing id (raw
+// sockets: the id starts with a zero byte) cannot resend across connections
+// and are not tracked.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/state.hpp"
+
+namespace muster::daemon {
+
+class ReplyCache {
+ public:
+  // Per client; a client has one request in flight (Client is not
+  // thread-safe), so a few are plenty.
+  static constexpr size_t kPerClient = 4;
+  // Clients remembered; the least recently active are forgotten first.
+  static constexpr size_t kMaxClients = 1024;
+  // Larger replies are not kept (they come from requests that are safe to
+  // apply again: a compare_set that already happened answers the same).
+  static constexpr size_t kMaxFrameBytes = 64 * 1024;
+
+  struct Entry {
+    uint64_t request_id = 0;
+    uint64_t hash = 0;  // of the request frame: an id reused for other bytes is new
+    uint16_t type = 0;  // of the request
+    std::string frame;  // the reply
+  };
+
+  enum class Seen { kNew, kPending, kAnswered };
+
+  // Stable across builds (it is saved): FNV-1a, 64 bits.
+  static uint64_t hash(std::string_view bytes);
+  // Requests whose replies are saved with the state: those that change it.
+  static bool mutating(uint16_t type);
+  static bool tracked(const std::string& routing_id) {
+    return !routing_id.empty() && routing_id[0] != '\0';
+  }
+
+  // What to do with a request that just came in; for kAnswered, *reply is
+  // the reply to send again.
+  Seen check(const ReplyTo& to, uint64_t hash, std::string* reply);
+  // The request is being handled now.
+  void begin(const ReplyTo& to, uint16_t type, uint64_t hash);
+  // Matches outgoing replies to the requests begun (now or when they were
+  // parked). Returns true when one of them was a mutating request.
+  bool complete(const std::vector<Outgoing>& out);
+
+  // For the persister: the entries of mutating requests, and restoring them.
+  void for_each_saved(const std::function<void(const std::string& client, const Entry&)>& f) const;
+  void restore(const std::string& client, Entry e);
+
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  struct Client {
+    std::vector<Entry> entries;  // oldest first
+    uint64_t last_used = 0;
+  };
+  struct Pending {
+    uint16_t type = 0;
+    uint64_t hash = 0;
+  };
+  void remember(const std::string& client, Entry e);
+  void touch(const std::string& client, Client& c);
+
+  std::map<std::string, Client> clients_;
+  std::map<uint64_t, std::string> by_use_;  // last_used -> client, for eviction
+  std::map<std::pair<std::string, uint64_t>, Pending> pending_;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace muster::daemon
