@@ -252,7 +252,7 @@ void Client::attach(const std::string& job, const std::vector<int64_t>& pids) {
 
 DaemonStatus Client::status() {
   auto s = impl_->call<proto::StatusReply>(proto::Status{});
-  DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}};
+  DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests};
   for (const auto& d : s.devices) out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid});
   for (const auto& j : s.jobs) {
     JobInfo ji{j.id, j.generation, j.world_size, j.local_world_size, {}};

@@ -6,7 +6,8 @@ namespace muster {
 std::string to_json(const DaemonStatus& s) {
   using json::quote;
   std::string o = "{\"version\":" + quote(s.version) + ",\"pid\":" + std::to_string(s.pid) +
-                  ",\"uptime_s\":" + std::to_string(s.uptime_s) + ",\"devices\":[";
+                  ",\"uptime_s\":" + std::to_string(s.uptime_s) +
+                  ",\"peer_requests\":" + std::to_string(s.peer_requests) + ",\"devices\":[";
   for (size_t i = 0; i < s.devices.size(); ++i) {
     const auto& d = s.devices[i];
     bool leased = !d.job.empty();

@@ -402,7 +402,8 @@ Bool Bool::unpack(const msgpack::object& o) {
 }
 
 void StatusReply::pack(codec::Packer& p) const {
-  p.pack_map(5);
+  p.pack_map(6);
+  codec::key(p, "peer_requests"), p.pack(peer_requests);
   codec::key(p, "version"), put_str(p, version);
   codec::key(p, "pid"), p.pack(pid);
   codec::key(p, "uptime_s"), p.pack(uptime_s);
@@ -439,6 +440,7 @@ StatusReply StatusReply::unpack(const msgpack::object& o) {
   m.version = r.str("version", 256);
   m.pid = r.i64("pid", 0, kMaxPid);
   m.uptime_s = r.f64("uptime_s");
+  if (r.has("peer_requests")) m.peer_requests = r.u64("peer_requests", 0, UINT64_MAX);
   const auto& devs = r.array("devices", limits::kMaxDevices);
   for (uint32_t i = 0; i < devs.size; ++i) {
     MapReader d(devs.ptr[i], "status_reply.devices[]");

@@ -279,6 +279,8 @@ struct StatusReply {
   double uptime_s = 0;
   std::vector<DeviceStatus> devices;
   std::vector<JobStatus> jobs;
+  // Requests other daemons sent this one (multi-node); optional on the wire.
+  uint64_t peer_requests = 0;
   MUSTER_MESSAGE(StatusReply);
 };
 

@@ -10,6 +10,7 @@ proto::StatusReply State::status() const {
   s.version = MUSTER_VERSION;
   s.pid = ::getpid();
   s.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
+  s.peer_requests = peer_requests_;
   for (const auto& d : devices_) {
     proto::DeviceStatus ds{d.device.index, d.device.name, d.job, -1, 0};
     if (!d.job.empty()) {

@@ -73,6 +73,7 @@ struct DaemonStatus {
   double uptime_s = 0;
   std::vector<DeviceInfo> devices;
   std::vector<JobInfo> jobs;
+  uint64_t peer_requests = 0;  // requests other daemons sent this one
 };
 
 // `muster status --json`'s format.
