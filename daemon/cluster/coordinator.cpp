@@ -267,10 +267,10 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
     throw Error(ErrorCode::kUnknownJob, "no multi-node job '" + m.job + "' is coordinated here");
   CoordJob& cj = it->second;
   if (!cj.closed || cj.generation != m.generation)
-    throw Error(ErrorCode::kConflict, "request from generation " + std::to_string(m.generation) +
-                                          " refused: job '" + m.job + "' is at generation " +
-                                          std::to_string(cj.generation) +
-                                          (cj.closed ? "" : " (forming)"));
+    throw Error(ErrorCode::kStaleGeneration,
+                "request from generation " + std::to_string(m.generation) + " refused: job '" +
+                    m.job + "' is at generation " + std::to_string(cj.generation) +
+                    (cj.closed ? "" : " (forming)"));
   if (!cj.broken.empty())
     throw Error(ErrorCode::kPeerExited, "job '" + m.job + "' generation " +
                                             std::to_string(cj.generation) +
@@ -301,9 +301,9 @@ void State::barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector
     throw Error(ErrorCode::kUnknownJob, "no multi-node job '" + m.job + "' is coordinated here");
   CoordJob& cj = it->second;
   if (!cj.closed || cj.generation != m.generation)
-    throw Error(ErrorCode::kConflict, "barrier from generation " + std::to_string(m.generation) +
-                                          " refused: job '" + m.job + "' is at generation " +
-                                          std::to_string(cj.generation));
+    throw Error(ErrorCode::kStaleGeneration,
+                "barrier from generation " + std::to_string(m.generation) + " refused: job '" +
+                    m.job + "' is at generation " + std::to_string(cj.generation));
   if (!cj.broken.empty())
     throw Error(ErrorCode::kPeerExited, "job '" + m.job + "' generation " +
                                             std::to_string(cj.generation) +

@@ -83,9 +83,9 @@ void State::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
     throw Error(ErrorCode::kUnknownJob, "this daemon relays no job '" + id + "'");
   Job& job = it->second;
   if (job.generation != generation)
-    throw Error(ErrorCode::kConflict, "request from generation " + std::to_string(generation) +
-                                          " refused: job '" + id + "' is at generation " +
-                                          std::to_string(job.generation) + " here");
+    throw Error(ErrorCode::kStaleGeneration,
+                "request from generation " + std::to_string(generation) + " refused: job '" + id +
+                    "' is at generation " + std::to_string(job.generation) + " here");
   if (job.cluster->state == "broken")
     throw Error(ErrorCode::kPeerExited, "job '" + id + "' cannot go on: " + job.cluster->message);
   if (up) return relay_barrier(to, job, up->name, up->count, -1, up->timeout_ms, out);
