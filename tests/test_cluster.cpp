@@ -304,3 +304,50 @@ TEST_CASE("with more nodes than the tree width, barriers and key waits go throug
     CHECK(f["ids"] == by_rank[0]["ids"]);
   }
 }
+
+TEST_CASE("without node daemons, muster run's embedded daemons form the world", "[cluster]") {
+  int port = free_port();
+  TempDir a, b;
+  auto run = [&](const TempDir& dir, std::vector<std::string> peering) {
+    std::vector<std::string> argv = {program("MUSTER_TEST_MUSTER"),
+                                     "run",
+                                     "--nnodes",
+                                     "2",
+                                     "-n",
+                                     "2",
+                                     "--coordinator",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--job-id",
+                                     "embedded",
+                                     "--cpu",
+                                     "--use-env"};
+    argv.insert(argv.end(), peering.begin(), peering.end());
+    argv.push_back(program("MUSTER_TEST_CLUSTER_WORKER"));
+    return std::make_unique<Process>(
+        argv,
+        std::map<std::string, std::string>{{"MUSTER_ENDPOINT", ""},
+                                           {"MUSTER_RUNTIME_DIR", dir.path()}},
+        true);
+  };
+  // Neither keys nor --peer-plain: refused with a sentence, not a hang.
+  {
+    auto p = run(a, {});
+    auto text = p->read_all(30s);
+    INFO(text);
+    CHECK(p->wait(5s) == 1);
+    CHECK(text.find("cannot join multi-node jobs") != std::string::npos);
+    CHECK(text.find("muster keygen") != std::string::npos);
+  }
+  // The node whose address is the coordinator's and whose port is free
+  // hosts it; the other connects.
+  auto p0 = run(a, {"--peer-plain"});
+  auto p1 = run(b, {"--peer-plain"});
+  auto t0 = p0->read_all(60s), t1 = p1->read_all(60s);
+  INFO(t0 << "\n---\n" << t1);
+  CHECK(p0->wait(5s) == 0);
+  CHECK(p1->wait(5s) == 0);
+  for (const auto* t : {&t0, &t1}) {
+    CHECK(t->find("world=4") != std::string::npos);
+    CHECK(t->find("store=ok") != std::string::npos);
+  }
+}

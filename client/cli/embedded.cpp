@@ -6,12 +6,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <thread>
 
 #include "endpoint.hpp"
 #include "log.hpp"
 #include "muster/client.hpp"
+#include "peer/secure.hpp"
 #include "server/server.hpp"
 
 namespace muster::cli {
@@ -37,7 +44,29 @@ extern "C" void on_stop_signal(int) {
 }
 
 // The forked daemon: never returns.
-[[noreturn]] void run_embedded(const std::string& dir, int simulate_gpus, int ready_fd) {
+daemon::Config embedded_config(const std::string& dir, int simulate_gpus,
+                               const EmbeddedPeering& peering, bool listen) {
+  daemon::Config cfg;
+  cfg.runtime_dir = dir;
+  cfg.simulate_gpus = simulate_gpus;
+  cfg.exit_when_idle = true;
+  cfg.peer_plain = peering.plain;
+  if (!peering.key_file.empty()) {
+    auto keys = daemon::peer::read_key_file(peering.key_file);
+    cfg.peer_public_key = keys.public_key;
+    cfg.peer_secret_key = keys.secret_key;
+  }
+  if (!peering.authorized_keys.empty())
+    cfg.peer_authorized_keys = daemon::peer::read_authorized_keys(peering.authorized_keys);
+  if (listen) {
+    cfg.peer_bind = peering.listen_host;
+    cfg.peer_port = peering.listen_port;
+  }
+  return cfg;
+}
+
+[[noreturn]] void run_embedded(const std::string& dir, int simulate_gpus,
+                               const EmbeddedPeering& peering, int ready_fd) {
   setsid();  // the terminal's Ctrl-C is for the launcher, which stops its workers
   sigset_t none;
   sigemptyset(&none);
@@ -58,12 +87,21 @@ extern "C" void on_stop_signal(int) {
   log::set_level(lvl);
   int code = 0;
   try {
-    daemon::Config cfg;
-    cfg.runtime_dir = dir;
-    cfg.simulate_gpus = simulate_gpus;
-    cfg.exit_when_idle = true;
-    daemon::Server server(cfg);
-    server.bind();
+    std::unique_ptr<daemon::Server> made;
+    bool listen = !peering.listen_host.empty();
+    try {
+      made = std::make_unique<daemon::Server>(embedded_config(dir, simulate_gpus, peering, listen));
+      made->bind();
+    } catch (const Error& e) {
+      // Another node's launcher on this machine took the coordinator's
+      // port first: be a plain node of the job instead.
+      if (!listen || e.code() != ErrorCode::kInternal) throw;
+      log::info(std::string("not hosting the coordinator: ") + e.what());
+      made.reset();
+      made = std::make_unique<daemon::Server>(embedded_config(dir, simulate_gpus, peering, false));
+      made->bind();
+    }
+    daemon::Server& server = *made;
     g_server = &server;
     char ok = 1;
     ssize_t w = write(ready_fd, &ok, 1);
@@ -81,7 +119,39 @@ extern "C" void on_stop_signal(int) {
 
 }  // namespace
 
-void ensure_daemon(const std::string& endpoint, int simulate_gpus) {
+std::string coordinator_address_to_host(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return "";
+  std::string local;
+  bool taken = false;
+  for (auto* a = res; a; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    // Someone accepts there already (a node daemon, another launcher).
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) taken = true;
+    close(fd);
+    // Binding to an address (any port) works only where it is ours.
+    sockaddr_storage any{};
+    std::memcpy(&any, a->ai_addr, a->ai_addrlen);
+    if (any.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&any)->sin_port = 0;
+    if (any.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&any)->sin6_port = 0;
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
+    char numeric[NI_MAXHOST];
+    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&any), a->ai_addrlen) == 0 &&
+        local.empty() &&
+        getnameinfo(a->ai_addr, a->ai_addrlen, numeric, sizeof numeric, nullptr, 0,
+                    NI_NUMERICHOST) == 0)
+      local = any.ss_family == AF_INET6 ? "[" + std::string(numeric) + "]" : numeric;
+    if (fd >= 0) close(fd);
+  }
+  freeaddrinfo(res);
+  return taken ? "" : local;
+}
+
+void ensure_daemon(const std::string& endpoint, int simulate_gpus, const EmbeddedPeering& peering) {
   if (answers(endpoint)) return;
   auto dir = ipc_dir_of(endpoint);
   if (dir.empty() || endpoint != endpoint_for_dir(dir))
@@ -94,7 +164,7 @@ void ensure_daemon(const std::string& endpoint, int simulate_gpus) {
   if (pid < 0) throw Error(ErrorCode::kInternal, "fork failed");
   if (pid == 0) {
     close(fds[0]);
-    run_embedded(dir, simulate_gpus, fds[1]);
+    run_embedded(dir, simulate_gpus, peering, fds[1]);
   }
   close(fds[1]);
   char ok = 0;

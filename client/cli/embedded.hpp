@@ -11,6 +11,24 @@ namespace muster::cli {
 
 // Returns once a daemon answers at endpoint: the one already there, or an
 // embedded one started now. Throws muster::Error when neither works.
-void ensure_daemon(const std::string& endpoint, int simulate_gpus);
+// Peering of an embedded daemon, for multi-node jobs launched without a
+// node daemon (like torchrun, which needs none): CURVE keys or plain TCP as
+// muster run was told, and the coordinator's port when this node should
+// host it (its address is ours and nobody listens there yet).
+struct EmbeddedPeering {
+  bool plain = false;
+  std::string key_file;
+  std::string authorized_keys;
+  std::string listen_host;  // empty: no listener
+  int listen_port = 0;
+};
+
+void ensure_daemon(const std::string& endpoint, int simulate_gpus,
+                   const EmbeddedPeering& peering = {});
+
+// For `--coordinator HOST:PORT`: HOST's numeric address when it is an
+// address of this machine and nothing accepts connections on PORT yet (so
+// this node's embedded daemon should be the coordinator); else "".
+std::string coordinator_address_to_host(const std::string& host, int port);
 
 }  // namespace muster::cli

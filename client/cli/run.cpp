@@ -132,7 +132,16 @@ Client::Reservation reserve(const std::string& endpoint, const RunOptions& o,
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     try {
-      ensure_daemon(endpoint, o.simulate_gpus);
+      EmbeddedPeering peering{o.peer_plain, o.peer_key_file, o.peer_authorized_keys, "", 0};
+      // Hosting needs peering settings; without them the rendezvous says so.
+      if (!o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
+        auto colon = o.coordinator.rfind(':');
+        std::string host = o.coordinator.substr(0, colon);
+        int port = std::atoi(o.coordinator.c_str() + colon + 1);
+        peering.listen_host = coordinator_address_to_host(host, port);
+        peering.listen_port = port;
+      }
+      ensure_daemon(endpoint, o.simulate_gpus, peering);
       return Client({endpoint}).reserve(job, o.nproc, !o.cpu, devices, getpid(), generation);
     } catch (const Error& e) {
       bool transient = e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kNoDevice ||

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "device_list.hpp"
+#include "peer/secure.hpp"
 
 namespace po = boost::program_options;
 
@@ -31,7 +32,9 @@ const std::set<std::string> kTakesValue = {"-n",
                                            "--last-call",
                                            "--rdzv-timeout",
                                            "--local-addr",
-                                           "--local_addr"};
+                                           "--local_addr",
+                                           "--peer-key-file",
+                                           "--peer-authorized-keys"};
 
 // "N" or "MIN:MAX", as torchrun's --nnodes.
 void parse_nnodes(const std::string& s, uint32_t& min_nodes, uint32_t& max_nodes) {
@@ -90,7 +93,13 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
        "seconds to wait for the world to form before giving up")
     ("local-addr", po::value(&o.local_addr), "this node's address for MASTER_ADDR when it "
        "becomes node 0 (default: the host name)")
-    ("local_addr", po::value(&o.local_addr), "alias of --local-addr");
+    ("local_addr", po::value(&o.local_addr), "alias of --local-addr")
+    ("peer-key-file", po::value(&o.peer_key_file), "if this run starts its own embedded daemon "
+       "for a multi-node job: its CURVE key pair (from `muster keygen`)")
+    ("peer-authorized-keys", po::value(&o.peer_authorized_keys),
+       "with --peer-key-file: public keys of the other nodes' daemons, if they differ")
+    ("peer-plain", po::bool_switch(&o.peer_plain), "if this run starts its own embedded daemon "
+       "for a multi-node job: peer over plain TCP (a trusted network only)");
   // clang-format on
 
   // Split at the program: the first word that is not an option or its value.
@@ -139,7 +148,9 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
            "passed; a node that comes later waits, and the running nodes restart their\n"
            "workers into the next generation with it (not counted as a restart). When\n"
            "a node is lost or fails, every node stops its workers and, within\n"
-           "--max-restarts, they form the next generation together.\n\n"
+           "--max-restarts, they form the next generation together. Without a node\n"
+           "daemon, the embedded one peers with --peer-key-file or --peer-plain, and the\n"
+           "node whose address is the coordinator's hosts it.\n\n"
         << desc;
     return std::nullopt;
   }
@@ -165,6 +176,12 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
   if (o.node_rank < -1) throw std::runtime_error("--node-rank must not be negative");
   if (o.last_call_s < 0 || o.last_call_s > 86400)
     throw std::runtime_error("--last-call must be between 0 and 86400 seconds");
+  if (o.peer_plain && !o.peer_key_file.empty())
+    throw std::runtime_error("--peer-plain and --peer-key-file contradict each other");
+  // Bad key files are the launcher's error, said now (the embedded daemon
+  // that would read them is quiet).
+  if (!o.peer_key_file.empty()) daemon::peer::read_key_file(o.peer_key_file);
+  if (!o.peer_authorized_keys.empty()) daemon::peer::read_authorized_keys(o.peer_authorized_keys);
   if (o.rdzv_timeout_s <= 0 || o.rdzv_timeout_s > 86400)
     throw std::runtime_error("--rdzv-timeout must be between 0 and 86400 seconds");
   if (!devices.empty()) {

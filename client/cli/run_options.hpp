@@ -29,6 +29,10 @@ struct RunOptions {
   double last_call_s = 30.0;  // after MIN nodes joined, wait this long for more
   double rdzv_timeout_s = 600.0;
   std::string local_addr;  // MASTER_ADDR when this node is node 0 (default: host name)
+  // Peering of an embedded daemon (no node daemon answers).
+  bool peer_plain = false;
+  std::string peer_key_file;
+  std::string peer_authorized_keys;
   std::string program;
   std::vector<std::string> args;
 };
