@@ -23,7 +23,7 @@ cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -g -O1 -DMSGPACK_NO_BOOST=1 -D_GNU_SOURCE
   -Icommon -Icommon/include -Idaemon -I"$out/include")
 protocol=(common/protocol/codec.cpp common/protocol/envelope.cpp common/protocol/errors.cpp
-  common/protocol/messages.cpp)
+  common/protocol/messages.cpp common/protocol/cluster_messages.cpp)
 
 if [[ "${1:-}" == "--make-corpus" ]]; then
   "$cxx" "${flags[@]}" tests/fuzz/make_corpus.cpp "${protocol[@]}" -o "$out/make_corpus"
@@ -37,7 +37,8 @@ fi
 seconds=${1:-60}
 sources=(tests/fuzz/fuzz_request.cpp "${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
   daemon/core/access.cpp daemon/core/jobs.cpp daemon/core/shards.cpp daemon/core/state.cpp
-  daemon/core/status.cpp daemon/core/store.cpp daemon/liveness/pidwatch.cpp)
+  daemon/core/status.cpp daemon/core/store.cpp daemon/liveness/pidwatch.cpp
+  daemon/cluster/coordinator.cpp daemon/cluster/node.cpp daemon/cluster/relay.cpp)
 "$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "${sources[@]}" -o "$out/fuzz_request"
 cd "$out"
