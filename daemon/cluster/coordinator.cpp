@@ -259,6 +259,8 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
     barrier(inner_to, proto::Barrier::unpack(inner.payload), out);
   else if (type >= MsgType::kStoreSet && type <= MsgType::kStoreWait)
     store_request(inner_to, inner, out);
+  else if (type >= MsgType::kBcastPush && type <= MsgType::kBcastLeave)
+    bcast_request(inner_to, inner, out);  // cluster/bcast_relay.cpp
   else
     throw Error(ErrorCode::kUnknownType,
                 std::string("a peer may not forward '") + proto::type_name(inner.type) + "'");

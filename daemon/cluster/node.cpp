@@ -36,6 +36,9 @@ bool is_store_or_barrier(MsgType t) {
     case MsgType::kStoreDelete:
     case MsgType::kStoreWait:
     case MsgType::kBarrier:
+    case MsgType::kBcastPush:  // broadcast across nodes: cluster/bcast_relay.cpp
+    case MsgType::kBcastPull:
+    case MsgType::kBcastLeave:
       return true;
     default:
       return false;
@@ -225,6 +228,7 @@ void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
 
 void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
   coordinator_tick(now, out);
+  bcast_tick(now, out);
   for (auto lit = links_.begin(); lit != links_.end();) {
     const std::string& link = lit->first;
     Link& l = lit->second;
