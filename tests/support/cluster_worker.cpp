@@ -17,8 +17,9 @@
 //                        `sync=<digest of the three>`, and with
 //                        reduce_parameters: `sync_reduce=<error code>`;
 //                        last `relayed=<muster/bcast/relayed>`
-//   bcast-loop SIZE ROOT broadcasts until one fails: `bcast_start n=N`,
-//                        `bcast=<digest> n=N` per call
+//   bcast-loop SIZE ROOT [COUNT]  broadcasts until one fails, or COUNT
+//                        times (1000): `bcast_start n=N`, `bcast=<digest>
+//                        n=N ms=<time>` per call
 // A failed broadcast prints `bcast_error=<code> <message>` and exits 3.
 #include <unistd.h>
 
@@ -139,19 +140,22 @@ int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& root
 }
 
 // `bcast-loop SIZE ROOT`
-int broadcast_loop(muster::Client& c, size_t size, uint32_t root) {
+int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count) {
   const auto& r = c.rank_info();
   std::vector<uint8_t> buf(size);
   try {
-    for (int n = 0; n < 1000; ++n) {
+    for (int n = 0; n < count; ++n) {
       if (r.rank == root)
         pattern(buf.data(), size, root + 1);
       else
         std::memset(buf.data(), 0xEE, size);
       std::printf("bcast_start n=%d\n", n);
       std::fflush(stdout);
+      auto t0 = std::chrono::steady_clock::now();
       c.broadcast(buf.data(), size, root);
-      std::printf("bcast=%s n=%d\n", hex(digest(buf.data(), size)).c_str(), n);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("bcast=%s n=%d ms=%.1f\n", hex(digest(buf.data(), size)).c_str(), n, ms);
       std::fflush(stdout);
     }
   } catch (const muster::Error& e) {
@@ -198,7 +202,8 @@ int main(int argc, char** argv) {
       return broadcasts(c, std::stoull(argv[2]), roots);
     }
     if (mode == "bcast-loop" && argc > 3)
-      return broadcast_loop(c, std::stoull(argv[2]), static_cast<uint32_t>(std::stoul(argv[3])));
+      return broadcast_loop(c, std::stoull(argv[2]), static_cast<uint32_t>(std::stoul(argv[3])),
+                            argc > 4 ? std::stoi(argv[4]) : 1000);
     if (hold) {
       try {
         c.get("never-set", std::chrono::seconds(60));
