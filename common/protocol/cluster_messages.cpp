@@ -261,6 +261,10 @@ Chunking read_chunking(const MapReader& r) {
 }  // namespace
 
 void BcastPush::pack(codec::Packer& p) const {
+  pack_head(p, data.size());
+  p.pack_bin_body(data.data(), static_cast<uint32_t>(data.size()));
+}
+void BcastPush::pack_head(codec::Packer& p, size_t bytes) const {
   p.pack_map(10);
   codec::key(p, "job"), put_str(p, job);
   codec::key(p, "generation"), p.pack(generation);
@@ -270,8 +274,8 @@ void BcastPush::pack(codec::Packer& p) const {
   codec::key(p, "chunk"), p.pack(chunk);
   codec::key(p, "index"), p.pack(index);
   codec::key(p, "sum"), p.pack(sum);
-  codec::key(p, "data"), put_bin(p, data);
   codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+  codec::key(p, "data"), p.pack_bin(static_cast<uint32_t>(bytes));
 }
 BcastPush BcastPush::unpack(const msgpack::object& o) {
   MapReader r(o, "bcast_push");
@@ -326,15 +330,23 @@ BcastPull BcastPull::unpack(const msgpack::object& o) {
 }
 
 void BcastChunk::pack(codec::Packer& p) const {
+  pack_head(p, index, sum, data.size());
+  p.pack_bin_body(data.data(), static_cast<uint32_t>(data.size()));
+}
+void BcastChunk::pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes) {
   p.pack_map(3);
   codec::key(p, "index"), p.pack(index);
   codec::key(p, "sum"), p.pack(sum);
-  codec::key(p, "data"), put_bin(p, data);
+  codec::key(p, "data"), p.pack_bin(static_cast<uint32_t>(bytes));
 }
 BcastChunk BcastChunk::unpack(const msgpack::object& o) {
+  auto v = BcastChunkView::unpack(o);
+  return {v.index, v.sum, std::string(v.data)};
+}
+BcastChunkView BcastChunkView::unpack(const msgpack::object& o) {
   MapReader r(o, "bcast_chunk");
   return {r.u64("index", 0, kMaxBcastSize), r.u64("sum", 0, UINT64_MAX),
-          r.bin("data", kMaxBcastChunk)};
+          r.bin_view("data", kMaxBcastChunk)};
 }
 
 void BcastLeave::pack(codec::Packer& p) const {

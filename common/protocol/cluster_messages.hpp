@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocol/messages.hpp"
@@ -162,6 +163,9 @@ struct BcastPush {
   std::string data;        // min(chunk, size - index * chunk) bytes
   int64_t timeout_ms = 0;  // how long the push may wait for room
   MUSTER_MESSAGE(BcastPush);
+  // Everything pack() writes but data's `bytes` bytes, which must follow
+  // (data itself is not used): the root writes a chunk into its frame once.
+  void pack_head(codec::Packer& p, size_t bytes) const;
 };
 
 // A node asks for chunk `index` (answered with bcast_chunk once it is
@@ -186,6 +190,16 @@ struct BcastChunk {
   uint64_t sum = 0;
   std::string data;
   MUSTER_MESSAGE(BcastChunk);
+  // Everything pack() writes but the data's `bytes` bytes, which must follow.
+  static void pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes);
+};
+
+// BcastChunk read in place: data points into the decoded frame.
+struct BcastChunkView {
+  uint64_t index = 0;
+  uint64_t sum = 0;
+  std::string_view data;
+  static BcastChunkView unpack(const msgpack::object& o);
 };
 
 // A node needs no more chunks of a broadcast: it has them all (why empty)
