@@ -63,25 +63,40 @@ constexpr size_t kInFlight = 4;  // pushes or pulls a rank has on the way at onc
 
 // Requests on the client's socket with several in flight: their replies may
 // come in any order; ones nobody waits for any more are dropped (like call()
-// does). Impl is Client::Impl (a template, so that only NodeBroadcast,
-// Client's friend, names it).
+// does). Replies are decoded in place (binary fields point into the frame,
+// which a Got keeps). Impl is Client::Impl (a template, so that only
+// NodeBroadcast, Client's friend, names it).
 template <class Impl>
 class Wire {
  public:
   explicit Wire(Impl& im) : im_(im) {}
 
+  struct Got {
+    zmq::message_t frame;
+    proto::Envelope env;  // points into frame
+  };
+
   template <class M>
   uint64_t send(const M& msg) {
     uint64_t id = im_.next_id++;
     auto frame = proto::encode(id, msg);
-    for (;;) {
-      try {
-        im_.sock.send(zmq::buffer(frame), zmq::send_flags::none);
-        break;
-      } catch (const zmq::error_t& e) {
-        if (e.num() != EINTR) throw Error(ErrorCode::kInternal, e.what());
-      }
-    }
+    send_frame(zmq::message_t(frame.data(), frame.size()));
+    waiting_.insert(id);
+    return id;
+  }
+
+  // A bcast_push whose chunk is written into the frame once, and the frame
+  // handed to ZeroMQ as it is.
+  uint64_t push(const proto::BcastPush& head, const uint8_t* data, size_t n) {
+    uint64_t id = im_.next_id++;
+    codec::Buffer buf(n + 512);
+    codec::Packer p(buf);
+    proto::pack_envelope_head(p, id, static_cast<uint16_t>(proto::MsgType::kBcastPush));
+    head.pack_head(p, n);
+    buf.write(reinterpret_cast<const char*>(data), n);
+    const size_t size = buf.size();
+    send_frame(zmq::message_t(
+        buf.release(), size, [](void* d, void*) { ::free(d); }, nullptr));
     waiting_.insert(id);
     return id;
   }
@@ -89,25 +104,42 @@ class Wire {
   // The reply to request id, or the daemon's error thrown.
   template <class Reply>
   Reply take(uint64_t id, std::chrono::milliseconds extra_wait) {
-    auto env = wait(id, im_.opts.request_timeout + extra_wait);
+    auto got = take_got(id, Reply::kType, extra_wait);
+    return Reply::unpack(got->env.payload);
+  }
+  std::unique_ptr<Got> take_got(uint64_t id, proto::MsgType type,
+                                std::chrono::milliseconds extra_wait) {
+    auto got = wait(id, im_.opts.request_timeout + extra_wait);
+    const auto& env = got->env;
     if (env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply)) {
       auto err = proto::ErrorReply::unpack(env.payload);
       throw Error(static_cast<ErrorCode>(err.code), err.message);
     }
-    if (env.type != static_cast<uint16_t>(Reply::kType))
-      throw Error(ErrorCode::kBadMessage,
-                  std::string("musterd answered ") + proto::type_name(env.type) + " instead of " +
-                      proto::type_name(static_cast<uint16_t>(Reply::kType)));
-    return Reply::unpack(env.payload);
+    if (env.type != static_cast<uint16_t>(type))
+      throw Error(ErrorCode::kBadMessage, std::string("musterd answered ") +
+                                              proto::type_name(env.type) + " instead of " +
+                                              proto::type_name(static_cast<uint16_t>(type)));
+    return got;
   }
 
  private:
-  proto::Envelope wait(uint64_t id, std::chrono::milliseconds timeout) {
+  void send_frame(zmq::message_t msg) {
+    for (;;) {
+      try {
+        im_.sock.send(msg, zmq::send_flags::none);
+        return;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw Error(ErrorCode::kInternal, e.what());
+      }
+    }
+  }
+
+  std::unique_ptr<Got> wait(uint64_t id, std::chrono::milliseconds timeout) {
     waiting_.erase(id);
     if (auto it = early_.find(id); it != early_.end()) {
-      auto env = std::move(it->second);
+      auto got = std::move(it->second);
       early_.erase(it);
-      return env;
+      return got;
     }
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
@@ -125,25 +157,22 @@ class Wire {
         throw Error(ErrorCode::kUnavailable, "no reply from musterd at " + im_.opts.endpoint +
                                                  " within " + std::to_string(timeout.count()) +
                                                  " ms");
-      zmq::message_t reply;
-      if (!im_.sock.recv(reply, zmq::recv_flags::dontwait)) continue;
-      proto::Envelope env;
+      auto got = std::make_unique<Got>();  // on the heap: env points into frame
+      if (!im_.sock.recv(got->frame, zmq::recv_flags::dontwait)) continue;
       try {
-        env = proto::decode_envelope(reply.data(), reply.size());
+        got->env = proto::decode_envelope(got->frame.data(), got->frame.size(), true);
       } catch (const Error& e) {
         throw Error(ErrorCode::kBadMessage, std::string("bad reply from musterd: ") + e.what());
       }
-      if (env.request_id == id) return env;
-      if (waiting_.count(env.request_id)) {
-        uint64_t other = env.request_id;
-        early_.emplace(other, std::move(env));
-      }
+      const uint64_t rid = got->env.request_id;
+      if (rid == id) return got;
+      if (waiting_.count(rid)) early_.emplace(rid, std::move(got));
     }
   }
 
   Impl& im_;
-  std::set<uint64_t> waiting_;                 // sent, not yet taken
-  std::map<uint64_t, proto::Envelope> early_;  // replies that came before they were taken
+  std::set<uint64_t> waiting_;                      // sent, not yet taken
+  std::map<uint64_t, std::unique_ptr<Got>> early_;  // replies that came before they were taken
 };
 
 // The pieces as one range of bytes: zeros between them.
@@ -326,9 +355,17 @@ void NodeBroadcast::run(Client& c, const std::vector<Piece>& pieces, size_t tota
             wire.take<proto::Ok>(inflight.front(), wait);
             inflight.pop_front();
           }
-          inflight.push_back(wire.send(
-              proto::BcastPush{info.job, info.generation, seq, root, total, m.chunk, k, hs.final(),
-                               std::string(reinterpret_cast<const char*>(src), n), wait.count()}));
+          inflight.push_back(wire.push({info.job,
+                                        info.generation,
+                                        seq,
+                                        root,
+                                        total,
+                                        m.chunk,
+                                        k,
+                                        hs.final(),
+                                        {},
+                                        wait.count()},
+                                       src, n));
         }
         for (; !inflight.empty(); inflight.pop_front())
           wire.take<proto::Ok>(inflight.front(), wait);
@@ -384,8 +421,9 @@ void NodeBroadcast::run(Client& c, const std::vector<Piece>& pieces, size_t tota
             inflight.push_back(
                 wire.send(proto::BcastPull{info.job, info.generation, seq, root, info.node_rank,
                                            size, rm.chunk, k, next, wait.count()}));
-          auto ch = wire.take<proto::BcastChunk>(inflight.front(), wait);
+          auto got = wire.take_got(inflight.front(), proto::MsgType::kBcastChunk, wait);
           inflight.pop_front();
+          auto ch = proto::BcastChunkView::unpack(got->env.payload);
           const size_t o = k * rm.chunk, n = std::min<size_t>(rm.chunk, size - o);
           if (ch.index != k || ch.data.size() != n)
             throw Error(ErrorCode::kBadMessage,

@@ -15,6 +15,20 @@ namespace {
 
 constexpr uint64_t kWindowBytes = uint64_t{32} << 20;  // per broadcast, answered pushes
 
+// A bcast_chunk reply, its bytes copied once (not into a message, then an
+// envelope).
+std::string chunk_frame(uint64_t request_id, uint64_t index, const BcastRelay::Chunk& c) {
+  codec::Buffer head;
+  codec::Packer p(head);
+  proto::pack_envelope_head(p, request_id, static_cast<uint16_t>(MsgType::kBcastChunk));
+  proto::BcastChunk::pack_head(p, index, c.sum, c.data.size());
+  std::string frame;
+  frame.reserve(head.size() + c.data.size());
+  frame.append(head.data(), head.size());
+  frame.append(c.data);
+  return frame;
+}
+
 std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
   return "broadcast #" + std::to_string(seq) + " of job '" + job + "' from rank " +
          std::to_string(root);
@@ -25,7 +39,7 @@ std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
 BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq,
                                uint32_t root, uint64_t size, uint64_t chunk,
                                std::vector<Outgoing>& out) {
-  const std::string name = name_of(job, seq, root);
+  auto name = [&] { return name_of(job, seq, root); };
   BcastRelays& rs = bcasts_[job];
   if (rs.generation != cj.generation) {
     for (auto& [s, r] : rs.by_seq)
@@ -40,9 +54,9 @@ BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint6
   if (it == rs.by_seq.end()) {
     if (seq < rs.max_seq)
       throw Error(ErrorCode::kConflict,
-                  name + " is over: the job's collectives are at #" + std::to_string(rs.max_seq));
+                  name() + " is over: the job's collectives are at #" + std::to_string(rs.max_seq));
     if (!cj.store.exited_ranks.empty())
-      throw Error(ErrorCode::kPeerExited, name + " cannot complete: rank " +
+      throw Error(ErrorCode::kPeerExited, name() + " cannot complete: rank " +
                                               std::to_string(*cj.store.exited_ranks.begin()) +
                                               " has exited");
     // Every rank passed the done barrier of each earlier collective before
@@ -63,7 +77,7 @@ BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint6
       offset += order[k]->nproc;
     }
     if (root_node < 0)
-      throw Error(ErrorCode::kInvalidArgument, name + ": the root is outside the world of " +
+      throw Error(ErrorCode::kInvalidArgument, name() + ": the root is outside the world of " +
                                                    std::to_string(offset) + " rank(s)");
     BcastRelay r;
     r.root = root;
@@ -85,7 +99,7 @@ BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint6
                                                  std::to_string(root) + " " + std::to_string(size) +
                                                  " bytes in chunks of " + std::to_string(chunk));
   if (r.failed != ErrorCode::kOk) throw Error(r.failed, r.why);
-  if (r.finished) throw Error(ErrorCode::kConflict, name + " is over");
+  if (r.finished) throw Error(ErrorCode::kConflict, name() + " is over");
   return r;
 }
 
@@ -154,12 +168,12 @@ void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
       auto m = proto::BcastPush::unpack(env.payload);
       CoordJob& cj = job_for(m.job, m.generation);
       BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      const std::string name = name_of(m.job, m.seq, m.root);
+      auto name = [&] { return name_of(m.job, m.seq, m.root); };
       if (r.root_done)
-        throw Error(ErrorCode::kConflict, name + ": a chunk pushed after the root's last one");
+        throw Error(ErrorCode::kConflict, name() + ": a chunk pushed after the root's last one");
       if (m.index >= r.low + 2 * r.window)
         throw Error(ErrorCode::kTooLarge,
-                    name + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
+                    name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
                         std::to_string(m.index - r.window) +
                         " had room: wait for a push's answer before running further ahead");
       r.pushed = std::max(r.pushed, m.index + 1);
@@ -169,7 +183,7 @@ void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
         c.sum = m.sum;
         std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
           if (p.index != m.index) return false;
-          reply(p.to, proto::BcastChunk{m.index, c.sum, c.data}, out);
+          out.push_back({p.to, chunk_frame(p.to.request_id, m.index, c)});
           r.relayed += c.data.size();
           return true;
         });
@@ -184,27 +198,27 @@ void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
       auto m = proto::BcastPull::unpack(env.payload);
       CoordJob& cj = job_for(m.job, m.generation);
       BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      const std::string name = name_of(m.job, m.seq, m.root);
+      auto name = [&] { return name_of(m.job, m.seq, m.root); };
       if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
-        throw Error(ErrorCode::kInvalidArgument, name + ": node " + std::to_string(m.node_rank) +
+        throw Error(ErrorCode::kInvalidArgument, name() + ": node " + std::to_string(m.node_rank) +
                                                      " does not pull it (the root's node is " +
                                                      std::to_string(r.root_node) + " of " +
                                                      std::to_string(r.have.size()) + ")");
       uint64_t& have = r.have[m.node_rank];
       if (have == BcastRelay::kGone)
         throw Error(ErrorCode::kConflict,
-                    name + ": node " + std::to_string(m.node_rank) + " has left it");
+                    name() + ": node " + std::to_string(m.node_rank) + " has left it");
       if (m.index >= m.have + 2 * r.window)
-        throw Error(ErrorCode::kTooLarge, name + ": chunk " + std::to_string(m.index) +
+        throw Error(ErrorCode::kTooLarge, name() + ": chunk " + std::to_string(m.index) +
                                               " asked for while holding only " +
                                               std::to_string(m.have) + " chunk(s)");
       have = std::max(have, m.have);
       bcast_advance(cj, r, out);
       if (auto c = r.held.find(m.index); c != r.held.end()) {
-        reply(to, proto::BcastChunk{m.index, c->second.sum, c->second.data}, out);
+        out.push_back({to, chunk_frame(to.request_id, m.index, c->second)});
         r.relayed += c->second.data.size();
       } else if (m.index < r.low) {
-        throw Error(ErrorCode::kConflict, name + ": chunk " + std::to_string(m.index) +
+        throw Error(ErrorCode::kConflict, name() + ": chunk " + std::to_string(m.index) +
                                               " was dropped: every node said it holds it");
       } else {
         r.pulls.push_back({to, m.index, deadline(m.timeout_ms), m.node_rank});
@@ -215,28 +229,28 @@ void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
       auto m = proto::BcastLeave::unpack(env.payload);
       CoordJob& cj = job_for(m.job, m.generation);
       BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      const std::string name = name_of(m.job, m.seq, m.root);
+      auto name = [&] { return name_of(m.job, m.seq, m.root); };
       if (m.node_rank >= r.have.size())
         throw Error(ErrorCode::kInvalidArgument,
-                    name + ": the job has no node " + std::to_string(m.node_rank));
+                    name() + ": the job has no node " + std::to_string(m.node_rank));
       if (m.node_rank == r.root_node) {
         if (!m.why.empty()) {
-          bcast_fail(r, ErrorCode::kPeerExited, name + " stopped on the root: " + m.why, out);
+          bcast_fail(r, ErrorCode::kPeerExited, name() + " stopped on the root: " + m.why, out);
           return reply(to, proto::Ok{}, out);
         }
         if (r.pushed != r.chunks)
-          throw Error(ErrorCode::kInvalidArgument, name + ": the root is done after " +
+          throw Error(ErrorCode::kInvalidArgument, name() + ": the root is done after " +
                                                        std::to_string(r.pushed) + " of " +
                                                        std::to_string(r.chunks) + " chunk(s)");
         r.root_done = true;
       } else {
         if (!m.why.empty())
-          log::info(name + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
+          log::info(name() + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
         r.have[m.node_rank] = BcastRelay::kGone;
         // Pipelined pulls of this node that it no longer waits for.
         std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
           if (p.node != m.node_rank) return false;
-          fail(p.to, ErrorCode::kConflict, name + ": node " + std::to_string(p.node) + " left it",
+          fail(p.to, ErrorCode::kConflict, name() + ": node " + std::to_string(p.node) + " left it",
                out);
           return true;
         });
@@ -264,7 +278,7 @@ void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
     const CoordJob& cj = cit->second;
     for (auto& [seq, r] : rs.by_seq) {
       if (r.finished || r.failed != ErrorCode::kOk) continue;
-      const std::string name = name_of(it->first, seq, r.root);
+      auto name = [&, seq = seq] { return name_of(it->first, seq, r.root); };
       if (!cj.broken.empty()) {
         bcast_fail(r, ErrorCode::kPeerExited,
                    "job '" + it->first + "' generation " + std::to_string(cj.generation) +
@@ -274,7 +288,7 @@ void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
       }
       if (!cj.store.exited_ranks.empty()) {
         bcast_fail(r, ErrorCode::kPeerExited,
-                   name + " cannot complete: rank " +
+                   name() + " cannot complete: rank " +
                        std::to_string(*cj.store.exited_ranks.begin()) + " has exited",
                    out);
         continue;
@@ -282,7 +296,7 @@ void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
       std::erase_if(r.pushes, [&](const BcastRelay::Parked& p) {
         if (p.deadline > now) return false;
         fail(p.to, ErrorCode::kTimeout,
-             name + ": no room for chunk " + std::to_string(p.index) +
+             name() + ": no room for chunk " + std::to_string(p.index) +
                  " in time: the slowest node holds only " + std::to_string(r.low) + " of " +
                  std::to_string(r.chunks) + " chunk(s)",
              out);
@@ -291,7 +305,7 @@ void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
       std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
         if (p.deadline > now) return false;
         fail(p.to, ErrorCode::kTimeout,
-             name + ": chunk " + std::to_string(p.index) + " did not arrive in time (the root " +
+             name() + ": chunk " + std::to_string(p.index) + " did not arrive in time (the root " +
                  "pushed " + std::to_string(r.pushed) + " of " + std::to_string(r.chunks) + ")",
              out);
         return true;

@@ -245,7 +245,7 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
     throw Error(ErrorCode::kPeerExited, "job '" + m.job + "' generation " +
                                             std::to_string(cj.generation) +
                                             " cannot go on: " + cj.broken);
-  auto inner = proto::decode_envelope(m.frame.data(), m.frame.size());
+  auto inner = proto::decode_envelope(m.frame.data(), m.frame.size(), true);  // m outlives it
   ReplyTo inner_to = to;
   inner_to.request_id = to.request_id;
   // The inner request may only touch the job the Forward was checked for.

@@ -21,10 +21,7 @@ std::string seconds(std::chrono::milliseconds ms) {
 // A request's payload as a frame of its own (for Forward and for relaying
 // a reply under the client's request id).
 std::string reencode(uint64_t request_id, uint16_t type, const msgpack::object& payload) {
-  codec::Buffer buf;
-  codec::Packer p(buf);
-  p.pack(payload);
-  return proto::encode_raw(request_id, type, buf);
+  return proto::encode_object(request_id, type, payload);  // one pass: chunks are MiBs
 }
 
 bool is_store_or_barrier(MsgType t) {
@@ -121,7 +118,7 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
   l.lost = false;
   proto::Envelope env;
   try {
-    env = proto::decode_envelope(data, size);
+    env = proto::decode_envelope(data, size, true);  // bins point into data: used right here
   } catch (const proto::EnvelopeError& e) {
     log::warning("coordinator " + link + " sent a bad frame: " + e.what());
     return;
