@@ -3,6 +3,7 @@
 // Forward, so forward_in has checked the job, its generation and that its
 // world is not broken; bcast_tick fails what waits when that changes.
 #include <algorithm>
+#include <charconv>
 
 #include "core/state.hpp"
 #include "log.hpp"
@@ -141,7 +142,9 @@ void State::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& ou
   r.pulls.clear();
   // Statistics in the job's store (muster/ is the library's part of it).
   auto& v = cj.store.kv["muster/bcast/relayed"];
-  v = std::to_string((v.empty() ? 0 : std::stoull(v)) + r.relayed);
+  uint64_t before = 0;
+  std::from_chars(v.data(), v.data() + v.size(), before);  // 0 unless a count
+  v = std::to_string(before + r.relayed);
   log::info("job=" + cj.store.id + " generation " + std::to_string(cj.generation) +
             ": broadcast from rank " + std::to_string(r.root) + ", " + std::to_string(r.size) +
             " bytes, relayed " + std::to_string(r.relayed) + " bytes to " +
