@@ -107,36 +107,43 @@ TEST_CASE("broadcast bytes identical everywhere: 4 nodes x 2 ranks, roots 0 and 
 namespace {
 
 // Ranks broadcast from `root` in a loop; once the first broadcast is done
-// everywhere and the root has started the second, daemon `victim` dies.
-// Every rank elsewhere must fail (peer_exited), and every broadcast it did
-// complete must have the root's bytes.
-void kill_mid_broadcast(uint32_t root, int victim) {
+// everywhere and the root has started the second, daemon `victim` dies
+// (or, with victim_rank >= 0, that rank's process). Every rank elsewhere
+// must fail (peer_exited), and every broadcast it did complete must have
+// the root's bytes.
+void kill_mid_broadcast(uint32_t root, int victim, int victim_rank = -1) {
   Cluster c(4);
   std::vector<std::unique_ptr<Process>> runs;
   for (int i = 0; i < 4; ++i)
     runs.push_back(c.run(i, "bcast-kill", "4", {"--node-rank", std::to_string(i)},
                          {"bcast-loop", std::to_string(kSize), std::to_string(root)}));
+  std::vector<std::string> seen(4);
+  // Reads node's output up to a line of worker `prefix` that holds `what`.
+  auto read_until = [&](int node, const std::string& prefix, const std::string& what) {
+    for (;;) {
+      auto line = runs[node]->read_line(90s);
+      INFO(seen[node]);
+      REQUIRE(line);
+      seen[node] += *line + "\n";
+      if (line->rfind(prefix, 0) == 0 && line->find(what) != std::string::npos) return *line;
+    }
+  };
+  pid_t victim_pid = 0;
+  if (victim_rank >= 0)
+    victim_pid = std::stoi(
+        fields(read_until(victim, "[rank" + std::to_string(victim_rank % 2) + "]", "pid="))["pid"]);
   const int root_node = static_cast<int>(root / 2);
-  const std::string root_prefix = "[rank" + std::to_string(root % 2) + "]";
-  std::string seen;
-  for (;;) {
-    auto line = runs[root_node]->read_line(90s);
-    INFO(seen);
-    REQUIRE(line);
-    seen += *line + "\n";
-    if (line->rfind(root_prefix, 0) == 0 && line->find("bcast_start n=1") != std::string::npos)
-      break;
-  }
+  read_until(root_node, "[rank" + std::to_string(root % 2) + "]", "bcast_start n=1");
   std::this_thread::sleep_for(30ms);  // into the transfer
-  kill(c.daemons[victim]->pid(), SIGKILL);
+  kill(victim_rank >= 0 ? victim_pid : c.daemons[victim]->pid(), SIGKILL);
   const std::string want = hex(expected(kSize, root + 1));
   for (int node = 0; node < 4; ++node) {
-    auto text = (node == root_node ? seen : "") + runs[node]->read_all(60s);
+    auto text = seen[node] + runs[node]->read_all(60s);
     INFO("node " << node << ":\n" << text);
     auto code = runs[node]->wait(20s);
     REQUIRE(code);
     CHECK(*code != 0);
-    if (node == victim) {
+    if (node == victim && victim_rank < 0) {
       CHECK(text.find("lost the node's daemon") != std::string::npos);
       continue;
     }
@@ -144,6 +151,7 @@ void kill_mid_broadcast(uint32_t root, int victim) {
     CHECK(workers.size() == 2);
     for (auto& [prefix, lines] : workers) {
       INFO(prefix);
+      if (node == victim && prefix == "[rank" + std::to_string(victim_rank % 2) + "]") continue;
       int done = 0;
       bool failed = false;
       for (const auto& l : lines) {
@@ -158,7 +166,11 @@ void kill_mid_broadcast(uint32_t root, int victim) {
         }
       }
       CHECK(done >= 1);
-      if (victim == 0)
+      if (node == victim)
+        // The killed rank's neighbour: muster run stops it when the rank
+        // dies, maybe before the error reaches it.
+        CHECK((failed || text.find("stopping the other") != std::string::npos));
+      else if (victim == 0 && victim_rank < 0)
         // The coordinator's loss: the node's muster run may stop the rank
         // (the world broke) before the error reaches it.
         CHECK((failed || text.find("world broke") != std::string::npos));
@@ -176,4 +188,8 @@ TEST_CASE("a broadcast whose root's daemon dies fails on every other rank", "[cl
 
 TEST_CASE("a broadcast whose coordinator dies fails on every other rank", "[cluster][bcast]") {
   kill_mid_broadcast(0, 0);  // rank 0 lives on node 0, whose daemon coordinates
+}
+
+TEST_CASE("a broadcast whose relay rank dies fails on every other rank", "[cluster][bcast]") {
+  kill_mid_broadcast(0, 1, 2);  // rank 2: local rank 0 of node 1, which relays to rank 3
 }

@@ -17,9 +17,10 @@
 //                        `sync=<digest of the three>`, and with
 //                        reduce_parameters: `sync_reduce=<error code>`;
 //                        last `relayed=<muster/bcast/relayed>`
-//   bcast-loop SIZE ROOT [COUNT]  broadcasts until one fails, or COUNT
-//                        times (1000): `bcast_start n=N`, `bcast=<digest>
-//                        n=N ms=<time>` per call
+//   bcast-loop SIZE ROOT [COUNT]  prints `pid=<pid>`, then broadcasts
+//                        until one fails, or COUNT times (1000):
+//                        `bcast_start n=N`, `bcast=<digest> n=N ms=<time>`
+//                        per call
 // A failed broadcast prints `bcast_error=<code> <message>` and exits 3.
 #include <unistd.h>
 
@@ -143,6 +144,7 @@ int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& root
 int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count) {
   const auto& r = c.rank_info();
   std::vector<uint8_t> buf(size);
+  std::printf("pid=%d\n", static_cast<int>(::getpid()));
   try {
     for (int n = 0; n < count; ++n) {
       if (r.rank == root)
