@@ -305,32 +305,46 @@ void NodeBroadcast::run(Client& c, const std::vector<Piece>& pieces, size_t tota
   };
   std::string published;  // the key this rank set, removed after a completed broadcast
   std::exception_ptr err;
-  uint64_t stream_tag = 0;
-  try {
-    if (me == root) {
-      // The root: announce, then push every chunk (and write its stream).
-      if (local) {
-        c.set(root_key, error_meta(*local));
-        published = root_key;
-        throw *local;
-      }
-      Meta m;
-      m.size = total;
-      m.algo = preferred_algo();
-      m.signature = signature;
+  auto as_error = [&](const std::exception& e) {
+    if (auto* me_err = dynamic_cast<const Error*>(&e)) return *me_err;
+    return Error(ErrorCode::kInternal, what + ": " + e.what());
+  };
+  // Before the ready barrier, the root and each relay with readers publish
+  // their metadata (or their error), so that after it every get is answered
+  // at once: a rank that dies before it publishes fails the barrier rather
+  // than leaving the others waiting for a key.
+  std::optional<Error> failed;  // this rank's own failure, to report after the barrier
+  Meta mine;                    // the root's, or the relay's stream
+  if (me == root || (me == source && info.local_world_size > 1)) {
+    const std::string& key = me == root ? root_key : node_key;
+    try {
+      mine.size = total;
+      mine.algo = preferred_algo();
+      mine.signature = signature;
+      if (me == root && local) throw *local;
+      if (total && info.local_world_size > 1)
+        open_stream(mine);
+      else if (total)
+        mine.pooled = 3;  // nobody here reads a stream: the other nodes get chunks
+      c.set(key, encode(mine));
+      published = key;
+    } catch (const std::exception& e) {
+      failed = as_error(e);
+      pool.reset();
       try {
-        if (total && info.local_world_size > 1)
-          open_stream(m);
-        else if (total)
-          m.pooled = 3;  // nobody here reads a stream: the other nodes get chunks
-      } catch (const Error& e) {
-        c.set(root_key, error_meta(e));
-        published = root_key;
-        throw;
+        c.set(key, error_meta(*failed));
+        published = key;
+      } catch (...) {
+        // the barrier below reports what keeps the store from us
       }
-      c.set(root_key, encode(m));
-      published = root_key;
-      stream_tag = m.tag;
+    }
+  }
+  try {
+    c.barrier(prefix + "/ready");
+    if (me == root) {
+      // The root: push every chunk (and write its stream).
+      if (failed) throw *failed;
+      const Meta& m = mine;
       const size_t chunks = (total + m.chunk - 1) / m.chunk;
       std::unique_ptr<uint8_t[]> staging;
       std::deque<uint64_t> inflight;
@@ -376,40 +390,29 @@ void NodeBroadcast::run(Client& c, const std::vector<Piece>& pieces, size_t tota
         throw;
       }
     } else if (me == source) {
-      // A node's relay: pull every chunk through this node's daemon.
+      // A node's relay: pull every chunk through this node's daemon into
+      // its stream (and its buffers).
       Meta rm = decode(c.get(root_key, wait));
-      if (rm.status != ErrorCode::kOk) {
-        Error e(rm.status, what + " failed on rank " + std::to_string(root) + ": " + rm.message);
-        if (info.local_world_size > 1) {
-          c.set(node_key, error_meta(e));
-          published = node_key;
-        }
-        throw e;
-      }
-      if (rm.size && (rm.chunk < proto::kMinBcastChunk || rm.chunk > proto::kMaxBcastChunk))
-        throw Error(ErrorCode::kInternal, from + ": chunks of " + std::to_string(rm.chunk) +
-                                              " bytes are outside the protocol's limits");
-      agrees(rm);
-      Meta nm;
-      nm.size = rm.size;
-      nm.chunk = rm.chunk;
-      nm.algo = rm.algo;
-      nm.signature = rm.signature;
       const size_t size = rm.size;
       bool joined = size > 0;  // in the coordinator's list of pulling nodes
       try {
-        if (info.local_world_size > 1) {
-          try {
-            if (size) open_stream(nm);
-          } catch (const Error& e) {
-            c.set(node_key, error_meta(e));
-            published = node_key;
-            throw;
-          }
-          c.set(node_key, encode(nm));
-          published = node_key;
-          stream_tag = nm.tag;
-        }
+        if (rm.status != ErrorCode::kOk)
+          throw Error(rm.status,
+                      what + " failed on rank " + std::to_string(root) + ": " + rm.message);
+        if (size && (rm.chunk < proto::kMinBcastChunk || rm.chunk > proto::kMaxBcastChunk))
+          throw Error(ErrorCode::kInternal, from + ": chunks of " + std::to_string(rm.chunk) +
+                                                " bytes are outside the protocol's limits");
+        agrees(rm);
+        if (failed) throw *failed;  // no stream for this node's readers
+        // A stream made for another size or chunking cannot carry the root's
+        // bytes (agrees() said why, unless the chunking differs).
+        if (pool ? mine.size != size || mine.chunk != rm.chunk
+                 : info.local_world_size > 1 && size > 0)
+          throw local
+              ? *local
+              : Error(ErrorCode::kInternal, from + ": this node's stream has chunks of " +
+                                                std::to_string(mine.chunk) + " bytes, the root's " +
+                                                std::to_string(rm.chunk));
         // With nobody to feed and nothing to keep, stop pulling now.
         if (local && !pool) throw *local;
         const size_t chunks = (size + rm.chunk - 1) / rm.chunk;
@@ -432,39 +435,46 @@ void NodeBroadcast::run(Client& c, const std::vector<Piece>& pieces, size_t tota
                             std::to_string(k) + " of " + std::to_string(n));
           auto* bytes = reinterpret_cast<const uint8_t*>(ch.data.data());
           hs.reset();
-          if (pool) {
-            hs.copy_update(pool->data() + nm.offset + o, bytes, n);
-          } else {
+          if (pool)
+            hs.copy_update(pool->data() + mine.offset + o, bytes, n);
+          else
             layout.scatter(o, bytes, n, &hs);
-          }
           if (hs.final() != ch.sum)
             throw Error(ErrorCode::kInternal,
                         from + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
                             ") does not match the root's checksum: it was damaged on the way");
           if (pool) {
             stream_publish(pool->data(), k, ch.sum, k + 1 == chunks);
-            if (!local) layout.scatter(o, pool->data() + nm.offset + o, n, nullptr);
+            if (!local) layout.scatter(o, pool->data() + mine.offset + o, n, nullptr);
           }
         }
         if (joined) bcast_leave(size, rm.chunk, "");
         joined = false;
       } catch (const std::exception& e) {
-        if (pool && stream_tag) stream_abort(pool->data(), stream_tag);
+        if (pool) stream_abort(pool->data(), mine.tag);
         if (joined) bcast_leave(size, rm.chunk, e.what());
         throw;
       }
     } else {
-      // A reader: its node's stream.
-      Meta m = decode(c.get(node_key, wait));
-      if (m.status != ErrorCode::kOk)
-        throw Error(m.status,
-                    what + " failed on rank " + std::to_string(source) + ": " + m.message);
-      agrees(m);
+      // A reader: its node's stream, checked against the root's checksums.
+      Meta rm = decode(c.get(root_key, wait));
+      if (rm.status != ErrorCode::kOk)
+        throw Error(rm.status,
+                    what + " failed on rank " + std::to_string(root) + ": " + rm.message);
+      agrees(rm);
       if (local) throw *local;
-      if (m.size) {
-        if (m.pooled != 2)
-          throw Error(ErrorCode::kInternal, from + ": rank " + std::to_string(source) +
-                                                " announced no stream for this node");
+      if (rm.size) {
+        Meta m = root_here ? rm : decode(c.get(node_key, wait));
+        if (m.status != ErrorCode::kOk)
+          throw Error(m.status,
+                      from + ": rank " + std::to_string(source) + " failed: " + m.message);
+        if (m.pooled != 2 || m.size != rm.size || m.chunk != rm.chunk)
+          throw Error(m.pooled != 2 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument,
+                      from + ": rank " + std::to_string(source) +
+                          " announced no stream of the root's size for this node (its buffer "
+                          "has " +
+                          std::to_string(m.size) + " bytes, the root's " + std::to_string(rm.size) +
+                          ")");
         try {
           auto view = View::of(info.job, me, source);
           if (!view->attach(m))
@@ -476,7 +486,7 @@ void NodeBroadcast::run(Client& c, const std::vector<Piece>& pieces, size_t tota
           const uint8_t* base = view->data();
           auto* sums = reinterpret_cast<const uint64_t*>(base + sizeof(StreamHeader));
           const size_t chunks = (m.size + m.chunk - 1) / m.chunk;
-          Hasher hs(m.algo);
+          Hasher hs(rm.algo);  // the root's checksums, whoever wrote the stream
           for (size_t k = 0; k < chunks; ++k) {
             stream_wait(base, m, k, wait, from);
             const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, m.size - o);
