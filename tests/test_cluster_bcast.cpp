@@ -193,3 +193,37 @@ TEST_CASE("a broadcast whose coordinator dies fails on every other rank", "[clus
 TEST_CASE("a broadcast whose relay rank dies fails on every other rank", "[cluster][bcast]") {
   kill_mid_broadcast(0, 1, 2);  // rank 2: local rank 0 of node 1, which relays to rank 3
 }
+
+TEST_CASE("a rank whose buffer has another size fails alone; the next broadcast works",
+          "[cluster][bcast]") {
+  Cluster c(4);
+  const size_t size = (size_t{9} << 20) + 5;
+  std::vector<std::unique_ptr<Process>> runs;
+  // Rank 2 relays to rank 3 (node 1), rank 5 only reads (node 2).
+  for (int i = 0; i < 4; ++i)
+    runs.push_back(c.run(i, "bcast-sizes", "4", {"--node-rank", std::to_string(i)},
+                         {"bcast-mismatch", std::to_string(size), "0", "2", "5"}));
+  const std::string want = hex(expected(size, 1));
+  for (int node = 0; node < 4; ++node) {
+    auto text = runs[node]->read_all(90s);
+    INFO("node " << node << ":\n" << text);
+    CHECK(runs[node]->wait(10s) == 0);
+    auto workers = by_worker(text);
+    CHECK(workers.size() == 2);
+    for (auto& [prefix, lines] : workers) {
+      INFO(prefix);
+      auto f = merged(lines);
+      int rank = std::stoi(f["rank"]);
+      // Rank 2's node gets no bytes it could trust: its relay's buffer is
+      // not the root's size.
+      if (rank == 2 || rank == 3 || rank == 5) {
+        CHECK(f["bcast_error"] == "invalid_argument");
+        CHECK(f.count("bcast") == 0);
+      } else {
+        CHECK(f["bcast"] == want);
+        CHECK(f.count("bcast_error") == 0);
+      }
+      CHECK(f["bcast_after"] == want);
+    }
+  }
+}

@@ -21,9 +21,14 @@
 //                        until one fails, or COUNT times (1000):
 //                        `bcast_start n=N`, `bcast=<digest> n=N ms=<time>`
 //                        per call
+//   bcast-mismatch SIZE ROOT RANK...  the listed ranks pass SIZE + 8 bytes:
+//                        `bcast=<digest>` or `bcast_error=<code> <message>`
+//                        (without exiting), then a broadcast with the right
+//                        size on every rank: `bcast_after=<digest>`
 // A failed broadcast prints `bcast_error=<code> <message>` and exits 3.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -165,6 +170,33 @@ int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count) {
   }
   return 0;
 }
+// `bcast-mismatch SIZE ROOT RANK...`
+int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
+                       const std::vector<uint32_t>& wrong) {
+  const auto& r = c.rank_info();
+  bool mine = std::find(wrong.begin(), wrong.end(), r.rank) != wrong.end();
+  std::vector<uint8_t> buf(size + 8);
+  if (r.rank == root)
+    pattern(buf.data(), size, root + 1);
+  else
+    std::memset(buf.data(), 0xEE, buf.size());
+  try {
+    c.broadcast(buf.data(), mine ? size + 8 : size, root);
+    std::printf("bcast=%s\n", hex(digest(buf.data(), size)).c_str());
+  } catch (const muster::Error& e) {
+    std::printf("bcast_error=%s %s\n", muster::error_name(e.code()), e.what());
+  }
+  std::fflush(stdout);
+  try {
+    if (r.rank != root) std::memset(buf.data(), 0xEE, buf.size());
+    c.broadcast(buf.data(), size, root);
+    std::printf("bcast_after=%s\n", hex(digest(buf.data(), size)).c_str());
+    std::fflush(stdout);
+  } catch (const muster::Error& e) {
+    return bcast_failed(e);
+  }
+  return 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +234,12 @@ int main(int argc, char** argv) {
       std::vector<uint32_t> roots;
       for (int i = 3; i < argc; ++i) roots.push_back(static_cast<uint32_t>(std::stoul(argv[i])));
       return broadcasts(c, std::stoull(argv[2]), roots);
+    }
+    if (mode == "bcast-mismatch" && argc > 4) {
+      std::vector<uint32_t> wrong;
+      for (int i = 4; i < argc; ++i) wrong.push_back(static_cast<uint32_t>(std::stoul(argv[i])));
+      return broadcast_mismatch(c, std::stoull(argv[2]), static_cast<uint32_t>(std::stoul(argv[3])),
+                                wrong);
     }
     if (mode == "bcast-loop" && argc > 3)
       return broadcast_loop(c, std::stoull(argv[2]), static_cast<uint32_t>(std::stoul(argv[3])),
