@@ -15,22 +15,27 @@
 // version: the chunks go through the coordinator, which sends each to every
 // other node; a tree of daemons would spread that.)
 //
-//   root:    set(meta)  push chunks (and write its stream)  leave          barrier(done)
-//   relay:   get(root's meta)  set(node meta)  pull chunks (verify, write stream)  leave
-//   barrier(done) reader:  get(its node's meta)  read the stream (verify) barrier(done)
+//   root:   set(meta)       barrier(ready)  push chunks, write its stream   leave  barrier(done)
+//   relay:  set(node meta)  barrier(ready)  get(root's meta)  pull chunks,
+//                                           check, write its stream         leave  barrier(done)
+//   reader:                 barrier(ready)  get(root's meta)  get(node meta)
+//                                           read the stream, check                 barrier(done)
 //
 // The metadata (bcast::Meta) goes in the job's store, which is global for a
 // job that spans nodes: the root's under muster/coll/<generation>/<seq>/<root>
 // (size, chunk, checksum algorithm, signature, its stream when the root's
-// node has other ranks, or an error), each relay's under .../node/<node rank>
-// (the same with its own stream, or the error it met). Every chunk is
-// checked against the root's checksum by the relay (as it arrives) and
-// again by each reader (in the stream). Every rank enters the done barrier,
-// whatever happened before, and only then reports its error: so no rank
-// waits for one that gave up, and a rank claims success only past the
-// barrier, which fails when any rank died. A relay that stops (its pull
-// failed: a node was lost) aborts its stream, so its node's readers stop
-// too, and leaves the broadcast, so that the root is not held up by it.
+// node has other ranks, or an error); each relay with readers publishes its
+// stream (for its own buffer's size), or its error, under .../node/<node
+// rank>. Both are set before the ready barrier, so every get after it is
+// answered at once, and a rank that dies before it publishes fails the
+// barrier. Every chunk is checked against the root's checksum by the relay
+// (as it arrives) and again by each reader (in the stream). Every rank
+// enters the done barrier, whatever happened before, and only then reports
+// its error: so no rank waits for one that gave up, and a rank claims
+// success only past the barrier, which fails when any rank died. A relay
+// that stops (its pull failed: a node was lost; its buffer is not the
+// root's size) aborts its stream, so its node's readers stop too, and
+// leaves the broadcast, so that the root is not held up by it.
 #include "broadcast_nodes.hpp"
 
 #include <unistd.h>
