@@ -170,6 +170,14 @@ def main():
             anchor = float(re.search(r"seconds=([0-9.]+)", out).group(1))
         emit("broadcast_256MiB_4ranks", b["broadcast_256MiB_4ranks"]["muster_s"], anchor, floor,
              "torch gloo broadcast")
+        # Across nodes: 2 daemons on loopback x 2 ranks, against the same 4
+        # gloo ranks over TCP (bench_nodes_broadcast.py).
+        worker = os.path.join(build, "tests", "muster_cluster_worker")
+        if os.path.exists(worker):
+            n = muster_lines(run([sys.executable, os.path.join(os.path.dirname(__file__),
+                                                               "bench_nodes_broadcast.py"), build]))
+            emit("broadcast_256MiB_2nodes_x2", n["broadcast_256MiB_2nodes_x2"]["muster_s"], anchor,
+                 floor, "torch gloo broadcast (4 ranks, TCP)")
 
     # Sampler shards against torch's DistributedSampler.
     shard_bin = os.path.join(build, "bench", "bench_shards")

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/limits.hpp"
 
@@ -273,4 +274,66 @@ TEST_CASE("payload fields are checked for presence, type and range") {
   CHECK(decode_error(encode(1, StoreWait{"j", {}, 0})) == ErrorCode::kInvalidArgument);
   CHECK(decode_error(encode(1, StoreWait{"j", {"a"}, -5})) == ErrorCode::kInvalidArgument);
   CHECK(decode_error(encode(1, Reserve{"j", 2, true, {4096}, 5})) == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("broadcast-across-nodes messages round-trip and check their chunking") {
+  auto decode = [](const std::string& bytes, auto tag) {
+    auto env = decode_envelope(bytes.data(), bytes.size());
+    return decltype(tag)::unpack(env.payload);
+  };
+  auto code_of = [&](const std::string& bytes, auto tag) {
+    try {
+      decode(bytes, tag);
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::kOk;
+  };
+  const uint64_t chunk = 1 << 20, size = 5 * chunk + 17;  // 6 chunks, the last of 17 bytes
+  BcastPush push{"job", 3, 9, 5, size, chunk, 5, 0xabcdef, std::string(17, 'x'), 1000};
+  CHECK(round_trip(push) == push);
+  BcastPush full = push;
+  full.index = 2;
+  full.data = std::string(chunk, '\0');
+  CHECK(round_trip(full) == full);
+  BcastPull pull{"job", 3, 9, 5, 1, size, chunk, 2, 4, 500};
+  CHECK(round_trip(pull) == pull);
+  BcastLeave leave{"job", 3, 9, 5, 1, size, chunk, "gave up"};
+  CHECK(round_trip(leave) == leave);
+  BcastChunk ch{4, 77, std::string(100, 'y')};
+  CHECK(round_trip(ch) == ch);
+  CHECK(std::string(type_name(static_cast<uint16_t>(MsgType::kBcastPush))) == "bcast_push");
+  CHECK(std::string(type_name(static_cast<uint16_t>(MsgType::kBcastChunk))) == "bcast_chunk");
+
+  auto bad_push = [&](auto change) {
+    BcastPush m = push;
+    change(m);
+    return code_of(encode(1, m), BcastPush{});
+  };
+  // A chunk's bytes must be exactly its share of the size.
+  CHECK(bad_push([](BcastPush& m) { m.data += "!"; }) == ErrorCode::kInvalidArgument);
+  CHECK(bad_push([&](BcastPush& m) { m.index = 1; }) == ErrorCode::kInvalidArgument);
+  // No chunk past the end, no empty broadcast, chunks within the limits.
+  CHECK(bad_push([](BcastPush& m) { m.index = 6; }) == ErrorCode::kInvalidArgument);
+  CHECK(bad_push([](BcastPush& m) { m.size = 0; }) == ErrorCode::kInvalidArgument);
+  CHECK(bad_push([](BcastPush& m) { m.chunk = 100; }) == ErrorCode::kInvalidArgument);
+  CHECK(bad_push([](BcastPush& m) { m.chunk = kMaxBcastChunk * 2; }) ==
+        ErrorCode::kInvalidArgument);
+  CHECK(bad_push([](BcastPush& m) { m.seq = 0; }) == ErrorCode::kInvalidArgument);
+  CHECK(bad_push([](BcastPush& m) { m.job = "bad job"; }) == ErrorCode::kInvalidArgument);
+  CHECK(bad_push([](BcastPush& m) { m.timeout_ms = -1; }) == ErrorCode::kInvalidArgument);
+  // A pull holds no more chunks than the one it asks for.
+  BcastPull ahead = pull;
+  ahead.have = 5;
+  CHECK(code_of(encode(1, ahead), BcastPull{}) == ErrorCode::kInvalidArgument);
+  BcastPull past = pull;
+  past.index = 6;
+  CHECK(code_of(encode(1, past), BcastPull{}) == ErrorCode::kInvalidArgument);
+  // Fields are required.
+  auto no_data = custom(static_cast<uint16_t>(MsgType::kBcastChunk), [](auto& p) {
+    p.pack_map(2);
+    codec::key(p, "index"), p.pack(1);
+    codec::key(p, "sum"), p.pack(2);
+  });
+  CHECK(code_of(no_data, BcastChunk{}) == ErrorCode::kBadMessage);
 }

@@ -55,6 +55,7 @@
 
 #include "broadcast_checksum.hpp"
 #include "broadcast_meta.hpp"
+#include "broadcast_nodes.hpp"
 #include "broadcast_pool.hpp"
 #include "broadcast_shm.hpp"
 #include "broadcast_stream.hpp"
@@ -363,6 +364,8 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     if (!data && size) throw Error(ErrorCode::kInvalidArgument, "broadcast data is NULL");
     return;
   }
+  if (info.num_nodes > 1)  // through the daemons, then shared memory in each node
+    return NodeBroadcast::run(*this, {{data, size, 0}}, size, size, root, "broadcast");
   // Local errors go through the collective, so the other ranks learn of
   // them instead of waiting for a timeout.
   Collective col(*this, "broadcast");
@@ -507,6 +510,17 @@ void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_paramete
   }
   const uint64_t sig = sh.final();
   const bool reduce = !averaged.empty();
+  if (info.num_nodes > 1) {
+    if (reduce)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "sync_model cannot average buffers of a job that spans nodes (job '" + info.job +
+                      "' has " + std::to_string(info.num_nodes) +
+                      "): use an all-reduce of your collective library (NCCL, gloo) for that; "
+                      "sync_model without reduce flags broadcasts rank 0's buffers");
+    std::vector<NodeBroadcast::Piece> pieces;
+    for (size_t i : from_root) pieces.push_back({buffers[i].data, buffers[i].size, offset[i]});
+    return NodeBroadcast::run(*this, pieces, root_bytes, sig, 0, "sync_model", local);
+  }
 
   Collective col(*this, "sync_model");
   const uint32_t me = col.rank(), n = col.world();

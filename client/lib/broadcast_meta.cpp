@@ -99,8 +99,9 @@ Meta decode(const std::string& s) {
   m.sums.resize(n);
   for (auto& v : m.sums) v = r.get<uint64_t>();
   if (!r.at_end() || m.chunk == 0 || (m.algo != kCrc32c && m.algo != kMul64) ||
-      n != (m.pooled == 2 ? 0 : (m.size + m.chunk - 1) / m.chunk) ||
-      (m.size && m.segment.empty()) || m.pooled > 2 || (m.pooled && (m.pid <= 0 || m.fd < 0)) ||
+      n != (m.pooled >= 2 ? 0 : (m.size + m.chunk - 1) / m.chunk) ||
+      (m.size && m.segment.empty() && m.pooled != 3) || m.pooled > 3 ||
+      (m.pooled && m.pooled != 3 && (m.pid <= 0 || m.fd < 0)) ||
       (m.pooled == 2 &&
        (m.offset % kAlign || m.offset < 64 + 8 * ((m.size + m.chunk - 1) / m.chunk))))
     throw Error(ErrorCode::kInternal, "collective metadata is inconsistent");

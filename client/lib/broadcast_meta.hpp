@@ -35,11 +35,15 @@ struct Meta {
   uint64_t dev = 0, ino = 0;
   // A streamed pool (pooled == 2, see Stream): this call's tag, and where
   // the bytes start (after the header); the sums are in the header instead.
+  // pooled == 3: no pool on the root's node; the bytes reach the other
+  // nodes through the daemons, checksums with each chunk
+  // (broadcast_nodes.cpp).
   uint64_t tag = 0, offset = 0;
   std::vector<uint64_t> sums;
 };
 
-// Native byte order: the store's readers are on this node.
+// Native byte order: the store's readers are on this node, or (broadcast
+// across nodes) on nodes of the same kind.
 std::string encode(const Meta& m);
 Meta decode(const std::string& s);
 

@@ -30,21 +30,74 @@ size_t stream_offset(size_t size, size_t chunk) {
   return (sizeof(StreamHeader) + 8 * n + 4095) / 4096 * 4096;
 }
 
-void stream_write(uint8_t* base, size_t offset, const void* src, size_t size, Algo algo,
-                  size_t chunk) {
+void stream_publish(uint8_t* base, size_t k, uint64_t sum, bool last) {
   auto* h = reinterpret_cast<StreamHeader*>(base);
   auto* sums = reinterpret_cast<uint64_t*>(base + sizeof(StreamHeader));
+  __atomic_store_n(&sums[k], sum, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->ready, static_cast<uint32_t>(k + 1), __ATOMIC_RELEASE);
+  if ((k + 1) % kStreamBatch == 0 || last) futex(&h->ready, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void stream_abort(uint8_t* base, uint64_t tag) {
+  auto* h = reinterpret_cast<StreamHeader*>(base);
+  __atomic_store_n(&h->aborted, tag, __ATOMIC_RELEASE);
+  futex(&h->ready, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void stream_write(uint8_t* base, size_t offset, const void* src, size_t size, Algo algo,
+                  size_t chunk) {
   auto* in = static_cast<const uint8_t*>(src);
   Hasher hs(algo);
   for (size_t k = 0, o = 0; o < size; ++k, o += chunk) {
     size_t n = std::min(chunk, size - o);
     hs.reset();
     hs.copy_update(base + offset + o, in + o, n);
-    __atomic_store_n(&sums[k], hs.final(), __ATOMIC_RELAXED);
-    __atomic_store_n(&h->ready, static_cast<uint32_t>(k + 1), __ATOMIC_RELEASE);
-    if ((k + 1) % kStreamBatch == 0 || o + n == size)
-      futex(&h->ready, FUTEX_WAKE, INT_MAX, nullptr);
+    stream_publish(base, k, hs.final(), o + n == size);
   }
+}
+
+namespace {
+void check_tag(const StreamHeader* h, const Meta& m, const std::string& from) {
+  if (__atomic_load_n(&h->tag, __ATOMIC_ACQUIRE) != m.tag)
+    throw Error(ErrorCode::kInternal,
+                from + ": the root's pool holds another broadcast than the one announced");
+}
+}  // namespace
+
+// Returns the count once it passes k, waiting for a batch of chunks (one
+// wake-up per batch) unless the root is slow.
+uint32_t stream_wait(const uint8_t* base, const Meta& m, size_t k, std::chrono::milliseconds wait,
+                     const std::string& from) {
+  auto* h = reinterpret_cast<const StreamHeader*>(base);
+  const size_t chunks = (m.size + m.chunk - 1) / m.chunk;
+  const auto want = static_cast<uint32_t>(std::min(chunks, (k / kStreamBatch + 1) * kStreamBatch));
+  uint32_t r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE), seen = r;
+  auto since = std::chrono::steady_clock::now();
+  while (r <= k) {
+    timespec ts{0, std::chrono::nanoseconds(kStreamPoll).count()};
+    while (r < want && __atomic_load_n(&h->aborted, __ATOMIC_ACQUIRE) != m.tag) {
+      bool timed_out = futex(&h->ready, FUTEX_WAIT, r, &ts) != 0 && errno == ETIMEDOUT;
+      r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);  // woken, changed, or a signal
+      if (timed_out) break;
+    }
+    r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);
+    if (r >= want) break;
+    // Stopped, or a timeout: is the root still there, and still on this call?
+    if (__atomic_load_n(&h->aborted, __ATOMIC_ACQUIRE) == m.tag)
+      throw Error(ErrorCode::kPeerExited,
+                  from + ": the rank writing this node's copy stopped (it reports why)");
+    if (!pool_linked(m))
+      throw Error(ErrorCode::kPeerExited,
+                  from + ": the root stopped writing its pool (it has exited)");
+    check_tag(h, m, from);
+    const auto now = std::chrono::steady_clock::now();
+    if (r != seen)
+      seen = r, since = now;
+    else if (now - since > wait)
+      throw Error(ErrorCode::kTimeout, from + ": no progress from the root within " +
+                                           std::to_string(wait.count()) + " ms");
+  }
+  return r;
 }
 
 void stream_read(const uint8_t* base, const Meta& m, void* dst, std::chrono::milliseconds wait,
@@ -53,42 +106,10 @@ void stream_read(const uint8_t* base, const Meta& m, void* dst, std::chrono::mil
   auto* sums = reinterpret_cast<const uint64_t*>(base + sizeof(StreamHeader));
   auto* out = static_cast<uint8_t*>(dst);
   const size_t chunks = (m.size + m.chunk - 1) / m.chunk;
-  auto check_tag = [&] {
-    if (__atomic_load_n(&h->tag, __ATOMIC_ACQUIRE) != m.tag)
-      throw Error(ErrorCode::kInternal,
-                  from + ": the root's pool holds another broadcast than the one announced");
-  };
-  check_tag();
-  // Returns the count once it passes k, waiting for a batch of chunks (one
-  // wake-up per batch) unless the root is slow.
-  auto ready_past = [&](size_t k) {
-    const auto want =
-        static_cast<uint32_t>(std::min(chunks, (k / kStreamBatch + 1) * kStreamBatch));
-    uint32_t r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE), seen = r;
-    auto since = std::chrono::steady_clock::now();
-    while (r <= k) {
-      timespec ts{0, std::chrono::nanoseconds(kStreamPoll).count()};
-      while (r < want && !(futex(&h->ready, FUTEX_WAIT, r, &ts) != 0 && errno == ETIMEDOUT))
-        r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);  // woken, changed, or a signal
-      r = __atomic_load_n(&h->ready, __ATOMIC_ACQUIRE);
-      if (r >= want) break;
-      // A timeout: is the root still there, and still on this call?
-      if (!pool_linked(m))
-        throw Error(ErrorCode::kPeerExited,
-                    from + ": the root stopped writing its pool (it has exited)");
-      check_tag();
-      const auto now = std::chrono::steady_clock::now();
-      if (r != seen)
-        seen = r, since = now;
-      else if (now - since > wait)
-        throw Error(ErrorCode::kTimeout, from + ": no progress from the root within " +
-                                             std::to_string(wait.count()) + " ms");
-    }
-    return r;
-  };
+  check_tag(h, m, from);
   Hasher hs(m.algo);
   for (size_t k = 0; k < chunks; ++k) {
-    const uint32_t r = ready_past(k);
+    const uint32_t r = stream_wait(base, m, k, wait, from);
     if (r > chunks) throw Error(ErrorCode::kInternal, from + ": the root's pool is inconsistent");
     const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, m.size - o);
     hs.reset();
@@ -99,7 +120,7 @@ void stream_read(const uint8_t* base, const Meta& m, void* dst, std::chrono::mil
                       ") does not match its checksum: the shared memory segment was changed or "
                       "damaged");
   }
-  check_tag();  // the bytes were this call's all along
+  check_tag(h, m, from);  // the bytes were this call's all along
 }
 
 }  // namespace muster::bcast

@@ -35,7 +35,8 @@ struct StreamHeader {
   uint64_t tag;
   uint32_t ready;  // chunks written (futex word)
   uint32_t pad;
-  uint64_t reserved[6];
+  uint64_t aborted;  // == tag: the writer stopped (see stream_abort)
+  uint64_t reserved[5];
   // uint64_t sums[chunks] follow
 };
 static_assert(sizeof(StreamHeader) == 64);
@@ -46,6 +47,20 @@ size_t stream_offset(size_t size, size_t chunk);
 // Root: copies size bytes of src into the stream at base (header first).
 void stream_write(uint8_t* base, size_t offset, const void* src, size_t size, Algo algo,
                   size_t chunk);
+
+// Writer, one chunk at a time (the bytes of chunk k are in place): stores
+// chunk k's checksum, then the new count, and wakes the readers every few
+// chunks and after the last.
+void stream_publish(uint8_t* base, size_t k, uint64_t sum, bool last);
+
+// Writer: gives up on the stream tagged `tag`; its readers throw
+// peer_exited (within a poll interval) instead of waiting for the rest.
+void stream_abort(uint8_t* base, uint64_t tag);
+
+// Reader: waits until chunk k of the stream at base is written; returns
+// the number of chunks written. Throws as stream_read does.
+uint32_t stream_wait(const uint8_t* base, const Meta& m, size_t k, std::chrono::milliseconds wait,
+                     const std::string& from);
 
 // Reader: copies m.size bytes of the stream at base to dst as the root
 // writes them, verifying each chunk. Throws when the root dies, when the

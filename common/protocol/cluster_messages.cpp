@@ -1,5 +1,7 @@
 #include "protocol/cluster_messages.hpp"
 
+#include <algorithm>
+
 #include "protocol/limits.hpp"
 
 namespace muster::proto {
@@ -263,6 +265,143 @@ void ClusterStateReply::pack(codec::Packer& p) const {
 }
 ClusterStateReply ClusterStateReply::unpack(const msgpack::object& o) {
   return {read_event(MapReader(o, "cluster_state_reply"))};
+}
+
+namespace {
+
+uint64_t read_seq(const MapReader& r) {
+  return r.u64("seq", 1, UINT64_MAX);
+}
+uint32_t read_root(const MapReader& r) {
+  return static_cast<uint32_t>(r.u64("root", 0, kMaxWorldSize - 1));
+}
+// size, chunk and an index among the chunks they make.
+struct Chunking {
+  uint64_t size, chunk, chunks;
+};
+Chunking read_chunking(const MapReader& r) {
+  Chunking c;
+  c.size = r.u64("size", 1, kMaxBcastSize);
+  c.chunk = r.u64("chunk", kMinBcastChunk, kMaxBcastChunk);
+  c.chunks = (c.size + c.chunk - 1) / c.chunk;
+  return c;
+}
+
+}  // namespace
+
+void BcastPush::pack(codec::Packer& p) const {
+  pack_head(p, data.size());
+  p.pack_bin_body(data.data(), static_cast<uint32_t>(data.size()));
+}
+void BcastPush::pack_head(codec::Packer& p, size_t bytes) const {
+  p.pack_map(10);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "generation"), p.pack(generation);
+  codec::key(p, "seq"), p.pack(seq);
+  codec::key(p, "root"), p.pack(root);
+  codec::key(p, "size"), p.pack(size);
+  codec::key(p, "chunk"), p.pack(chunk);
+  codec::key(p, "index"), p.pack(index);
+  codec::key(p, "sum"), p.pack(sum);
+  codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+  codec::key(p, "data"), p.pack_bin(static_cast<uint32_t>(bytes));
+}
+BcastPush BcastPush::unpack(const msgpack::object& o) {
+  MapReader r(o, "bcast_push");
+  BcastPush m;
+  m.job = read_job_id(r);
+  m.generation = r.u64("generation", 0, UINT64_MAX);
+  m.seq = read_seq(r);
+  m.root = read_root(r);
+  auto c = read_chunking(r);
+  m.size = c.size;
+  m.chunk = c.chunk;
+  m.index = r.u64("index", 0, c.chunks - 1);
+  m.sum = r.u64("sum", 0, UINT64_MAX);
+  m.data = r.bin("data", kMaxBcastChunk);
+  if (m.data.size() != std::min(m.chunk, m.size - m.index * m.chunk))
+    throw Error(ErrorCode::kInvalidArgument,
+                "bcast_push chunk " + std::to_string(m.index) + " has " +
+                    std::to_string(m.data.size()) + " bytes, not " +
+                    std::to_string(std::min(m.chunk, m.size - m.index * m.chunk)));
+  m.timeout_ms = ms(r, "timeout_ms");
+  return m;
+}
+
+void BcastPull::pack(codec::Packer& p) const {
+  p.pack_map(10);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "generation"), p.pack(generation);
+  codec::key(p, "seq"), p.pack(seq);
+  codec::key(p, "root"), p.pack(root);
+  codec::key(p, "node_rank"), p.pack(node_rank);
+  codec::key(p, "size"), p.pack(size);
+  codec::key(p, "chunk"), p.pack(chunk);
+  codec::key(p, "have"), p.pack(have);
+  codec::key(p, "index"), p.pack(index);
+  codec::key(p, "timeout_ms"), p.pack(timeout_ms);
+}
+BcastPull BcastPull::unpack(const msgpack::object& o) {
+  MapReader r(o, "bcast_pull");
+  BcastPull m;
+  m.job = read_job_id(r);
+  m.generation = r.u64("generation", 0, UINT64_MAX);
+  m.seq = read_seq(r);
+  m.root = read_root(r);
+  m.node_rank = static_cast<uint32_t>(r.u64("node_rank", 0, kMaxNodes - 1));
+  auto c = read_chunking(r);
+  m.size = c.size;
+  m.chunk = c.chunk;
+  m.index = r.u64("index", 0, c.chunks - 1);
+  m.have = r.u64("have", 0, m.index);
+  m.timeout_ms = ms(r, "timeout_ms");
+  return m;
+}
+
+void BcastChunk::pack(codec::Packer& p) const {
+  pack_head(p, index, sum, data.size());
+  p.pack_bin_body(data.data(), static_cast<uint32_t>(data.size()));
+}
+void BcastChunk::pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes) {
+  p.pack_map(3);
+  codec::key(p, "index"), p.pack(index);
+  codec::key(p, "sum"), p.pack(sum);
+  codec::key(p, "data"), p.pack_bin(static_cast<uint32_t>(bytes));
+}
+BcastChunk BcastChunk::unpack(const msgpack::object& o) {
+  auto v = BcastChunkView::unpack(o);
+  return {v.index, v.sum, std::string(v.data)};
+}
+BcastChunkView BcastChunkView::unpack(const msgpack::object& o) {
+  MapReader r(o, "bcast_chunk");
+  return {r.u64("index", 0, kMaxBcastSize), r.u64("sum", 0, UINT64_MAX),
+          r.bin_view("data", kMaxBcastChunk)};
+}
+
+void BcastLeave::pack(codec::Packer& p) const {
+  p.pack_map(8);
+  codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "generation"), p.pack(generation);
+  codec::key(p, "seq"), p.pack(seq);
+  codec::key(p, "root"), p.pack(root);
+  codec::key(p, "node_rank"), p.pack(node_rank);
+  codec::key(p, "size"), p.pack(size);
+  codec::key(p, "chunk"), p.pack(chunk);
+  codec::key(p, "why"), put_str(p, why);
+}
+BcastLeave BcastLeave::unpack(const msgpack::object& o) {
+  MapReader r(o, "bcast_leave");
+  BcastLeave m;
+  m.job = read_job_id(r);
+  m.generation = r.u64("generation", 0, UINT64_MAX);
+  m.seq = read_seq(r);
+  m.root = read_root(r);
+  m.node_rank = static_cast<uint32_t>(r.u64("node_rank", 0, kMaxNodes - 1));
+  auto c = read_chunking(r);
+  m.size = c.size;
+  m.chunk = c.chunk;
+  m.why = r.str("why", kMaxMessageBytes);
+  return m;
 }
 
 }  // namespace muster::proto

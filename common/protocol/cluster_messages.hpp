@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocol/messages.hpp"
@@ -158,6 +159,87 @@ struct ClusterState {
 struct ClusterStateReply {
   JobEvent event;
   MUSTER_MESSAGE(ClusterStateReply);
+};
+
+// Broadcast across nodes (PROTOCOL.md, "Broadcast across nodes"): the
+// root rank pushes the chunks of its bytes to its daemon, which passes them
+// (in Forward) to the job's coordinator; there one local rank of every other
+// node pulls them through its own daemon. The coordinator keeps a bounded
+// window of chunks per broadcast and answers a push only when its chunk fits
+// the window; a chunk is dropped once every pulling node has it. A broadcast
+// is named by (job, generation, seq, root); its chunks are `chunk` bytes
+// each, the last one shorter, ceil(size / chunk) of them.
+inline constexpr uint64_t kMinBcastChunk = 4096;
+inline constexpr uint64_t kMaxBcastChunk = 16u << 20;
+inline constexpr uint64_t kMaxBcastSize = uint64_t{1} << 44;
+
+// The root's daemon relays one chunk; answered with ok once it fits the
+// coordinator's window (or an error: a node was lost, the wait timed out).
+struct BcastPush {
+  std::string job;
+  uint64_t generation = 0;
+  uint64_t seq = 0;   // the collective's number, the same on every rank (>= 1)
+  uint32_t root = 0;  // global rank
+  uint64_t size = 0;  // all the bytes (>= 1)
+  uint64_t chunk = 0;
+  uint64_t index = 0;
+  uint64_t sum = 0;        // the chunk's checksum (the root's algorithm; checked by the pullers)
+  std::string data;        // min(chunk, size - index * chunk) bytes
+  int64_t timeout_ms = 0;  // how long the push may wait for room
+  MUSTER_MESSAGE(BcastPush);
+  // Everything pack() writes but data's `bytes` bytes, which must follow
+  // (data itself is not used): the root writes a chunk into its frame once.
+  void pack_head(codec::Packer& p, size_t bytes) const;
+};
+
+// A node asks for chunk `index` (answered with bcast_chunk once it is
+// there) and says that it holds chunks [0, have), which the coordinator may
+// drop once every pulling node holds them. have <= index.
+struct BcastPull {
+  std::string job;
+  uint64_t generation = 0;
+  uint64_t seq = 0;
+  uint32_t root = 0;
+  uint32_t node_rank = 0;  // the pulling node (not the root's)
+  uint64_t size = 0;       // as the root announced it
+  uint64_t chunk = 0;
+  uint64_t have = 0;
+  uint64_t index = 0;
+  int64_t timeout_ms = 0;
+  MUSTER_MESSAGE(BcastPull);
+};
+
+struct BcastChunk {
+  uint64_t index = 0;
+  uint64_t sum = 0;
+  std::string data;
+  MUSTER_MESSAGE(BcastChunk);
+  // Everything pack() writes but the data's `bytes` bytes, which must follow.
+  static void pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes);
+};
+
+// BcastChunk read in place: data points into the decoded frame.
+struct BcastChunkView {
+  uint64_t index = 0;
+  uint64_t sum = 0;
+  std::string_view data;
+  static BcastChunkView unpack(const msgpack::object& o);
+};
+
+// A node needs no more chunks of a broadcast: it has them all (why empty)
+// or it gave up (why says why). From the root's node: every chunk was
+// pushed (why empty), or the root stopped, which fails the broadcast for
+// every node. Answered with ok.
+struct BcastLeave {
+  std::string job;
+  uint64_t generation = 0;
+  uint64_t seq = 0;
+  uint32_t root = 0;
+  uint32_t node_rank = 0;
+  uint64_t size = 0;  // as the root announced it
+  uint64_t chunk = 0;
+  std::string why;
+  MUSTER_MESSAGE(BcastLeave);
 };
 
 #undef MUSTER_MESSAGE

@@ -39,12 +39,16 @@ std::string MapReader::str(std::string_view name, size_t max_bytes) const {
 }
 
 std::string MapReader::bin(std::string_view name, size_t max_bytes) const {
+  return std::string(bin_view(name, max_bytes));
+}
+
+std::string_view MapReader::bin_view(std::string_view name, size_t max_bytes) const {
   const auto& o = need(name);
   if (o.type != msgpack::type::BIN) fail(name, "expected binary data");
   if (o.via.bin.size > max_bytes)
     throw Error(ErrorCode::kTooLarge, what_ + "." + std::string(name) + " is larger than " +
                                           std::to_string(max_bytes) + " bytes");
-  return std::string(o.via.bin.ptr, o.via.bin.size);
+  return std::string_view(o.via.bin.ptr, o.via.bin.size);
 }
 
 bool MapReader::boolean(std::string_view name) const {

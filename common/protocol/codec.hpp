@@ -39,6 +39,8 @@ class MapReader {
   bool has(std::string_view name) const { return find(name) != nullptr; }
   std::string str(std::string_view name, size_t max_bytes) const;
   std::string bin(std::string_view name, size_t max_bytes) const;
+  // The same, without a copy: valid while the object's memory is.
+  std::string_view bin_view(std::string_view name, size_t max_bytes) const;
   bool boolean(std::string_view name) const;
   uint64_t u64(std::string_view name, uint64_t min, uint64_t max) const;
   int64_t i64(std::string_view name, int64_t min, int64_t max) const;

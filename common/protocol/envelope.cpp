@@ -4,20 +4,56 @@
 
 namespace muster::proto {
 
-std::string encode_raw(uint64_t request_id, uint16_t type, const codec::Buffer& payload,
-                       uint16_t version) {
-  codec::Buffer buf;
-  codec::Packer p(buf);
+void pack_envelope_head(codec::Packer& p, uint64_t request_id, uint16_t type, uint16_t version) {
   p.pack_array(4);
   p.pack(version);
   p.pack(request_id);
   p.pack(type);
+}
+
+namespace {
+struct Counter {
+  size_t n = 0;
+  void write(const char*, size_t k) { n += k; }
+};
+struct Appender {
+  std::string& s;
+  void write(const char* p, size_t k) { s.append(p, k); }
+};
+template <class Stream>
+void pack_object_frame(Stream& out, uint64_t request_id, uint16_t type,
+                       const msgpack::object& payload, uint16_t version) {
+  msgpack::packer<Stream> p(out);
+  p.pack_array(4);
+  p.pack(version);
+  p.pack(request_id);
+  p.pack(type);
+  p.pack(payload);
+}
+}  // namespace
+
+std::string encode_object(uint64_t request_id, uint16_t type, const msgpack::object& payload,
+                          uint16_t version) {
+  Counter size;
+  pack_object_frame(size, request_id, type, payload, version);
+  std::string frame;
+  frame.reserve(size.n);
+  Appender out{frame};
+  pack_object_frame(out, request_id, type, payload, version);
+  return frame;
+}
+
+std::string encode_raw(uint64_t request_id, uint16_t type, const codec::Buffer& payload,
+                       uint16_t version) {
+  codec::Buffer buf;
+  codec::Packer p(buf);
+  pack_envelope_head(p, request_id, type, version);
   std::string out(buf.data(), buf.size());
   out.append(payload.data(), payload.size());
   return out;
 }
 
-Envelope decode_envelope(const void* data, size_t size) {
+Envelope decode_envelope(const void* data, size_t size, bool reference_bins) {
   if (size == 0) throw EnvelopeError(ErrorCode::kBadMessage, "empty frame", 0);
   if (size > limits::kMaxFrameBytes)
     throw EnvelopeError(ErrorCode::kTooLarge,
@@ -30,8 +66,9 @@ Envelope decode_envelope(const void* data, size_t size) {
   msgpack::unpack_limit lim(1u << 20, 1u << 16, limits::kMaxFrameBytes, limits::kMaxFrameBytes, 0,
                             limits::kMaxDepth);
   try {
-    env.handle =
-        msgpack::unpack(static_cast<const char*>(data), size, offset, nullptr, nullptr, lim);
+    auto bins = [](msgpack::type::object_type t, size_t, void*) { return t == msgpack::type::BIN; };
+    env.handle = msgpack::unpack(static_cast<const char*>(data), size, offset,
+                                 reference_bins ? +bins : nullptr, nullptr, lim);
   } catch (const msgpack::insufficient_bytes&) {
     throw EnvelopeError(ErrorCode::kBadMessage, "truncated MessagePack frame", 0);
   } catch (const std::exception& e) {

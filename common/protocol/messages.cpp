@@ -132,6 +132,14 @@ const char* type_name(uint16_t type) {
       return "world";
     case MsgType::kHeartbeatAck:
       return "heartbeat_ack";
+    case MsgType::kBcastPush:
+      return "bcast_push";
+    case MsgType::kBcastPull:
+      return "bcast_pull";
+    case MsgType::kBcastLeave:
+      return "bcast_leave";
+    case MsgType::kBcastChunk:
+      return "bcast_chunk";
   }
   return nullptr;
 }

@@ -39,6 +39,10 @@ enum class MsgType : uint16_t {
   kRankExited = 43,
   kNodeLeave = 44,
   kBarrierUp = 45,
+  // broadcast across nodes (cluster_messages.hpp)
+  kBcastPush = 50,
+  kBcastPull = 51,
+  kBcastLeave = 52,
   // replies
   kOk = 100,
   kErrorReply = 101,
@@ -53,6 +57,7 @@ enum class MsgType : uint16_t {
   kClusterStateReply = 131,
   kWorld = 140,
   kHeartbeatAck = 142,
+  kBcastChunk = 150,
 };
 
 const char* type_name(uint16_t type);

@@ -275,7 +275,7 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
     throw Error(ErrorCode::kPeerExited, "job '" + m.job + "' generation " +
                                             std::to_string(cj.generation) +
                                             " cannot go on: " + cj.broken);
-  auto inner = proto::decode_envelope(m.frame.data(), m.frame.size());
+  auto inner = proto::decode_envelope(m.frame.data(), m.frame.size(), true);  // m outlives it
   ReplyTo inner_to = to;
   inner_to.request_id = to.request_id;
   // The inner request may only touch the job the Forward was checked for.
@@ -289,6 +289,8 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
     barrier(inner_to, proto::Barrier::unpack(inner.payload), out);
   else if (type >= MsgType::kStoreSet && type <= MsgType::kStoreWait)
     store_request(inner_to, inner, out);
+  else if (type >= MsgType::kBcastPush && type <= MsgType::kBcastLeave)
+    bcast_request(inner_to, inner, out);  // cluster/bcast_relay.cpp
   else
     throw Error(ErrorCode::kUnknownType,
                 std::string("a peer may not forward '") + proto::type_name(inner.type) + "'");

@@ -21,10 +21,7 @@ std::string seconds(std::chrono::milliseconds ms) {
 // A request's payload as a frame of its own (for Forward and for relaying
 // a reply under the client's request id).
 std::string reencode(uint64_t request_id, uint16_t type, const msgpack::object& payload) {
-  codec::Buffer buf;
-  codec::Packer p(buf);
-  p.pack(payload);
-  return proto::encode_raw(request_id, type, buf);
+  return proto::encode_object(request_id, type, payload);  // one pass: chunks are MiBs
 }
 
 bool is_store_or_barrier(MsgType t) {
@@ -36,6 +33,9 @@ bool is_store_or_barrier(MsgType t) {
     case MsgType::kStoreDelete:
     case MsgType::kStoreWait:
     case MsgType::kBarrier:
+    case MsgType::kBcastPush:  // broadcast across nodes: cluster/bcast_relay.cpp
+    case MsgType::kBcastPull:
+    case MsgType::kBcastLeave:
       return true;
     default:
       return false;
@@ -141,7 +141,7 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
   l.lost = false;
   proto::Envelope env;
   try {
-    env = proto::decode_envelope(data, size);
+    env = proto::decode_envelope(data, size, true);  // bins point into data: used right here
   } catch (const proto::EnvelopeError& e) {
     log::warning("coordinator " + link + " sent a bad frame: " + e.what());
     return;
@@ -274,6 +274,7 @@ void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
 
 void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
   coordinator_tick(now, out);
+  bcast_tick(now, out);
   for (auto lit = links_.begin(); lit != links_.end();) {
     const std::string& link = lit->first;
     Link& l = lit->second;

@@ -98,6 +98,16 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
               proto::ClusterStateReply{cluster_state(proto::ClusterState::unpack(env.payload).job)},
               out);
         return;
+      case MsgType::kBcastPush:
+      case MsgType::kBcastPull:
+      case MsgType::kBcastLeave:
+        fail(to, ErrorCode::kInvalidArgument,
+             std::string("'") + proto::type_name(env.type) +
+                 "' is for jobs that span nodes, which job '" +
+                 codec::MapReader(env.payload, proto::type_name(env.type)).str("job", 256) +
+                 "' on this daemon is not",
+             out);
+        return;
       case MsgType::kNodeJoin:
       case MsgType::kForward:
       case MsgType::kHeartbeat:

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/bcast_relay.hpp"
 #include "cluster/cluster.hpp"
 #include "gpu/inventory.hpp"
 #include "jobs/job.hpp"
@@ -158,6 +159,15 @@ class State {
   void relay_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
   void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                   std::vector<Outgoing>& out);
+
+  // Broadcast across nodes, coordinator side (cluster/bcast_relay.cpp).
+  void bcast_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void bcast_tick(Clock::time_point now, std::vector<Outgoing>& out);
+  BcastRelay& bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root,
+                          uint64_t size, uint64_t chunk, std::vector<Outgoing>& out);
+  void bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
+                  std::vector<Outgoing>& out);
+  void bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out);
   std::vector<int64_t> pick_devices(const std::string& job, size_t n, bool wants_gpu,
                                     const std::vector<int64_t>& subset) const;
   void lease(const std::string& job, uint32_t local_rank, int64_t device);
@@ -190,6 +200,8 @@ class State {
   std::chrono::milliseconds peer_timeout_{10000};
   std::map<std::string, Link> links_;      // node side, by coordinator host:port
   std::map<std::string, CoordJob> coord_;  // coordinator side, by job id
+  // Coordinator side of broadcasts across nodes, by job id.
+  std::map<std::string, BcastRelays> bcasts_;
   uint64_t next_link_id_ = 1;
   std::string forwarding_job_;
   std::string peering_unavailable_;

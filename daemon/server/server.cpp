@@ -271,7 +271,8 @@ void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
       continue;
     }
     try {
-      auto env = proto::decode_envelope(body->data(), body->size());
+      // Binary fields point into the frame, which outlives the handling.
+      auto env = proto::decode_envelope(body->data(), body->size(), true);
       to.request_id = env.request_id;
       auto hash = ReplyCache::hash({static_cast<const char*>(body->data()), body->size()});
       if (!from_peer) {

@@ -9,12 +9,36 @@
 // `wait_error=<code> <message>` when that wait fails (a node was lost);
 // `hold-nosigterm` does the same but ignores SIGTERM, so that the test sees
 // the failed wait even when muster run stops the group at the same moment.
+// Broadcasts across nodes (the root's bytes are pattern(SIZE, root + 1),
+// every other rank starts with 0xEE bytes; digest() of what a rank ends
+// with is printed):
+//   bcast SIZE ROOT...   one broadcast per root: `bcast_<root>=<digest>`,
+//                        then an empty one (`bcast_empty=ok`), then
+//                        sync_model of three buffers (SIZE / 4 float32s,
+//                        1001 bytes, 777 float64s) from rank 0:
+//                        `sync=<digest of the three>`, and with
+//                        reduce_parameters: `sync_reduce=<error code>`;
+//                        last `relayed=<muster/bcast/relayed>`
+//   bcast-loop SIZE ROOT [COUNT]  prints `pid=<pid>`, then broadcasts
+//                        until one fails, or COUNT times (1000):
+//                        `bcast_start n=N`, `bcast=<digest> n=N ms=<time>`
+//                        per call
+//   bcast-mismatch SIZE ROOT RANK...  the listed ranks pass SIZE + 8 bytes:
+//                        `bcast=<digest>` or `bcast_error=<code> <message>`
+//                        (without exiting), then a broadcast with the right
+//                        size on every rank: `bcast_after=<digest>`
+// A failed broadcast prints `bcast_error=<code> <message>` and exits 3.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "muster/client.hpp"
 
@@ -24,6 +48,157 @@ uint64_t fnv(const void* p, size_t n) {
   for (size_t i = 0; i < n; ++i)
     h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
   return h;
+}
+
+// The bytes of a broadcast: splitmix64 words (tests/test_cluster.cpp makes
+// the same).
+void pattern(uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    std::memcpy(p + i, &z, 8);
+  }
+  for (; i < n; ++i) p[i] = static_cast<uint8_t>(i * 131 + seed);
+}
+
+// FNV-1a over 8-byte words, then the tail bytes.
+uint64_t digest(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+int bcast_failed(const muster::Error& e) {
+  std::printf("bcast_error=%s %s\n", muster::error_name(e.code()), e.what());
+  std::fflush(stdout);
+  // A moment before exiting: muster run stops the node's other ranks once
+  // one exits, and the test wants to hear what each rank's call said.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  return 3;
+}
+
+// `bcast SIZE ROOT...`
+int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& roots) {
+  const auto& r = c.rank_info();
+  std::vector<uint8_t> buf(size);
+  try {
+    for (uint32_t root : roots) {
+      if (r.rank == root)
+        pattern(buf.data(), size, root + 1);
+      else
+        std::memset(buf.data(), 0xEE, size);
+      auto t0 = std::chrono::steady_clock::now();
+      c.broadcast(buf.data(), size, root);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("bcast_%u=%s ms=%.1f\n", root, hex(digest(buf.data(), size)).c_str(), ms);
+      std::fflush(stdout);
+    }
+    c.broadcast(nullptr, 0, roots.empty() ? 0 : roots.back());
+    std::printf("bcast_empty=ok\n");
+    // sync_model: rank 0's three buffers, packed with padding between them.
+    std::vector<float> f(size / 4);
+    std::vector<uint8_t> b(1001);
+    std::vector<double> d(777);
+    if (r.rank == 0) {
+      pattern(reinterpret_cast<uint8_t*>(f.data()), f.size() * 4, 101);
+      pattern(b.data(), b.size(), 102);
+      pattern(reinterpret_cast<uint8_t*>(d.data()), d.size() * 8, 103);
+    } else {
+      std::memset(f.data(), 0xEE, f.size() * 4);
+      std::memset(b.data(), 0xEE, b.size());
+      std::memset(d.data(), 0xEE, d.size() * 8);
+    }
+    using T = muster::Client::Buffer::Type;
+    std::vector<muster::Client::Buffer> bufs = {{f.data(), f.size() * 4, T::kFloat32, true},
+                                                {b.data(), b.size(), T::kBytes, false},
+                                                {d.data(), d.size() * 8, T::kFloat64, false}};
+    c.sync_model(bufs);
+    uint64_t h = digest(reinterpret_cast<uint8_t*>(f.data()), f.size() * 4);
+    h = digest(b.data(), b.size(), h);
+    h = digest(reinterpret_cast<uint8_t*>(d.data()), d.size() * 8, h);
+    std::printf("sync=%s\n", hex(h).c_str());
+    try {
+      c.sync_model(bufs, true);
+      std::printf("sync_reduce=ok\n");
+    } catch (const muster::Error& e) {
+      std::printf("sync_reduce=%s\n", muster::error_name(e.code()));
+    }
+    c.barrier("bcast-done", std::chrono::seconds(60));
+    std::printf("relayed=%s\n", c.try_get("muster/bcast/relayed").value_or("none").c_str());
+    std::fflush(stdout);
+  } catch (const muster::Error& e) {
+    return bcast_failed(e);
+  }
+  return 0;
+}
+
+// `bcast-loop SIZE ROOT`
+int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count) {
+  const auto& r = c.rank_info();
+  std::vector<uint8_t> buf(size);
+  std::printf("pid=%d\n", static_cast<int>(::getpid()));
+  try {
+    for (int n = 0; n < count; ++n) {
+      if (r.rank == root)
+        pattern(buf.data(), size, root + 1);
+      else
+        std::memset(buf.data(), 0xEE, size);
+      std::printf("bcast_start n=%d\n", n);
+      std::fflush(stdout);
+      auto t0 = std::chrono::steady_clock::now();
+      c.broadcast(buf.data(), size, root);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("bcast=%s n=%d ms=%.1f\n", hex(digest(buf.data(), size)).c_str(), n, ms);
+      std::fflush(stdout);
+    }
+  } catch (const muster::Error& e) {
+    return bcast_failed(e);
+  }
+  return 0;
+}
+// `bcast-mismatch SIZE ROOT RANK...`
+int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
+                       const std::vector<uint32_t>& wrong) {
+  const auto& r = c.rank_info();
+  bool mine = std::find(wrong.begin(), wrong.end(), r.rank) != wrong.end();
+  std::vector<uint8_t> buf(size + 8);
+  if (r.rank == root)
+    pattern(buf.data(), size, root + 1);
+  else
+    std::memset(buf.data(), 0xEE, buf.size());
+  try {
+    c.broadcast(buf.data(), mine ? size + 8 : size, root);
+    std::printf("bcast=%s\n", hex(digest(buf.data(), size)).c_str());
+  } catch (const muster::Error& e) {
+    std::printf("bcast_error=%s %s\n", muster::error_name(e.code()), e.what());
+  }
+  std::fflush(stdout);
+  try {
+    if (r.rank != root) std::memset(buf.data(), 0xEE, buf.size());
+    c.broadcast(buf.data(), size, root);
+    std::printf("bcast_after=%s\n", hex(digest(buf.data(), size)).c_str());
+    std::fflush(stdout);
+  } catch (const muster::Error& e) {
+    return bcast_failed(e);
+  }
+  return 0;
 }
 }  // namespace
 
@@ -59,6 +234,20 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(fnv(shard.data(), shard.size() * sizeof(int64_t))));
     std::fflush(stdout);
     c.barrier("done", std::chrono::seconds(30));
+    if (mode == "bcast" && argc > 2) {
+      std::vector<uint32_t> roots;
+      for (int i = 3; i < argc; ++i) roots.push_back(static_cast<uint32_t>(std::stoul(argv[i])));
+      return broadcasts(c, std::stoull(argv[2]), roots);
+    }
+    if (mode == "bcast-mismatch" && argc > 4) {
+      std::vector<uint32_t> wrong;
+      for (int i = 4; i < argc; ++i) wrong.push_back(static_cast<uint32_t>(std::stoul(argv[i])));
+      return broadcast_mismatch(c, std::stoull(argv[2]), static_cast<uint32_t>(std::stoul(argv[3])),
+                                wrong);
+    }
+    if (mode == "bcast-loop" && argc > 3)
+      return broadcast_loop(c, std::stoull(argv[2]), static_cast<uint32_t>(std::stoul(argv[3])),
+                            argc > 4 ? std::stoi(argv[4]) : 1000);
     if (hold) {
       try {
         c.get("never-set", std::chrono::seconds(60));

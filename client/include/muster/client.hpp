@@ -124,9 +124,12 @@ class Client {
   void wait(const std::vector<std::string>& keys,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
-  // Model broadcast on one node (client/lib/broadcast.cpp). Collectives: every
-  // rank calls them in the same order. Bytes travel through POSIX shared
-  // memory, never through the daemon; a rank that dies makes the others throw
+  // Model broadcast (client/lib/broadcast.cpp). Collectives: every rank calls
+  // them in the same order. On one node, bytes travel through POSIX shared
+  // memory, never through the daemon. A job that spans nodes moves them in
+  // chunks from the root's daemon to one rank of every other node through
+  // the daemons, then through shared memory inside each node
+  // (broadcast_nodes.cpp). A rank or node that dies makes the others throw
   // (peer_exited). After an exception the buffers' contents are unspecified.
   // Every rank ends with root's `size` bytes (sizes must agree).
   void broadcast(void* data, size_t size, uint32_t root = 0);
@@ -141,7 +144,9 @@ class Client {
   // the float parameter (non-parameter) buffers are averaged across ranks
   // instead: summed in rank order in double, divided by the world size,
   // rounded once, so every rank ends with identical bits. kBytes buffers are
-  // always taken from rank 0.
+  // always taken from rank 0. Across nodes, averaging is refused
+  // (invalid_argument, before any rank waits): use a collective library's
+  // all-reduce there; sync_model without reduce flags works.
   void sync_model(const std::vector<Buffer>& buffers, bool reduce_parameters = false,
                   bool reduce_buffers = false);
 
@@ -217,6 +222,7 @@ class Client {
   static uint32_t nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size);
 
  private:
+  friend class NodeBroadcast;  // broadcasts across nodes (client/lib/broadcast_nodes.cpp)
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Broadcast across nodes on loopback: two private musterd (the first one
+the coordinator, plain TCP between them) and `muster run --nnodes 2 -n 2`
+on each, running tests' muster_cluster_worker: 256 MiB from rank 0 to the
+3 other ranks (one on rank 0's node, through its stream; two on the other
+node, through the daemons). Prints
+
+    bench broadcast_256MiB_2nodes_x2 muster_s=X
+
+the median over 5 calls after a warm-up of each call's slowest rank.
+Usage: bench_nodes_broadcast.py BUILD_DIR [MIB]
+"""
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    build = sys.argv[1]
+    mib = int(sys.argv[2]) if len(sys.argv) > 2 else 256
+    musterd = os.path.join(build, "daemon", "musterd")
+    muster = os.path.join(build, "client", "muster")
+    worker = os.path.join(build, "tests", "muster_cluster_worker")
+    calls = 6
+    port = free_port()
+    daemons, runs = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            dirs = [os.path.join(tmp, f"node{i}") for i in range(2)]
+            for i, d in enumerate(dirs):
+                peer = ["--peer-bind", "127.0.0.1", "--peer-port", str(port)] if i == 0 else []
+                daemons.append(subprocess.Popen(
+                    [musterd, "--runtime-dir", d, "--log-level", "error", "--no-config",
+                     "--peer-plain"] + peer))
+            for d in dirs:
+                for _ in range(400):
+                    if os.path.exists(os.path.join(d, "musterd.sock")):
+                        break
+                    time.sleep(0.025)
+            time.sleep(0.2)
+            for i, d in enumerate(dirs):
+                env = dict(os.environ, MUSTER_ENDPOINT=f"ipc://{d}/musterd.sock")
+                runs.append(subprocess.Popen(
+                    [muster, "run", "--nnodes", "2", "-n", "2", "--coordinator",
+                     f"127.0.0.1:{port}", "--job-id", "bench-nodes", "--cpu", "--use-env",
+                     "--local-addr", "127.0.0.1", "--node-rank", str(i), worker, "bcast-loop",
+                     str(mib << 20), "0", str(calls)],
+                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            outs = [r.communicate(timeout=600)[0] for r in runs]
+        finally:
+            for p in runs + daemons:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+    times = {}  # call -> slowest rank's seconds
+    digests = set()
+    ranks = 0
+    for out in outs:
+        for m in re.finditer(r"bcast=([0-9a-f]+) n=(\d+) ms=([0-9.]+)", out):
+            digests.add(m.group(1))
+            n = int(m.group(2))
+            times[n] = max(times.get(n, 0.0), float(m.group(3)) / 1000)
+            ranks += n == 0
+    if ranks != 4 or len(digests) != 1 or len(times) != calls:
+        sys.exit("broadcast across nodes failed:\n" + "\n".join(outs))
+    print(f"bench broadcast_{mib}MiB_2nodes_x2 muster_s="
+          f"{statistics.median(times[n] for n in range(1, calls)):.4f}")
+
+
+if __name__ == "__main__":
+    main()

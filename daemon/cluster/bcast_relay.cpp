@@ -1,0 +1,321 @@
+// Broadcast across nodes, the coordinator's part (see cluster/bcast_relay.hpp
+// and PROTOCOL.md, "Broadcast across nodes"). Requests arrive inside
+// Forward, so forward_in has checked the job, its generation and that its
+// world is not broken; bcast_tick fails what waits when that changes.
+#include <algorithm>
+#include <charconv>
+
+#include "core/state.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+using proto::MsgType;
+
+namespace {
+
+constexpr uint64_t kWindowBytes = uint64_t{32} << 20;  // per broadcast, answered pushes
+
+// A bcast_chunk reply, its bytes copied once (not into a message, then an
+// envelope).
+std::string chunk_frame(uint64_t request_id, uint64_t index, const BcastRelay::Chunk& c) {
+  codec::Buffer head;
+  codec::Packer p(head);
+  proto::pack_envelope_head(p, request_id, static_cast<uint16_t>(MsgType::kBcastChunk));
+  proto::BcastChunk::pack_head(p, index, c.sum, c.data.size());
+  std::string frame;
+  frame.reserve(head.size() + c.data.size());
+  frame.append(head.data(), head.size());
+  frame.append(c.data);
+  return frame;
+}
+
+std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
+  return "broadcast #" + std::to_string(seq) + " of job '" + job + "' from rank " +
+         std::to_string(root);
+}
+
+}  // namespace
+
+BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq,
+                               uint32_t root, uint64_t size, uint64_t chunk,
+                               std::vector<Outgoing>& out) {
+  auto name = [&] { return name_of(job, seq, root); };
+  BcastRelays& rs = bcasts_[job];
+  if (rs.generation != cj.generation) {
+    for (auto& [s, r] : rs.by_seq)
+      bcast_fail(
+          r, ErrorCode::kConflict,
+          "generation " + std::to_string(rs.generation) + " of job '" + job + "' was replaced",
+          out);
+    rs = BcastRelays{};
+    rs.generation = cj.generation;
+  }
+  auto it = rs.by_seq.find(seq);
+  if (it == rs.by_seq.end()) {
+    if (seq < rs.max_seq)
+      throw Error(ErrorCode::kConflict,
+                  name() + " is over: the job's collectives are at #" + std::to_string(rs.max_seq));
+    if (!cj.store.exited_ranks.empty())
+      throw Error(ErrorCode::kPeerExited, name() + " cannot complete: rank " +
+                                              std::to_string(*cj.store.exited_ranks.begin()) +
+                                              " has exited");
+    // Every rank passed the done barrier of each earlier collective before
+    // any rank started this one: what is left of those was abandoned.
+    for (auto& [s, r] : rs.by_seq)
+      bcast_fail(r, ErrorCode::kConflict, name_of(job, s, r.root) + " was abandoned", out);
+    rs.by_seq.clear();
+    // The root's node: node ranks in order, each with its nproc ranks.
+    std::vector<const RoundNode*> order(cj.nodes.size(), nullptr);
+    for (const auto& n : cj.nodes)
+      if (n.node_rank < order.size()) order[n.node_rank] = &n;
+    uint64_t offset = 0;
+    int64_t root_node = -1;
+    for (size_t k = 0; k < order.size(); ++k) {
+      if (!order[k])
+        throw Error(ErrorCode::kInternal, "job '" + job + "' lacks node rank " + std::to_string(k));
+      if (root >= offset && root < offset + order[k]->nproc) root_node = static_cast<int64_t>(k);
+      offset += order[k]->nproc;
+    }
+    if (root_node < 0)
+      throw Error(ErrorCode::kInvalidArgument, name() + ": the root is outside the world of " +
+                                                   std::to_string(offset) + " rank(s)");
+    BcastRelay r;
+    r.root = root;
+    r.root_node = static_cast<uint32_t>(root_node);
+    r.size = size;
+    r.chunk = chunk;
+    r.chunks = (size + chunk - 1) / chunk;
+    r.window = std::max<uint64_t>(2, kWindowBytes / chunk);
+    r.have.assign(order.size(), 0);
+    r.have[r.root_node] = BcastRelay::kGone;
+    rs.max_seq = seq;
+    it = rs.by_seq.emplace(seq, std::move(r)).first;
+  }
+  BcastRelay& r = it->second;
+  if (r.root != root || r.size != size || r.chunk != chunk)
+    throw Error(ErrorCode::kInvalidArgument, name_of(job, seq, r.root) + " has " +
+                                                 std::to_string(r.size) + " bytes in chunks of " +
+                                                 std::to_string(r.chunk) + ", not from rank " +
+                                                 std::to_string(root) + " " + std::to_string(size) +
+                                                 " bytes in chunks of " + std::to_string(chunk));
+  if (r.failed != ErrorCode::kOk) throw Error(r.failed, r.why);
+  if (r.finished) throw Error(ErrorCode::kConflict, name() + " is over");
+  return r;
+}
+
+void State::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
+                       std::vector<Outgoing>& out) {
+  if (r.finished || r.failed != ErrorCode::kOk) return;
+  for (const auto& p : r.pushes) fail(p.to, code, why, out);
+  for (const auto& p : r.pulls) fail(p.to, code, why, out);
+  r.pushes.clear();
+  r.pulls.clear();
+  r.held.clear();
+  r.failed = code;
+  r.why = why;
+}
+
+// Drops the chunks every pulling node holds, answers the pushes that fit the
+// window now, and ends the broadcast once the root pushed everything and no
+// node needs more.
+void State::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out) {
+  uint64_t low = r.chunks;
+  for (auto h : r.have)
+    if (h != BcastRelay::kGone) low = std::min(low, h);
+  if (low > r.low) {
+    r.held.erase(r.held.begin(), r.held.lower_bound(low));
+    r.low = low;
+  }
+  std::erase_if(r.pushes, [&](const BcastRelay::Parked& p) {
+    if (p.index >= r.low + r.window) return false;
+    reply(p.to, proto::Ok{}, out);
+    return true;
+  });
+  bool all_left =
+      std::all_of(r.have.begin(), r.have.end(), [](uint64_t h) { return h == BcastRelay::kGone; });
+  if (!r.root_done || !all_left) return;
+  r.finished = true;
+  r.held.clear();
+  for (const auto& p : r.pulls)
+    fail(p.to, ErrorCode::kConflict, "the broadcast is over: this node left it", out);
+  r.pulls.clear();
+  // Statistics in the job's store (muster/ is the library's part of it).
+  auto& v = cj.store.kv["muster/bcast/relayed"];
+  uint64_t before = 0;
+  std::from_chars(v.data(), v.data() + v.size(), before);  // 0 unless a count
+  v = std::to_string(before + r.relayed);
+  log::info("job=" + cj.store.id + " generation " + std::to_string(cj.generation) +
+            ": broadcast from rank " + std::to_string(r.root) + ", " + std::to_string(r.size) +
+            " bytes, relayed " + std::to_string(r.relayed) + " bytes to " +
+            std::to_string(r.have.size() - 1) + " node(s)");
+  key_changed(cj.store, out);
+}
+
+void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
+                          std::vector<Outgoing>& out) {
+  auto job_for = [&](const std::string& job, uint64_t generation) -> CoordJob& {
+    if (job != forwarding_job_)
+      throw Error(ErrorCode::kPermissionDenied, "a request forwarded for job '" + forwarding_job_ +
+                                                    "' may not touch job '" + job + "'");
+    CoordJob& cj = coord_.at(job);
+    if (generation != cj.generation)
+      throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +
+                                            " refused: job '" + job + "' is at generation " +
+                                            std::to_string(cj.generation));
+    return cj;
+  };
+  auto deadline = [](int64_t ms) { return Clock::now() + std::chrono::milliseconds(ms); };
+  switch (static_cast<MsgType>(env.type)) {
+    case MsgType::kBcastPush: {
+      auto m = proto::BcastPush::unpack(env.payload);
+      CoordJob& cj = job_for(m.job, m.generation);
+      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
+      auto name = [&] { return name_of(m.job, m.seq, m.root); };
+      if (r.root_done)
+        throw Error(ErrorCode::kConflict, name() + ": a chunk pushed after the root's last one");
+      if (m.index >= r.low + 2 * r.window)
+        throw Error(ErrorCode::kTooLarge,
+                    name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
+                        std::to_string(m.index - r.window) +
+                        " had room: wait for a push's answer before running further ahead");
+      r.pushed = std::max(r.pushed, m.index + 1);
+      if (m.index >= r.low && !r.held.count(m.index)) {
+        auto& c = r.held[m.index];
+        c.data = std::move(m.data);
+        c.sum = m.sum;
+        std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
+          if (p.index != m.index) return false;
+          out.push_back({p.to, chunk_frame(p.to.request_id, m.index, c)});
+          r.relayed += c.data.size();
+          return true;
+        });
+      }
+      if (m.index < r.low + r.window)
+        reply(to, proto::Ok{}, out);
+      else
+        r.pushes.push_back({to, m.index, deadline(m.timeout_ms), r.root_node});
+      return;
+    }
+    case MsgType::kBcastPull: {
+      auto m = proto::BcastPull::unpack(env.payload);
+      CoordJob& cj = job_for(m.job, m.generation);
+      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
+      auto name = [&] { return name_of(m.job, m.seq, m.root); };
+      if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
+        throw Error(ErrorCode::kInvalidArgument, name() + ": node " + std::to_string(m.node_rank) +
+                                                     " does not pull it (the root's node is " +
+                                                     std::to_string(r.root_node) + " of " +
+                                                     std::to_string(r.have.size()) + ")");
+      uint64_t& have = r.have[m.node_rank];
+      if (have == BcastRelay::kGone)
+        throw Error(ErrorCode::kConflict,
+                    name() + ": node " + std::to_string(m.node_rank) + " has left it");
+      if (m.index >= m.have + 2 * r.window)
+        throw Error(ErrorCode::kTooLarge, name() + ": chunk " + std::to_string(m.index) +
+                                              " asked for while holding only " +
+                                              std::to_string(m.have) + " chunk(s)");
+      have = std::max(have, m.have);
+      bcast_advance(cj, r, out);
+      if (auto c = r.held.find(m.index); c != r.held.end()) {
+        out.push_back({to, chunk_frame(to.request_id, m.index, c->second)});
+        r.relayed += c->second.data.size();
+      } else if (m.index < r.low) {
+        throw Error(ErrorCode::kConflict, name() + ": chunk " + std::to_string(m.index) +
+                                              " was dropped: every node said it holds it");
+      } else {
+        r.pulls.push_back({to, m.index, deadline(m.timeout_ms), m.node_rank});
+      }
+      return;
+    }
+    case MsgType::kBcastLeave: {
+      auto m = proto::BcastLeave::unpack(env.payload);
+      CoordJob& cj = job_for(m.job, m.generation);
+      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
+      auto name = [&] { return name_of(m.job, m.seq, m.root); };
+      if (m.node_rank >= r.have.size())
+        throw Error(ErrorCode::kInvalidArgument,
+                    name() + ": the job has no node " + std::to_string(m.node_rank));
+      if (m.node_rank == r.root_node) {
+        if (!m.why.empty()) {
+          bcast_fail(r, ErrorCode::kPeerExited, name() + " stopped on the root: " + m.why, out);
+          return reply(to, proto::Ok{}, out);
+        }
+        if (r.pushed != r.chunks)
+          throw Error(ErrorCode::kInvalidArgument, name() + ": the root is done after " +
+                                                       std::to_string(r.pushed) + " of " +
+                                                       std::to_string(r.chunks) + " chunk(s)");
+        r.root_done = true;
+      } else {
+        if (!m.why.empty())
+          log::info(name() + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
+        r.have[m.node_rank] = BcastRelay::kGone;
+        // Pipelined pulls of this node that it no longer waits for.
+        std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
+          if (p.node != m.node_rank) return false;
+          fail(p.to, ErrorCode::kConflict, name() + ": node " + std::to_string(p.node) + " left it",
+               out);
+          return true;
+        });
+      }
+      bcast_advance(cj, r, out);
+      return reply(to, proto::Ok{}, out);
+    }
+    default:
+      throw Error(ErrorCode::kInternal, "not a broadcast request");
+  }
+}
+
+void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  for (auto it = bcasts_.begin(); it != bcasts_.end();) {
+    BcastRelays& rs = it->second;
+    auto cit = coord_.find(it->first);
+    if (cit == coord_.end() || cit->second.generation != rs.generation) {
+      std::string why = cit == coord_.end() ? "job '" + it->first + "' ended"
+                                            : "generation " + std::to_string(rs.generation) +
+                                                  " of job '" + it->first + "' was replaced";
+      for (auto& [seq, r] : rs.by_seq) bcast_fail(r, ErrorCode::kPeerExited, why, out);
+      it = bcasts_.erase(it);
+      continue;
+    }
+    const CoordJob& cj = cit->second;
+    for (auto& [seq, r] : rs.by_seq) {
+      if (r.finished || r.failed != ErrorCode::kOk) continue;
+      auto name = [&, seq = seq] { return name_of(it->first, seq, r.root); };
+      if (!cj.broken.empty()) {
+        bcast_fail(r, ErrorCode::kPeerExited,
+                   "job '" + it->first + "' generation " + std::to_string(cj.generation) +
+                       " cannot go on: " + cj.broken,
+                   out);
+        continue;
+      }
+      if (!cj.store.exited_ranks.empty()) {
+        bcast_fail(r, ErrorCode::kPeerExited,
+                   name() + " cannot complete: rank " +
+                       std::to_string(*cj.store.exited_ranks.begin()) + " has exited",
+                   out);
+        continue;
+      }
+      std::erase_if(r.pushes, [&](const BcastRelay::Parked& p) {
+        if (p.deadline > now) return false;
+        fail(p.to, ErrorCode::kTimeout,
+             name() + ": no room for chunk " + std::to_string(p.index) +
+                 " in time: the slowest node holds only " + std::to_string(r.low) + " of " +
+                 std::to_string(r.chunks) + " chunk(s)",
+             out);
+        return true;
+      });
+      std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
+        if (p.deadline > now) return false;
+        fail(p.to, ErrorCode::kTimeout,
+             name() + ": chunk " + std::to_string(p.index) + " did not arrive in time (the root " +
+                 "pushed " + std::to_string(r.pushed) + " of " + std::to_string(r.chunks) + ")",
+             out);
+        return true;
+      });
+    }
+    ++it;
+  }
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,58 @@
+// Broadcast across nodes, the coordinator's part (cluster/bcast_relay.cpp):
+// the root's daemon pushes the chunks of a broadcast here, one local rank of
+// every other node pulls them through its own daemon (both inside Forward,
+// so generation fencing and lost nodes work as for the store). Per
+// broadcast, a bounded window of chunks: a push is answered once its chunk
+// fits the window, a chunk is dropped once every pulling node holds it, so
+// chunks go out while later ones still arrive and a broadcast of any size
+// holds at most about 2 windows here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster.hpp"
+#include "muster/error.hpp"
+
+namespace muster::daemon {
+
+struct BcastRelay {
+  static constexpr uint64_t kGone = UINT64_MAX;  // a node that needs no more chunks
+
+  uint32_t root = 0;
+  uint32_t root_node = 0;
+  uint64_t size = 0, chunk = 0, chunks = 0;
+  uint64_t window = 0;  // in chunks
+  struct Chunk {
+    std::string data;
+    uint64_t sum = 0;
+  };
+  std::map<uint64_t, Chunk> held;  // chunks >= low that arrived
+  uint64_t low = 0;                // every pulling node holds the chunks below
+  std::vector<uint64_t> have;      // by node rank: chunks held from 0, or kGone
+  struct Parked {
+    ReplyTo to;
+    uint64_t index = 0;
+    Clock::time_point deadline;
+    uint32_t node = 0;
+  };
+  std::vector<Parked> pushes;  // answered when their chunk fits the window
+  std::vector<Parked> pulls;   // answered when their chunk arrives
+  uint64_t pushed = 0;         // chunks [0, pushed) arrived (pushes come in order)
+  bool root_done = false;      // every chunk was pushed
+  bool finished = false;       // every node left: only this tombstone is left
+  ErrorCode failed = ErrorCode::kOk;
+  std::string why;       // when failed
+  uint64_t relayed = 0;  // bytes sent to pulling nodes
+};
+
+// One job's broadcasts, of its current generation.
+struct BcastRelays {
+  uint64_t generation = 0;
+  uint64_t max_seq = 0;
+  std::map<uint64_t, BcastRelay> by_seq;
+};
+
+}  // namespace muster::daemon

@@ -1,0 +1,266 @@
+// The coordinator's relay of broadcasts across nodes (daemon/cluster/
+// bcast_relay.cpp), driven through daemon::State with no sockets: three
+// nodes of two ranks form a world, then Forwards carry bcast_push,
+// bcast_pull and bcast_leave as the daemons would. Checks the window (a
+// push is answered only when there is room), chunks going out while later
+// ones arrive, and failures reaching every waiting request.
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "core/state.hpp"
+#include "protocol/cluster_messages.hpp"
+
+using namespace muster;
+using namespace muster::daemon;
+using namespace muster::proto;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr uint64_t kChunk = kMaxBcastChunk;   // 16 MiB: a window of 2 chunks
+constexpr uint64_t kSize = 5 * kChunk + 100;  // 6 chunks
+
+std::string chunk_bytes(uint64_t k) {
+  return std::string(k == 5 ? 100 : kChunk, static_cast<char>('a' + k));
+}
+
+struct Reply {
+  std::string to;
+  uint64_t id = 0;
+  uint16_t type = 0;
+  ErrorCode code = ErrorCode::kOk;
+  std::string message;
+  BcastChunk chunk;
+  std::string value;
+};
+
+struct Coordinator {
+  PidWatch watch;
+  State s{{}, watch};
+  uint64_t next = 1000;
+
+  Coordinator() {
+    s.set_cluster("coord", 2000ms, "", 16);
+    std::vector<Reply> worlds;
+    for (uint32_t n = 0; n < 3; ++n) {
+      NodeJoin j{"j", "node" + std::to_string(n), 2, n, 3, 3, 0, 60000, "127.0.0.1", 1};
+      auto out = send("node" + std::to_string(n), j);
+      worlds.insert(worlds.end(), out.begin(), out.end());
+    }
+    REQUIRE(worlds.size() == 3);
+    for (auto& w : worlds) REQUIRE(w.type == static_cast<uint16_t>(MsgType::kWorld));
+  }
+
+  template <class M>
+  std::vector<Reply> send(const std::string& node, const M& m, uint64_t id = 0) {
+    if (!id) id = next++;
+    auto frame = encode(id, m);
+    auto env = decode_envelope(frame.data(), frame.size());
+    ReplyTo to;
+    to.routing_id = node;
+    to.from_peer = true;
+    to.request_id = id;
+    std::vector<Outgoing> out;
+    s.handle(to, env, out);
+    return replies(out);
+  }
+  // What the node daemons pass on for their ranks.
+  template <class M>
+  std::vector<Reply> fwd(const std::string& node, const M& m, uint64_t id) {
+    return send(node, Forward{"j", 0, encode(0, m)}, id);
+  }
+  std::vector<Reply> tick(std::chrono::milliseconds later) {
+    std::vector<Outgoing> out;
+    s.cluster_tick(Clock::now() + later, out);
+    std::vector<Reply> r;
+    for (auto& x : replies(out))
+      if (x.type != static_cast<uint16_t>(MsgType::kHeartbeat)) r.push_back(x);
+    return r;
+  }
+
+  static std::vector<Reply> replies(const std::vector<Outgoing>& out) {
+    std::vector<Reply> r;
+    for (const auto& o : out) {
+      auto env = decode_envelope(o.frame.data(), o.frame.size());
+      Reply x{o.to.routing_id, env.request_id, env.type};
+      if (env.type == static_cast<uint16_t>(MsgType::kErrorReply)) {
+        auto e = ErrorReply::unpack(env.payload);
+        x.code = static_cast<ErrorCode>(e.code);
+        x.message = e.message;
+      } else if (env.type == static_cast<uint16_t>(MsgType::kBcastChunk)) {
+        x.chunk = BcastChunk::unpack(env.payload);
+      } else if (env.type == static_cast<uint16_t>(MsgType::kValue)) {
+        x.value = Value::unpack(env.payload).value;
+      }
+      r.push_back(std::move(x));
+    }
+    return r;
+  }
+};
+
+// Root: rank 1 (node 0). Pulling: nodes 1 and 2.
+BcastPush push(uint64_t k, uint64_t seq = 1) {
+  return {"j", 0, seq, 1, kSize, kChunk, k, 1000 + k, chunk_bytes(k), 60000};
+}
+BcastPull pull(uint32_t node, uint64_t have, uint64_t index, int64_t timeout_ms = 60000) {
+  return {"j", 0, 1, 1, node, kSize, kChunk, have, index, timeout_ms};
+}
+BcastLeave leave(uint32_t node, std::string why = "") {
+  return {"j", 0, 1, 1, node, kSize, kChunk, std::move(why)};
+}
+
+bool is_ok(const Reply& r) {
+  return r.type == static_cast<uint16_t>(MsgType::kOk);
+}
+bool is_chunk(const Reply& r, uint64_t k) {
+  return r.type == static_cast<uint16_t>(MsgType::kBcastChunk) && r.chunk.index == k &&
+         r.chunk.sum == 1000 + k && r.chunk.data == chunk_bytes(k);
+}
+
+}  // namespace
+
+TEST_CASE("the relay answers pushes when the window has room and chunks as they arrive",
+          "[bcast]") {
+  Coordinator c;
+  // Node 1 asks before the root has pushed anything: it waits.
+  CHECK(c.fwd("node1", pull(1, 0, 0), 100).empty());
+  // Chunk 0 goes out to the waiting node at once, and fits the window.
+  auto r = c.fwd("node0", push(0), 1);
+  REQUIRE(r.size() == 2);
+  CHECK((r[0].to == "node1" && r[0].id == 100 && is_chunk(r[0], 0)));
+  CHECK((r[1].to == "node0" && r[1].id == 1 && is_ok(r[1])));
+  r = c.fwd("node0", push(1), 2);
+  REQUIRE(r.size() == 1);
+  CHECK(is_ok(r[0]));
+  CHECK(is_chunk(c.fwd("node1", pull(1, 1, 1), 99).at(0), 1));
+  // Chunk 2 is taken but not answered: node 2 has nothing yet.
+  CHECK(c.fwd("node0", push(2), 3).empty());
+  // Running further ahead than two windows is refused.
+  r = c.fwd("node0", push(4), 4);
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].code == ErrorCode::kTooLarge);
+  // Node 1 gets chunk 2 (held, though its push is unanswered); node 2 starts.
+  r = c.fwd("node1", pull(1, 2, 2), 101);
+  REQUIRE(r.size() == 1);
+  CHECK(is_chunk(r[0], 2));
+  r = c.fwd("node2", pull(2, 0, 0), 200);
+  REQUIRE(r.size() == 1);
+  CHECK(is_chunk(r[0], 0));
+  // Node 2 holding chunk 0 makes room: the root's push of chunk 2 is answered.
+  r = c.fwd("node2", pull(2, 1, 1), 201);
+  REQUIRE(r.size() == 2);
+  CHECK((r[0].to == "node0" && r[0].id == 3 && is_ok(r[0])));
+  CHECK(is_chunk(r[1], 1));
+  // Chunk 0 is gone now: every node holds it.
+  r = c.fwd("node2", pull(2, 0, 0), 202);
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].code == ErrorCode::kConflict);
+  CHECK(is_chunk(c.fwd("node2", pull(2, 2, 2), 199).at(0), 2));
+  // The rest: node 2 waits for chunk 3 before it is pushed.
+  CHECK(c.fwd("node2", pull(2, 2, 3), 203).empty());
+  r = c.fwd("node0", push(3), 5);  // both nodes hold chunks 0..1: room for chunk 3
+  REQUIRE(r.size() == 2);
+  CHECK((r[0].to == "node2" && is_chunk(r[0], 3)));
+  CHECK((r[1].to == "node0" && r[1].id == 5 && is_ok(r[1])));
+  r = c.fwd("node1", pull(1, 3, 3), 102);
+  REQUIRE(r.size() == 1);
+  CHECK(is_chunk(r[0], 3));
+  for (uint64_t k = 4; k < 6; ++k) {
+    c.fwd("node0", push(k), 6 + k);
+    CHECK(is_chunk(c.fwd("node1", pull(1, k, k), 110 + k).at(0), k));
+    auto r2 = c.fwd("node2", pull(2, k, k), 210 + k);
+    CHECK(is_chunk(r2.back(), k));
+  }
+  // The root cannot claim it is done early, or push after it is.
+  CHECK(c.fwd("node0", leave(0), 20).at(0).code == ErrorCode::kOk);
+  r = c.fwd("node0", push(5), 21);
+  CHECK(r.at(0).code == ErrorCode::kConflict);
+  CHECK(is_ok(c.fwd("node1", leave(1), 120).at(0)));
+  CHECK(is_ok(c.fwd("node2", leave(2), 220).at(0)));
+  // Over: every byte went to both pulling nodes, and the store says so.
+  auto v = c.fwd("node1", StoreGet{"j", "muster/bcast/relayed", 0}, 300);
+  REQUIRE(v.size() == 1);
+  REQUIRE(v[0].type == static_cast<uint16_t>(MsgType::kValue));
+  CHECK(v[0].value == std::to_string(2 * kSize));
+  // Later requests for it are refused: it is over.
+  r = c.fwd("node1", pull(1, 5, 5), 121);
+  CHECK(r.at(0).code == ErrorCode::kConflict);
+}
+
+TEST_CASE("the relay checks who asks, and for what", "[bcast]") {
+  Coordinator c;
+  // The root's node does not pull; a node outside the world does not either.
+  CHECK(c.fwd("node0", pull(0, 0, 0), 1).at(0).code == ErrorCode::kInvalidArgument);
+  CHECK(c.fwd("node1", pull(7, 0, 0), 2).at(0).code == ErrorCode::kInvalidArgument);
+  // Another size for the same broadcast is refused.
+  BcastPull other = pull(1, 0, 0);
+  other.size = kSize - 1;
+  CHECK(c.fwd("node1", other, 3).at(0).code == ErrorCode::kInvalidArgument);
+  // A root outside the world.
+  BcastPush far = push(0);
+  far.seq = 2;
+  far.root = 6;
+  CHECK(c.fwd("node0", far, 4).at(0).code == ErrorCode::kInvalidArgument);
+  // A newer broadcast makes the older one stale.
+  CHECK(c.fwd("node0", push(0, 3), 5).at(0).type == static_cast<uint16_t>(MsgType::kOk));
+  CHECK(c.fwd("node0", push(1, 2), 6).at(0).code == ErrorCode::kConflict);
+  // A Forward for another generation is refused by the coordinator.
+  auto r = c.send("node0", Forward{"j", 1, encode(0, push(1, 3))}, 7);
+  CHECK(r.at(0).code == ErrorCode::kStaleGeneration);
+  // Not through the peer socket without a Forward.
+  CHECK(c.send("node0", push(1, 3), 8).at(0).code == ErrorCode::kUnknownType);
+}
+
+TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or a node is lost",
+          "[bcast]") {
+  SECTION("the root gives up") {
+    Coordinator c;
+    CHECK(c.fwd("node1", pull(1, 0, 0), 100).empty());
+    auto r = c.fwd("node0", leave(0, "its daemon said no"), 1);
+    REQUIRE(r.size() == 2);
+    CHECK((r[0].to == "node1" && r[0].code == ErrorCode::kPeerExited));
+    CHECK(r[0].message.find("its daemon said no") != std::string::npos);
+    CHECK(is_ok(r[1]));
+    // And stays failed.
+    CHECK(c.fwd("node2", pull(2, 0, 0), 200).at(0).code == ErrorCode::kPeerExited);
+  }
+  SECTION("a rank exits") {
+    Coordinator c;
+    CHECK(c.fwd("node1", pull(1, 0, 0), 100).empty());
+    c.fwd("node0", push(0), 1);
+    c.fwd("node0", push(1), 2);
+    CHECK(c.fwd("node0", push(2), 3).empty());  // waits for room
+    c.send("node2", RankExited{"j", 0, 4, "exited"});
+    auto r = c.tick(0ms);
+    REQUIRE(r.size() == 1);
+    CHECK((r[0].to == "node0" && r[0].id == 3 && r[0].code == ErrorCode::kPeerExited));
+    CHECK(r[0].message.find("rank 4") != std::string::npos);
+  }
+  SECTION("a node is lost") {
+    Coordinator c;
+    CHECK(c.fwd("node1", pull(1, 0, 0), 100).empty());
+    auto r = c.tick(3000ms);  // no heartbeats for longer than the peer timeout
+    REQUIRE(r.size() == 1);
+    CHECK((r[0].to == "node1" && r[0].code == ErrorCode::kPeerExited));
+    CHECK(r[0].message.find("lost") != std::string::npos);
+  }
+  SECTION("a pull times out") {
+    Coordinator c;
+    CHECK(c.fwd("node1", pull(1, 0, 0, 10), 100).empty());
+    CHECK(c.tick(0ms).empty());
+    auto r = c.tick(500ms);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].code == ErrorCode::kTimeout);
+  }
+  SECTION("a node that leaves no longer holds the root up") {
+    Coordinator c;
+    c.fwd("node0", push(0), 1);
+    c.fwd("node0", push(1), 2);
+    CHECK(c.fwd("node0", push(2), 3).empty());
+    CHECK(is_ok(c.fwd("node1", leave(1, "size mismatch"), 100).at(0)));
+    CHECK(c.fwd("node2", pull(2, 0, 1), 200).size() == 1);  // chunk 1
+    auto r = c.fwd("node2", pull(2, 1, 2), 201);            // holds 0: room for chunk 2
+    REQUIRE(r.size() == 2);
+    CHECK((r[0].to == "node0" && r[0].id == 3 && is_ok(r[0])));
+  }
+}

@@ -1,0 +1,229 @@
+// Broadcast across nodes: four private daemons on loopback (daemon 0 the
+// coordinator), one `muster run -n 2` per "node". The nodes share this
+// machine, but the library never reads another node's memory: the bytes go
+// through the daemons, which the coordinator's count in the job's store
+// (muster/bcast/relayed) shows.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <thread>
+
+#include "support/cluster.hpp"
+
+using namespace muster::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// As tests/support/cluster_worker.cpp makes and digests them.
+void pattern(uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    std::memcpy(p + i, &z, 8);
+  }
+  for (; i < n; ++i) p[i] = static_cast<uint8_t>(i * 131 + seed);
+}
+
+uint64_t digest(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+uint64_t expected(size_t size, uint64_t seed, uint64_t h = 1469598103934665603ull) {
+  std::vector<uint8_t> b(size);
+  pattern(b.data(), size, seed);
+  return digest(b.data(), size, h);
+}
+
+constexpr size_t kSize = (size_t{64} << 20) + 4097;  // 17 chunks of 4 MiB, the last one short
+
+std::map<std::string, std::string> merged(const std::vector<std::string>& lines) {
+  std::map<std::string, std::string> f;
+  for (const auto& l : lines)
+    for (auto& [k, v] : fields(l)) f[k] = v;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("broadcast bytes identical everywhere: 4 nodes x 2 ranks, roots 0 and 5",
+          "[cluster][bcast]") {
+  Cluster c(4);
+  std::vector<std::unique_ptr<Process>> runs;
+  for (int i = 0; i < 4; ++i)
+    runs.push_back(c.run(i, "bcast4", "4", {"--node-rank", std::to_string(i)},
+                         {"bcast", std::to_string(kSize), "0", "5"}));
+  const std::string want0 = hex(expected(kSize, 1)), want5 = hex(expected(kSize, 6));
+  // sync_model: rank 0's float32s, bytes and float64s (cluster_worker.cpp).
+  const size_t floats = kSize / 4 * 4;
+  const std::string want_sync =
+      hex(expected(777 * 8, 103, expected(1001, 102, expected(floats, 101))));
+  int ranks = 0;
+  for (int node = 0; node < 4; ++node) {
+    auto text = runs[node]->read_all(150s);
+    INFO("node " << node << ":\n" << text);
+    CHECK(runs[node]->wait(10s) == 0);
+    auto workers = by_worker(text);
+    CHECK(workers.size() == 2);
+    for (auto& [prefix, lines] : workers) {
+      INFO(prefix);
+      auto f = merged(lines);
+      CHECK(f["node"] == std::to_string(node));
+      CHECK(f.count("bcast_error") == 0);
+      CHECK(f["bcast_0"] == want0);
+      CHECK(f["bcast_5"] == want5);
+      CHECK(f["bcast_empty"] == "ok");
+      CHECK(f["sync"] == want_sync);
+      CHECK(f["sync_reduce"] == "invalid_argument");
+      // Each broadcast's bytes went from the coordinator to each of the
+      // three nodes that do not hold its root.
+      uint64_t relayed = 0;
+      std::sscanf(f["relayed"].c_str(), "%llu", reinterpret_cast<unsigned long long*>(&relayed));
+      CHECK(relayed >= 3 * (2 * kSize + floats));
+      ++ranks;
+    }
+  }
+  CHECK(ranks == 8);
+}
+
+namespace {
+
+// Ranks broadcast from `root` in a loop; once the first broadcast is done
+// everywhere and the root has started the second, daemon `victim` dies
+// (or, with victim_rank >= 0, that rank's process). Every rank elsewhere
+// must fail (peer_exited), and every broadcast it did complete must have
+// the root's bytes.
+void kill_mid_broadcast(uint32_t root, int victim, int victim_rank = -1) {
+  Cluster c(4);
+  std::vector<std::unique_ptr<Process>> runs;
+  for (int i = 0; i < 4; ++i)
+    runs.push_back(c.run(i, "bcast-kill", "4", {"--node-rank", std::to_string(i)},
+                         {"bcast-loop", std::to_string(kSize), std::to_string(root)}));
+  std::vector<std::string> seen(4);
+  // Reads node's output up to a line of worker `prefix` that holds `what`.
+  auto read_until = [&](int node, const std::string& prefix, const std::string& what) {
+    for (;;) {
+      auto line = runs[node]->read_line(90s);
+      INFO(seen[node]);
+      REQUIRE(line);
+      seen[node] += *line + "\n";
+      if (line->rfind(prefix, 0) == 0 && line->find(what) != std::string::npos) return *line;
+    }
+  };
+  pid_t victim_pid = 0;
+  if (victim_rank >= 0)
+    victim_pid = std::stoi(
+        fields(read_until(victim, "[rank" + std::to_string(victim_rank % 2) + "]", "pid="))["pid"]);
+  const int root_node = static_cast<int>(root / 2);
+  read_until(root_node, "[rank" + std::to_string(root % 2) + "]", "bcast_start n=1");
+  std::this_thread::sleep_for(30ms);  // into the transfer
+  kill(victim_rank >= 0 ? victim_pid : c.daemons[victim]->pid(), SIGKILL);
+  const std::string want = hex(expected(kSize, root + 1));
+  for (int node = 0; node < 4; ++node) {
+    auto text = seen[node] + runs[node]->read_all(60s);
+    INFO("node " << node << ":\n" << text);
+    auto code = runs[node]->wait(20s);
+    REQUIRE(code);
+    CHECK(*code != 0);
+    if (node == victim && victim_rank < 0) {
+      CHECK(text.find("lost the node's daemon") != std::string::npos);
+      continue;
+    }
+    auto workers = by_worker(text);
+    CHECK(workers.size() == 2);
+    for (auto& [prefix, lines] : workers) {
+      INFO(prefix);
+      if (node == victim && prefix == "[rank" + std::to_string(victim_rank % 2) + "]") continue;
+      int done = 0;
+      bool failed = false;
+      for (const auto& l : lines) {
+        auto f = fields(l);
+        if (f.count("bcast")) {
+          CHECK(f["bcast"] == want);  // never other bytes
+          ++done;
+        }
+        if (f.count("bcast_error")) {
+          failed = true;
+          CHECK(f["bcast_error"] == "peer_exited");
+        }
+      }
+      CHECK(done >= 1);
+      if (node == victim)
+        // The killed rank's neighbour: muster run stops it when the rank
+        // dies, maybe before the error reaches it.
+        CHECK((failed || text.find("stopping the other") != std::string::npos));
+      else if (victim == 0 && victim_rank < 0)
+        // The coordinator's loss: the node's muster run may stop the rank
+        // (the world broke) before the error reaches it.
+        CHECK((failed || text.find("world broke") != std::string::npos));
+      else
+        CHECK(failed);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a broadcast whose root's daemon dies fails on every other rank", "[cluster][bcast]") {
+  kill_mid_broadcast(5, 2);  // rank 5 lives on node 2, whose daemon is not the coordinator
+}
+
+TEST_CASE("a broadcast whose coordinator dies fails on every other rank", "[cluster][bcast]") {
+  kill_mid_broadcast(0, 0);  // rank 0 lives on node 0, whose daemon coordinates
+}
+
+TEST_CASE("a broadcast whose relay rank dies fails on every other rank", "[cluster][bcast]") {
+  kill_mid_broadcast(0, 1, 2);  // rank 2: local rank 0 of node 1, which relays to rank 3
+}
+
+TEST_CASE("a rank whose buffer has another size fails alone; the next broadcast works",
+          "[cluster][bcast]") {
+  Cluster c(4);
+  const size_t size = (size_t{9} << 20) + 5;
+  std::vector<std::unique_ptr<Process>> runs;
+  // Rank 2 relays to rank 3 (node 1), rank 5 only reads (node 2).
+  for (int i = 0; i < 4; ++i)
+    runs.push_back(c.run(i, "bcast-sizes", "4", {"--node-rank", std::to_string(i)},
+                         {"bcast-mismatch", std::to_string(size), "0", "2", "5"}));
+  const std::string want = hex(expected(size, 1));
+  for (int node = 0; node < 4; ++node) {
+    auto text = runs[node]->read_all(90s);
+    INFO("node " << node << ":\n" << text);
+    CHECK(runs[node]->wait(10s) == 0);
+    auto workers = by_worker(text);
+    CHECK(workers.size() == 2);
+    for (auto& [prefix, lines] : workers) {
+      INFO(prefix);
+      auto f = merged(lines);
+      int rank = std::stoi(f["rank"]);
+      // Rank 2's node gets no bytes it could trust: its relay's buffer is
+      // not the root's size.
+      if (rank == 2 || rank == 3 || rank == 5) {
+        CHECK(f["bcast_error"] == "invalid_argument");
+        CHECK(f.count("bcast") == 0);
+      } else {
+        CHECK(f["bcast"] == want);
+        CHECK(f.count("bcast_error") == 0);
+      }
+      CHECK(f["bcast_after"] == want);
+    }
+  }
+}
