@@ -10,12 +10,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "sampler/sampler.hpp"
+#include "support/cluster.hpp"
 #include "support/process.hpp"
 
 using namespace muster::test;
@@ -23,81 +23,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 uint64_t fnv(const void* p, size_t n) {
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < n; ++i)
     h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
   return h;
 }
-
-// The `key=value` fields of the lines a worker printed (muster run prefixes
-// them with `[rankN]: `).
-std::map<std::string, std::string> fields(const std::string& line) {
-  std::map<std::string, std::string> f;
-  std::istringstream in(
-      line.substr(line.find(": ") == std::string::npos ? 0 : line.find(": ") + 2));
-  std::string word;
-  while (in >> word)
-    if (auto eq = word.find('='); eq != std::string::npos)
-      f[word.substr(0, eq)] = word.substr(eq + 1);
-  return f;
-}
-
-struct Cluster {
-  int port = free_port();
-  std::vector<std::unique_ptr<TestDaemon>> daemons;
-  std::string nproc = "2";
-  // tree_width > 0: every daemon listens (any free port) so that nodes can
-  // relay for their children, and the coordinator builds a tree that wide.
-  explicit Cluster(int n, int tree_width = -1) {
-    for (int i = 0; i < n; ++i) {
-      std::vector<std::string> args = {"--peer-plain", "--peer-timeout", "2"};
-      if (i == 0)
-        args.insert(args.end(), {"--peer-bind", "127.0.0.1", "--peer-port", std::to_string(port)});
-      else if (tree_width > 0)
-        args.insert(args.end(), {"--peer-bind", "127.0.0.1", "--peer-port", "0"});
-      if (tree_width >= 0) args.insert(args.end(), {"--tree-width", std::to_string(tree_width)});
-      daemons.push_back(std::make_unique<TestDaemon>(args));
-    }
-  }
-  std::string coordinator() const { return "127.0.0.1:" + std::to_string(port); }
-  std::unique_ptr<Process> run(int node, const std::string& job, const std::string& nnodes,
-                               std::vector<std::string> extra = {},
-                               std::vector<std::string> worker_args = {}) {
-    std::vector<std::string> argv = {program("MUSTER_TEST_MUSTER"),
-                                     "run",
-                                     "--nnodes",
-                                     nnodes,
-                                     "-n",
-                                     nproc,
-                                     "--coordinator",
-                                     coordinator(),
-                                     "--job-id",
-                                     job,
-                                     "--cpu",
-                                     "--use-env",
-                                     "--local-addr",
-                                     "127.0.0.1"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    argv.push_back(program("MUSTER_TEST_CLUSTER_WORKER"));
-    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-    return std::make_unique<Process>(
-        argv, std::map<std::string, std::string>{{"MUSTER_ENDPOINT", daemons[node]->endpoint()}},
-        true);
-  }
-};
 
 }  // namespace
 
@@ -194,21 +125,24 @@ TEST_CASE("a daemon killed mid-job is detected and every surviving rank is told"
 TEST_CASE("a node that joins late waits for the next generation, which includes it", "[cluster]") {
   Cluster c(3);
   std::vector<std::unique_ptr<Process>> runs;
-  auto first_rank_line = [](Process& p) -> std::map<std::string, std::string> {
+  // What each run printed so far, for the failure message.
+  std::map<Process*, std::string> seen;
+  auto first_rank_line = [&](Process& p) -> std::map<std::string, std::string> {
     for (;;) {
-      auto line = p.read_line(30s);
+      auto line = p.read_line(60s);
       if (!line) return {};
+      seen[&p] += *line + "\n";
       if (line->find("rank=") != std::string::npos) return fields(*line);
     }
   };
   for (int i = 0; i < 2; ++i)
-    runs.push_back(c.run(i, "late", "2:3", {"--last-call", "3"}, {"hold"}));
+    runs.push_back(c.run(i, "late", "2:3", {"--last-call", "5"}, {"hold"}));
   for (auto& r : runs) {
     auto f = first_rank_line(*r);
     CHECK(f["generation"] == "0");
     CHECK(f["world"] == "4");
   }
-  runs.push_back(c.run(2, "late", "2:3", {"--last-call", "3"}, {"hold"}));
+  runs.push_back(c.run(2, "late", "2:3", {"--last-call", "5"}, {"hold"}));
   // The late node never runs in generation 0; the two others restart into
   // a later generation that has all three nodes (normally generation 1; a
   // node slower than the last call makes it one more).
@@ -217,6 +151,10 @@ TEST_CASE("a node that joins late waits for the next generation, which includes 
     std::map<std::string, std::string> f;
     do {
       f = first_rank_line(*r);
+      INFO("node 0:\n"
+           << seen[runs[0].get()] << "node 1:\n"
+           << seen[runs[1].get()] << "node 2:\n"
+           << seen[runs[2].get()]);
       REQUIRE(!f.empty());
       if (r == runs.back()) CHECK(f["generation"] != "0");
     } while (f["world"] != "6");

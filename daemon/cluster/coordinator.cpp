@@ -143,7 +143,7 @@ void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<O
                       ? std::to_string(cj.waiting.size()) + " node(s) join in generation " +
                             std::to_string(cj.generation + 1)
                       : "node " + m.node_id + " restarted",
-                  out);
+                  out, !cj.membership_change);
     cj.generation += 1;
     cj.closed = false;
     cj.last_call.reset();
@@ -207,6 +207,12 @@ void State::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
     subtree[r] += order[r]->nproc;
     if (tree && r >= width) subtree[r / width - 1] += subtree[r];
   }
+  // Waits of the generation before that nobody stopped: answered now, not
+  // by this generation's keys and barriers.
+  fail_store_waiters(cj.store, ErrorCode::kStaleGeneration,
+                     "job '" + cj.store.id + "': generation " + std::to_string(cj.generation) +
+                         " replaced the one this request waited in",
+                     out);
   cj.closed = true;
   cj.broken.clear();
   cj.last_call.reset();
@@ -251,11 +257,16 @@ void State::fail_store_waiters(Job& store, ErrorCode code, const std::string& wh
   store.barriers.clear();
 }
 
-void State::break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out) {
+void State::break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
+                        bool fail_waiters) {
   cj.broken = why;
   cj.store.broken = why;
   log::warning("job=" + cj.store.id + " generation " + std::to_string(cj.generation) +
                " cannot go on: " + why);
+  // A membership change leaves the old generation's waits alone: their
+  // launchers stop those ranks anyway (not as a failure), and a wait that
+  // failed first would look like one. close_round fails what is left.
+  if (!fail_waiters) return;
   fail_store_waiters(
       cj.store, ErrorCode::kPeerExited,
       "job '" + cj.store.id + "' generation " + std::to_string(cj.generation) + ": " + why, out);

@@ -143,7 +143,8 @@ class State {
   proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
                             uint64_t generation) const;
   void close_round(CoordJob& cj, std::vector<Outgoing>& out);
-  void break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out);
+  void break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
+                   bool fail_waiters = true);
   void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
                           std::vector<Outgoing>& out);
   void coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out);

@@ -1,6 +1,6 @@
 // Test support for multi-node jobs on loopback: private daemons (own runtime
 // dirs), daemon 0 listening for peers as the jobs' coordinator, and one
-// `muster run` per "node" (tests/test_cluster_bcast.cpp).
+// `muster run` per "node" (tests/test_cluster.cpp, tests/test_cluster_bcast.cpp).
 #pragma once
 
 #include <arpa/inet.h>
@@ -57,17 +57,23 @@ inline std::map<std::string, std::vector<std::string>> by_worker(const std::stri
 struct Cluster {
   int port = free_port();
   std::vector<std::unique_ptr<TestDaemon>> daemons;
-  explicit Cluster(int n,
-                   std::vector<std::string> common = {"--peer-plain", "--peer-timeout", "2"}) {
+  std::string nproc = "2";  // ranks per node in run()
+  // Daemon 0 coordinates. tree_width > 0: every daemon listens (any free
+  // port) so that nodes can relay for their children, and the coordinator
+  // builds a tree that wide.
+  explicit Cluster(int n, int tree_width = -1) {
     for (int i = 0; i < n; ++i) {
-      auto args = common;
+      std::vector<std::string> args = {"--peer-plain", "--peer-timeout", "2"};
       if (i == 0)
         args.insert(args.end(), {"--peer-bind", "127.0.0.1", "--peer-port", std::to_string(port)});
+      else if (tree_width > 0)
+        args.insert(args.end(), {"--peer-bind", "127.0.0.1", "--peer-port", "0"});
+      if (tree_width >= 0) args.insert(args.end(), {"--tree-width", std::to_string(tree_width)});
       daemons.push_back(std::make_unique<TestDaemon>(args));
     }
   }
   std::string coordinator() const { return "127.0.0.1:" + std::to_string(port); }
-  // muster run of 2 ranks (cluster_worker) on daemon `node`.
+  // muster run of `nproc` ranks (cluster_worker) on daemon `node`.
   std::unique_ptr<Process> run(int node, const std::string& job, const std::string& nnodes,
                                std::vector<std::string> extra = {},
                                std::vector<std::string> worker_args = {}) {
@@ -76,7 +82,7 @@ struct Cluster {
                                      "--nnodes",
                                      nnodes,
                                      "-n",
-                                     "2",
+                                     nproc,
                                      "--coordinator",
                                      coordinator(),
                                      "--job-id",
