@@ -5,8 +5,10 @@ and prints, per measurement, one machine-readable line
     bench NAME muster_s=X anchor_s=Y ratio=X/Y [floor_s=Z]
         [requests=N muster_rps=N/X anchor_rps=N/Y]
 
-(the rates where both sides did the same N requests) followed by a
-Markdown table. Usage (meson does this for
+(the rates where both sides did the same N requests; the scale lines,
+bench_scale's, add the coordinator's message counts, coordinator_msgs=M
+and the others it prints) followed by a Markdown table, and one for the
+scale benchmark. Usage (meson does this for
 `meson test -C build --benchmark`):
 
     run_bench.py BUILD_DIR ANCHORS_DIR
@@ -129,12 +131,15 @@ def main():
     rows = []
     rates = []  # (name, muster req/s, anchor req/s or None)
 
-    def emit(name, muster_s, anchor_s=None, floor_s=None, anchor_name="", requests=None):
+    def emit(name, muster_s, anchor_s=None, floor_s=None, anchor_name="", requests=None,
+             extra=None):
         line = f"bench {name} muster_s={muster_s:.4f}"
         if anchor_s:
             line += f" anchor_s={anchor_s:.4f} ratio={muster_s / anchor_s:.3f}"
         if floor_s:
             line += f" floor_s={floor_s:.4f}"
+        for k, v in (extra or {}).items():  # more fields of muster's own line
+            line += f" {k}={v:.4f}" if isinstance(v, float) and v != int(v) else f" {k}={v:.0f}"
         if requests:  # the same number of requests on both sides: as rates too
             line += f" requests={requests:.0f} muster_rps={requests / muster_s:.0f}"
             if anchor_s:
@@ -196,6 +201,30 @@ def main():
         emit(f"load_{clients}_clients", l["muster_s"], anchor, None,
              f"torch TCPStore ({clients} client threads)", l["requests"])
 
+    # Many nodes: N ranks as N/16 node daemons x 16 rank threads on loopback,
+    # star against relay tree, with the messages the coordinating daemon
+    # handled (bench_scale.cpp). Anchor: torch's TCPStore with N ranks doing
+    # the same id + barrier against one store (no nodes, no rendezvous).
+    scale_bin = os.path.join(build, "bench", "bench_scale")
+    scale = []
+    if os.path.exists(scale_bin):
+        sizes = [64, 256, 1024]
+        lines = muster_lines(run([scale_bin, musterd, "--runs", "7"] + [str(n) for n in sizes]))
+        anchors_by_n = {}
+        for name, f in lines.items():
+            n = int(name.split("_")[1])
+            if n not in anchors_by_n:
+                anchors_by_n[n] = None
+                if have_anchors and have_torch:
+                    out = run([TORCH_PY, os.path.join(anchors, "torch_store_rdzv.py"), str(n), "4"])
+                    anchors_by_n[n] = float(re.search(r"seconds=([0-9.]+)", out).group(1))
+            keys = ["coordinator_msgs", "world_s", "after_world_s", "rendezvous_msgs",
+                    "after_world_msgs", "coordinator_msgs_min", "coordinator_msgs_max",
+                    "teardown_msgs", "nodes"]
+            emit(name, f["muster_s"], anchors_by_n[n], None, "torch TCPStore, one store",
+                 extra={k: f[k] for k in keys if k in f})
+            scale.append((name, f))
+
     fmt = lambda x: "-" if x is None else f"{x:.4f}"
     print("\n| measurement | muster (s) | anchor (s) | muster / anchor | floor (s) | anchor |")
     print("|---|---|---|---|---|---|")
@@ -204,6 +233,16 @@ def main():
         print(f"| {name} | {m:.4f} | {fmt(a)} | {ratio} | {fmt(f)} | {an} |")
     for name, m, a in rates:
         print(f"\n{name}: muster {m:.0f} requests/s, anchor " + ("-" if a is None else f"{a:.0f} requests/s"))
+    if scale:
+        print("\n| ranks | nodes | topology | wire-up (s) | until world (s) | after world (s)"
+              " | coordinator msgs (min-max) | of them after world |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, f in scale:
+            _, n, topo = name.split("_", 2)
+            print(f"| {n} | {f['nodes']:.0f} | {topo} | {f['muster_s']:.4f} | {f['world_s']:.4f}"
+                  f" | {f['after_world_s']:.4f} | {f['coordinator_msgs']:.0f}"
+                  f" ({f['coordinator_msgs_min']:.0f}-{f['coordinator_msgs_max']:.0f})"
+                  f" | {f['after_world_msgs']:.0f} |")
 
 if __name__ == "__main__":
     main()
