@@ -43,7 +43,7 @@ struct Coordinator {
     s.set_cluster("coord", 2000ms, "", 16);
     std::vector<Reply> worlds;
     for (uint32_t n = 0; n < 3; ++n) {
-      NodeJoin j{"j", "node" + std::to_string(n), 2, n, 3, 3, 0, 60000, "127.0.0.1", 1};
+      NodeJoin j{"j", "node" + std::to_string(n), 2, n, 3, 3, 0, 60000, "127.0.0.1", 1, ""};
       auto out = send("node" + std::to_string(n), j);
       worlds.insert(worlds.end(), out.begin(), out.end());
     }
@@ -82,7 +82,10 @@ struct Coordinator {
     std::vector<Reply> r;
     for (const auto& o : out) {
       auto env = decode_envelope(o.frame.data(), o.frame.size());
-      Reply x{o.to.routing_id, env.request_id, env.type};
+      Reply x;
+      x.to = o.to.routing_id;
+      x.id = env.request_id;
+      x.type = env.type;
       if (env.type == static_cast<uint16_t>(MsgType::kErrorReply)) {
         auto e = ErrorReply::unpack(env.payload);
         x.code = static_cast<ErrorCode>(e.code);
