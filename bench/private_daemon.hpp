@@ -20,8 +20,13 @@ namespace muster::bench {
 class PrivateDaemon {
  public:
   explicit PrivateDaemon(const std::string& musterd) {
-    char tmpl[] = "/tmp/muster-bench-XXXXXX";
-    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    // On tmpfs when there is one, as /run (the service's runtime and state
+    // directory) is on a real node: the daemon saves its state with fsync
+    // before it answers, which a disk would make the benchmark's subject.
+    std::string tmpl =
+        std::string(std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : "/tmp") +
+        "/muster-bench-XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
     dir_ = tmpl;
     pid_ = fork();
     if (pid_ == 0) {
