@@ -19,7 +19,7 @@
 //                        `sync=<digest of the three>`, and with
 //                        reduce_parameters: `sync_reduce=<error code>`;
 //                        last `relayed=<muster/bcast/relayed>`
-//   bcast-loop SIZE ROOT [COUNT]  prints `pid=<pid>`, then broadcasts
+//   bcast-loop SIZE ROOT [COUNT]  (ignores SIGTERM) prints `pid=<pid>`, then broadcasts
 //                        until one fails, or COUNT times (1000):
 //                        `bcast_start n=N`, `bcast=<digest> n=N ms=<time>`
 //                        per call
@@ -205,7 +205,10 @@ int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   bool hold = mode == "hold" || mode == "hold-nosigterm";
-  if (mode == "hold-nosigterm") std::signal(SIGTERM, SIG_IGN);
+  // These ranks must report how their wait or broadcast ended even when
+  // muster run stops the group at the same moment (it kills after the
+  // grace period).
+  if (mode == "hold-nosigterm" || mode == "bcast-loop") std::signal(SIGTERM, SIG_IGN);
   try {
     muster::Client c;
     auto r = c.join_from_env();
