@@ -38,7 +38,8 @@ seconds=${1:-60}
 sources=(tests/fuzz/fuzz_request.cpp "${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
   daemon/core/access.cpp daemon/core/jobs.cpp daemon/core/shards.cpp daemon/core/state.cpp
   daemon/core/status.cpp daemon/core/store.cpp daemon/liveness/pidwatch.cpp
-  daemon/cluster/coordinator.cpp daemon/cluster/node.cpp daemon/cluster/relay.cpp)
+  daemon/cluster/coordinator.cpp daemon/cluster/node.cpp daemon/cluster/relay.cpp
+  daemon/cluster/bcast_relay.cpp)
 "$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   "${sources[@]}" -o "$out/fuzz_request"
 cd "$out"

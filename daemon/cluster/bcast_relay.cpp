@@ -279,9 +279,12 @@ void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
       continue;
     }
     const CoordJob& cj = cit->second;
-    for (auto& [seq, r] : rs.by_seq) {
+    for (auto& entry : rs.by_seq) {
+      // Not a structured binding: clang 14 (the fuzz build) cannot capture one.
+      const uint64_t seq = entry.first;
+      auto& r = entry.second;
       if (r.finished || r.failed != ErrorCode::kOk) continue;
-      auto name = [&, seq = seq] { return name_of(it->first, seq, r.root); };
+      auto name = [&] { return name_of(it->first, seq, r.root); };
       if (!cj.broken.empty()) {
         bcast_fail(r, ErrorCode::kPeerExited,
                    "job '" + it->first + "' generation " + std::to_string(cj.generation) +
