@@ -20,10 +20,6 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 // A request's payload as a frame of its own (for Forward and for relaying
 // a reply under the client's request id).
-std::string reencode(uint64_t request_id, uint16_t type, const msgpack::object& payload) {
-  return proto::encode_object(request_id, type, payload);  // one pass: chunks are MiBs
-}
-
 bool is_store_or_barrier(MsgType t) {
   switch (t) {
     case MsgType::kStoreSet:
@@ -80,7 +76,7 @@ bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     relay_get(to, job, env, out);
     return true;
   }
-  proto::Forward f{job.id, job.generation, reencode(0, env.type, env.payload)};
+  proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
   send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
   return true;
 }
@@ -154,7 +150,7 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
   try {
     switch (p.kind) {
       case LinkPending::Kind::kForward:
-        out.push_back({p.to, reencode(p.to.request_id, env.type, env.payload), {}});
+        out.push_back({p.to, proto::encode_object(p.to.request_id, env.type, env.payload), {}});
         return;
       case LinkPending::Kind::kRendezvous: {
         auto jit = jobs_.find(p.job);

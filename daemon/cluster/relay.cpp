@@ -13,13 +13,6 @@ using proto::MsgType;
 
 namespace {
 
-std::string reencode(uint64_t request_id, uint16_t type, const msgpack::object& payload) {
-  codec::Buffer buf;
-  codec::Packer p(buf);
-  p.pack(payload);
-  return proto::encode_raw(request_id, type, buf);
-}
-
 // Waits for the same keys are one upstream wait.
 std::string coalescing_key(const proto::Envelope& env) {
   codec::MapReader r(env.payload, proto::type_name(env.type));
@@ -59,7 +52,8 @@ void State::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
   waiters.push_back(to);
   if (waiters.size() > 1) return;  // an upstream wait for these keys is out already
   const ClusterInfo& c = *job.cluster;
-  proto::Forward f{job.id, job.generation, reencode(0, env.type, env.payload), !c.parent.empty()};
+  proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload),
+                   !c.parent.empty()};
   send_link(c.upstream(), {LinkPending::Kind::kRelayGet, {}, job.id, key}, f, out);
 }
 
@@ -120,7 +114,7 @@ void State::relay_answer(const LinkPending& p, const proto::Envelope& env,
     rit->second.gets.erase(g);
   }
   for (const auto& w : waiters)
-    out.push_back({w, reencode(w.request_id, env.type, env.payload), {}});
+    out.push_back({w, proto::encode_object(w.request_id, env.type, env.payload), {}});
 }
 
 void State::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
