@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <regex>
 #include <thread>
@@ -69,6 +71,30 @@ TEST_CASE("a rank joins, learns its rank and lease, and status shows it") {
   CHECK(s.jobs[0].ranks[0].state == "joined");
   CHECK(device(s, r0.device)->pid == r0.proc->pid());
   CHECK(device(s, r1.device)->job == "train");
+}
+
+TEST_CASE("a process forked after its parent used a client gets replies with a client of its own") {
+  TestDaemon d;
+  Client parent(ClientOptions{d.endpoint(), 5s});
+  REQUIRE_FALSE(parent.ping().empty());
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int rc = 1;
+    try {
+      // The parent's ZeroMQ context has no I/O threads here.
+      Client child(ClientOptions{d.endpoint(), 5s});
+      rc = child.ping().empty() ? 2 : 0;
+    } catch (...) {
+      rc = 3;
+    }
+    ::_exit(rc);
+  }
+  int st = 0;
+  REQUIRE(::waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  CHECK_FALSE(parent.ping().empty());  // and the parent's still works
 }
 
 TEST_CASE("two concurrent jobs never share a device") {

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <zmq.hpp>
 
@@ -18,14 +19,24 @@ zmq::context_t& client_context() {
   // Never destroyed: terminating a context blocks until every socket is
   // closed, and a program that never frees its client (ctypes, a static
   // Client) must still be able to exit.
-  static auto* ctx = [] {
-    auto* c = new zmq::context_t(1);
+  //
+  // One per process, not per program: a child forked after the parent made
+  // its context has none of the context's I/O threads, so its clients would
+  // never get a reply. The child makes a context of its own (the parent's
+  // copy is left alone; a Client made before the fork does not work in the
+  // child, as with any ZeroMQ socket).
+  static std::mutex m;
+  static zmq::context_t* ctx = nullptr;
+  static pid_t owner = 0;
+  std::lock_guard<std::mutex> lock(m);
+  if (!ctx || owner != ::getpid()) {
+    ctx = new zmq::context_t(1);
     // Each Client holds a socket and its monitor's pair (three sockets with
     // the monitor's own end); libzmq's default cap of 1023 sockets would stop
     // a process at ~340 clients (threads as ranks, the load test).
-    c->set(zmq::ctxopt::max_sockets, 65535);
-    return c;
-  }();
+    ctx->set(zmq::ctxopt::max_sockets, 65535);
+    owner = ::getpid();
+  }
   return *ctx;
 }
 
