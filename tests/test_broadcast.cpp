@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -387,6 +388,23 @@ TEST_CASE("wrong sizes and NULL data fail where they are seen, and nothing hangs
     for (const auto& v : second) CHECK(v == std::vector<uint8_t>(10, 2));
     CHECK(segments_of(job).empty());
   }
+  SECTION("a receiver with the wrong size, past the ring") {
+    // The root waits for every reader before it reuses a slot of its ring:
+    // one that does not read must not keep it waiting.
+    const std::string job = job_id("ringsize");
+    const size_t size = size_t{40} << 20;
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::vector<uint8_t>> got(3);
+    auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
+      got[r] = pattern(r == 1 ? size + 1 : size, r == 0 ? 1000 : r);
+      c.broadcast(got[r].data(), got[r].size(), 0);
+    });
+    CHECK(out[0].ok);
+    CHECK(out[1].code == ErrorCode::kInvalidArgument);
+    CHECK(out[2].ok);
+    CHECK((got[2] == pattern(size, 1000)));
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  }
   SECTION("a root with NULL data") {
     const std::string job = job_id("null");
     auto t0 = std::chrono::steady_clock::now();
@@ -531,8 +549,10 @@ TEST_CASE("fallback reader", "[.bcast-child]") {
 
 TEST_CASE("a reader that may not open the root's pool gets the bytes through a segment") {
   TestDaemon d;
-  const std::string job = job_id("fallback");
-  const size_t size = (size_t{8} << 20) + 7;  // the pool by default
+  // Within the ring, and past it: then the root, waiting for the reader
+  // that cannot read, gives the ring up for everyone.
+  const size_t size = GENERATE((size_t{8} << 20) + 7, (size_t{40} << 20) + 7);
+  const std::string job = job_id("fallback" + std::to_string(size));
   // Rank 2 is another process, without CAP_SYS_PTRACE; this one (the
   // root's) is non-dumpable meanwhile, so rank 2 may not open its pool.
   REQUIRE(::prctl(PR_SET_DUMPABLE, 0) == 0);
@@ -728,4 +748,106 @@ TEST_CASE("a root that dies in the middle of its stream makes the readers throw,
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
   CHECK(root->wait(5s) == 128 + SIGSEGV);
   CHECK_THAT(root->read_all(1s), !Catch::Contains("root"));
+}
+
+// ---- the ring (the default stream on one node) ---------------------------
+
+// The size of the job's pool (the root's memfd) held by this process.
+size_t pool_bytes(const std::string& job) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    auto link = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && link.rfind("/memfd:muster.pool." + job + ".", 0) == 0) {
+      struct stat st {};
+      if (::stat(e.path().c_str(), &st) == 0) return static_cast<size_t>(st.st_size);
+    }
+  }
+  return 0;
+}
+
+TEST_CASE(
+    "broadcasts many times the ring's size give every rank the root's bytes; the pool stays "
+    "small") {
+  TestDaemon d;
+  const std::string job = job_id("ring");
+  // Each wraps the 16-slot ring of 1 MiB chunks many times; odd tails.
+  const std::vector<size_t> sizes = {(size_t{16} << 20) + 1, (size_t{100} << 20) + 3,
+                                     (size_t{37} << 20) - 5};
+  std::vector<std::vector<std::vector<uint8_t>>> got(4);
+  auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto buf = pattern(sizes[i], r == 3 ? 3000 + static_cast<uint32_t>(i) : r);
+      c.broadcast(buf.data(), buf.size(), 3);
+      got[r].push_back(std::move(buf));
+    }
+  });
+  for (const auto& o : out) REQUIRE(o.what == "");
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (uint32_t r = 0; r < 4; ++r) {
+      INFO("call " << i << " rank " << r);
+      CHECK((got[r][i] == pattern(sizes[i], 3000 + static_cast<uint32_t>(i))));
+    }
+  CHECK(pools_of(job).size() == 1);
+  // The ring and its header, not a copy of the 100 MiB broadcast.
+  CHECK(pool_bytes(job) > (size_t{16} << 20));
+  CHECK(pool_bytes(job) <= (size_t{20} << 20));
+  CHECK(segments_of(job).empty());
+}
+
+// Rank 2 of the test below, run as this program in a process of its own
+// (hidden; does nothing without its environment): its buffer is writable
+// only up to MUSTER_BC_READER_GUARD bytes, so it dies copying the chunk
+// there, in the middle of the root's ring.
+TEST_CASE("ring reader", "[.bcast-reader]") {
+  const char* job = std::getenv("MUSTER_BC_READER_JOB");
+  const char* endpoint = std::getenv("MUSTER_BC_READER_ENDPOINT");
+  const char* size_s = std::getenv("MUSTER_BC_READER_SIZE");
+  const char* guard = std::getenv("MUSTER_BC_READER_GUARD");
+  if (!job || !endpoint || !size_s || !guard) return;
+  try {
+    rlimit none{0, 0};
+    ::setrlimit(RLIMIT_CORE, &none);
+    const size_t size = std::strtoull(size_s, nullptr, 10);
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t len = (size + page - 1) / page * page;
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap");
+    auto* buf = static_cast<uint8_t*>(p);
+    const size_t at = std::strtoull(guard, nullptr, 10) / page * page;
+    Client c(ClientOptions{endpoint, 10s, 30s});
+    c.join({job, 3, false, 2});
+    if (::mprotect(buf + at, len - at, PROT_READ) != 0) throw std::runtime_error("mprotect");
+    std::printf("reading\n");
+    std::fflush(stdout);
+    c.broadcast(buf, size, 0);
+    std::printf("reader ok\n");
+  } catch (const std::exception& e) {
+    std::printf("reader error: %s\n", e.what());
+  }
+  std::fflush(stdout);
+}
+
+TEST_CASE(
+    "a reader that dies in the middle of the ring makes the root and the others throw, not hang") {
+  TestDaemon d;
+  const std::string job = job_id("readerdies");
+  const size_t size = size_t{64} << 20;
+  Process reader({std::filesystem::read_symlink("/proc/self/exe").string(), "[.bcast-reader]"},
+                 {{"MUSTER_BC_READER_JOB", job},
+                  {"MUSTER_BC_READER_ENDPOINT", d.endpoint()},
+                  {"MUSTER_BC_READER_SIZE", std::to_string(size)},
+                  {"MUSTER_BC_READER_GUARD", std::to_string(size_t{5} << 20)}});
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = on_ranks(d, job, 3, {0, 1}, [&](Client& c, uint32_t r) {
+    auto buf = pattern(size, r == 0 ? 1000 : r);
+    c.broadcast(buf.data(), size, 0);
+  });
+  for (const auto& o : out) {
+    CHECK_FALSE(o.ok);
+    CHECK(o.code == ErrorCode::kPeerExited);
+  }
+  CHECK_THAT(out[0].what, Catch::Contains("rank 2"));
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  CHECK(reader.wait(5s) == 128 + SIGSEGV);
+  CHECK_THAT(reader.read_all(1s), Catch::Contains("reading") && !Catch::Contains("reader "));
 }

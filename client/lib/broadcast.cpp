@@ -71,17 +71,25 @@ namespace {
 constexpr size_t kReduceBlock = size_t{64} << 10;
 constexpr size_t kPoolMin = size_t{1} << 20;  // smaller broadcasts use a fresh segment
 
+// A stream's ring (see broadcast_stream.hpp): small enough to stay in the
+// CPU's last-level cache, with enough slots that the root and the readers
+// rarely wait for each other.
+constexpr size_t kRingChunk = size_t{1} << 20;
+constexpr uint32_t kRingSlots = 16;
+
 // How a broadcast moves its bytes: MUSTER_BCAST=shm forces a fresh segment
 // per call, MUSTER_BCAST=pool the root's pool (for any size, written whole
 // before readers start), MUSTER_BCAST=stream the root's pool read while it
-// is written (any size); by default the stream carries broadcasts of
-// kPoolMin bytes or more. Read on each call.
-enum class BroadcastPath { kAuto, kSegment, kPool, kStream };
+// is written, through a ring (any size), MUSTER_BCAST=whole a stream
+// through a pool as large as the broadcast; by default the ring carries
+// broadcasts of kPoolMin bytes or more. Read on each call.
+enum class BroadcastPath { kAuto, kSegment, kPool, kStream, kWhole };
 BroadcastPath broadcast_path() {
   const char* e = std::getenv("MUSTER_BCAST");
   if (e && std::string_view(e) == "shm") return BroadcastPath::kSegment;
   if (e && std::string_view(e) == "pool") return BroadcastPath::kPool;
   if (e && std::string_view(e) == "stream") return BroadcastPath::kStream;
+  if (e && std::string_view(e) == "whole") return BroadcastPath::kWhole;
   return BroadcastPath::kAuto;
 }
 
@@ -203,23 +211,31 @@ class Collective {
     return true;
   }
 
-  // Makes this rank's pool a stream for size bytes (see StreamHeader) and
-  // stores its metadata; the bytes follow with stream_write after the ready
-  // barrier. Returns the pool, or null, publishing nothing, when the pool
-  // cannot be had.
-  std::shared_ptr<Pool> publish_stream(size_t size, uint64_t signature) {
-    Meta m;
+  // Makes this rank's pool a stream for size bytes (see StreamHeader),
+  // through a ring unless `whole`, and stores its metadata (also in m); the
+  // bytes follow with ring_write or stream_write after the ready barrier.
+  // Returns the pool, or null, publishing nothing, when the pool cannot be
+  // had.
+  std::shared_ptr<Pool> publish_stream(size_t size, uint64_t signature, bool whole, Meta& m) {
+    m = Meta{};
     m.size = size;
     m.algo = preferred_algo();
     m.signature = signature;
-    m.offset = stream_offset(size, m.chunk);
+    if (!whole) {
+      m.chunk = kRingChunk;
+      m.ring = static_cast<uint32_t>(std::min<size_t>(kRingSlots, (size + m.chunk - 1) / m.chunk));
+      m.readers = info_.world_size;  // one progress counter per rank; the root's is unused
+    }
+    m.offset = stream_offset(size, m.chunk, m.readers);
     m.tag = nonce() | 1;
     std::shared_ptr<Pool> pool;
     try {
       pool = Pool::of(info_.job, info_.rank);
-      pool->reserve(m.offset + size);
+      pool->reserve(pool_span(m));
       auto* h = reinterpret_cast<StreamHeader*>(pool->data());
       __atomic_store_n(&h->ready, 0u, __ATOMIC_RELAXED);
+      __atomic_store_n(&h->waiting, 0u, __ATOMIC_RELAXED);
+      if (m.ring) std::memset(h + 1, 0, m.offset - sizeof *h);  // sums and progress
       __atomic_store_n(&h->tag, m.tag, __ATOMIC_RELEASE);
       m.segment = pool->name();
       m.pooled = 2;
@@ -260,6 +276,20 @@ class Collective {
   }
   // Moves on to the second round (keys and barriers of its own).
   void second_round() { prefix_ += "/seg"; }
+
+  // A ring writer's stall check (see ring_write): throws StreamFallback when
+  // a reader could not open the pool (it said so with need_segment), and
+  // peer_exited when the daemon has seen a rank of the job exit.
+  void stalled() {
+    if (c_.add(prefix_ + "/need", 0) & 0xFFFFFFFF) throw StreamFallback{};
+    for (const auto& j : c_.status().jobs) {
+      if (j.id != info_.job) continue;
+      for (const auto& r : j.ranks)
+        if (r.state == "exited")
+          throw Error(ErrorCode::kPeerExited,
+                      what_ + ": rank " + std::to_string(r.rank) + " exited while reading it");
+    }
+  }
 
   // A publisher's metadata; the error it published is thrown here.
   Meta meta(uint32_t r) {
@@ -377,17 +407,31 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     if (local) col.fail(*local);
     const BroadcastPath path = broadcast_path();
     std::shared_ptr<Pool> stream;
-    if (size &&
-        (path == BroadcastPath::kStream || (path == BroadcastPath::kAuto && size >= kPoolMin)))
-      stream = col.publish_stream(size, size);
+    Meta sm;
+    if (size && (path == BroadcastPath::kStream || path == BroadcastPath::kWhole ||
+                 (path == BroadcastPath::kAuto && size >= kPoolMin)))
+      stream = col.publish_stream(size, size, path == BroadcastPath::kWhole, sm);
     const bool pooled =
         stream || (size && path == BroadcastPath::kPool && col.publish_pool(data, size, size));
     if (!pooled) col.publish({{data, size, 0}}, size, size);
     col.ready();
-    if (stream)
-      stream_write(stream->data(), stream_offset(size, kChunk), data, size, preferred_algo(),
-                   kChunk);
-    col.done();
+    // The done barrier follows whatever happens here: a dead reader fails it
+    // for every rank, and it says so (see read_then_done).
+    read_then_done(col, [&] {
+      if (!stream) return;
+      if (!sm.ring) return stream_write(stream->data(), sm.offset, data, size, sm.algo, sm.chunk);
+      try {
+        ring_write(
+            stream->data(), sm, data, col.rank(),
+            std::chrono::milliseconds(impl_->wait_ms(std::nullopt)), [&] { col.stalled(); },
+            col.what());
+      } catch (const StreamFallback&) {
+        stream_fallback(stream->data(), sm.tag);  // a reader needs a segment: all take one
+      } catch (...) {
+        stream_abort(stream->data(), sm.tag);
+        throw;
+      }
+    });
     if (pooled && col.segment_needed()) {
       col.second_round();
       col.publish({{data, size, 0}}, size, size);
@@ -425,17 +469,20 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
   // From root's pool; a reader that may not open it says so, and then every
   // rank takes part in a second round through a segment (see Collective).
   try {
-    bool need = false;
+    bool need = false, reading = false;
     std::exception_ptr err;
+    auto view = View::of(col.job(), col.rank(), root);
     try {
       check();
-      auto view = View::of(col.job(), col.rank(), root);
       if (!view->attach(m)) {
         need = true;
         col.need_segment();
       } else if (m.pooled == 2) {
-        stream_read(view->data(), m, data, std::chrono::milliseconds(impl_->wait_ms(std::nullopt)),
-                    from);
+        // false: the root gave the ring up because another reader could not
+        // open it; the second round brings the bytes.
+        reading = true;
+        need = !stream_read(view->data(), m, data, col.rank(),
+                            std::chrono::milliseconds(impl_->wait_ms(std::nullopt)), from);
       } else {
         ChunkSums sums(m.algo, m.chunk, &m.sums, from);
         sums.copy_feed(data, view->data(), size);
@@ -443,6 +490,20 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
       }
     } catch (...) {
       err = std::current_exception();
+      // A ring's root waits for every reader: one that will not read says
+      // so, in the ring or else through the store (stream_read did already).
+      if (m.ring && !reading) {
+        bool left = false;
+        try {
+          if (view->attach(m)) ring_report(view->data(), m, col.rank(), kGone), left = true;
+        } catch (...) {
+        }
+        try {
+          if (!left) col.need_segment();  // the root gives the ring up for a second round
+        } catch (...) {
+          // the daemon is gone: the root's stall check fails too
+        }
+      }
     }
     try {
       col.done();

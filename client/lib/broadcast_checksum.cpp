@@ -61,9 +61,10 @@ void crc_bulk_sw(uint64_t* l, const uint8_t* p, size_t n) {
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2,avx2"))) void crc_copy_avx2(uint64_t* l, uint8_t* dst,
-                                                          const uint8_t* src, size_t n) {
+                                                          const uint8_t* src, size_t n,
+                                                          bool cached) {
   uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
-  const bool stream = reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  const bool stream = !cached && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
   for (size_t i = 0; i < n; i += 32) {
     __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     if (stream)
@@ -153,7 +154,7 @@ void Hasher::update(const uint8_t* p, size_t n) {
   npend_ = n - body;
 }
 void Hasher::copy_update(uint8_t* dst, const uint8_t* src, size_t n, bool cached) {
-  if (!copy_ || cached) {
+  if (!copy_) {
     for (size_t o = 0; o < n; o += kBlock) {
       size_t k = std::min(kBlock, n - o);
       update(src + o, k);
@@ -169,7 +170,7 @@ void Hasher::copy_update(uint8_t* dst, const uint8_t* src, size_t n, bool cached
   }
   size_t body = n & ~size_t{31};
   if (body) {
-    copy_(lanes_.data(), dst, src, body);
+    copy_(lanes_.data(), dst, src, body, cached);
     total_ += body;
   }
   if (n > body) {

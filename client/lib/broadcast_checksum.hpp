@@ -30,8 +30,9 @@ enum Algo : uint32_t { kCrc32c = 1, kMul64 = 2 };
 using BulkFn = void (*)(uint64_t* lanes, const uint8_t* p, size_t n);  // n % 32 == 0
 
 // Copies n bytes (n % 32 == 0) and runs the lanes over them in one pass:
-// the bytes are read once, and the stores bypass the cache when dst allows.
-using CopyFn = void (*)(uint64_t* lanes, uint8_t* dst, const uint8_t* src, size_t n);
+// the bytes are read once, and the stores bypass the cache when dst allows,
+// unless `cached`.
+using CopyFn = void (*)(uint64_t* lanes, uint8_t* dst, const uint8_t* src, size_t n, bool cached);
 
 // The algorithm a publisher uses. MUSTER_CHECKSUM=crc32c|mul64 overrides
 // (benchmarks, tests of the fallback).

@@ -1,12 +1,14 @@
 // Encoding of a broadcast's metadata (see broadcast_meta.hpp).
 #include "broadcast_meta.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace muster::bcast {
 namespace {
 
-constexpr uint32_t kMagic = 0x3342534d;  // "MSB3"
+constexpr uint32_t kMagic = 0x3442534d;  // "MSB4"
+constexpr uint32_t kMaxRing = 1 << 16, kMaxReaders = 1 << 20;
 
 template <class T>
 void put(std::string& s, T v) {
@@ -67,6 +69,8 @@ std::string encode(const Meta& m) {
   put<uint64_t>(s, m.ino);
   put<uint64_t>(s, m.tag);
   put<uint64_t>(s, m.offset);
+  put<uint32_t>(s, m.ring);
+  put<uint32_t>(s, m.readers);
   put<uint64_t>(s, m.sums.size());
   for (auto v : m.sums) put(s, v);
   return s;
@@ -94,6 +98,8 @@ Meta decode(const std::string& s) {
   m.ino = r.get<uint64_t>();
   m.tag = r.get<uint64_t>();
   m.offset = r.get<uint64_t>();
+  m.ring = r.get<uint32_t>();
+  m.readers = r.get<uint32_t>();
   auto n = r.get<uint64_t>();
   if (n > s.size() / 8) throw Error(ErrorCode::kInternal, "truncated collective metadata");
   m.sums.resize(n);
@@ -103,9 +109,16 @@ Meta decode(const std::string& s) {
       (m.size && m.segment.empty() && m.pooled != 3) || m.pooled > 3 ||
       (m.pooled && m.pooled != 3 && (m.pid <= 0 || m.fd < 0)) ||
       (m.pooled == 2 &&
-       (m.offset % kAlign || m.offset < 64 + 8 * ((m.size + m.chunk - 1) / m.chunk))))
+       (m.offset % kAlign ||
+        m.offset < 64 + 8 * ((m.size + m.chunk - 1) / m.chunk) + 8 * uint64_t{m.readers})) ||
+      ((m.ring || m.readers) && (m.pooled != 2 || !m.ring || m.ring > kMaxRing || !m.readers ||
+                                 m.readers > kMaxReaders || m.chunk > (uint64_t{1} << 40))))
     throw Error(ErrorCode::kInternal, "collective metadata is inconsistent");
   return m;
+}
+
+uint64_t pool_span(const Meta& m) {
+  return m.offset + (m.ring ? std::min<uint64_t>(m.size, uint64_t{m.ring} * m.chunk) : m.size);
 }
 
 }  // namespace muster::bcast

@@ -39,8 +39,16 @@ struct Meta {
   // nodes through the daemons, checksums with each chunk
   // (broadcast_nodes.cpp).
   uint64_t tag = 0, offset = 0;
+  // A ring (pooled == 2, ring > 0): the stream reuses `ring` chunk slots,
+  // and each of `readers` progress counters (one per rank of the node) says
+  // how far that reader is, so that the writer reuses a slot only once
+  // every reader is past it (see broadcast_stream.hpp).
+  uint32_t ring = 0, readers = 0;
   std::vector<uint64_t> sums;
 };
+
+// The bytes of the pool that m uses: header and chunks, or the whole ring.
+uint64_t pool_span(const Meta& m);
 
 // Native byte order: the store's readers are on this node, or (broadcast
 // across nodes) on nodes of the same kind.

@@ -79,7 +79,7 @@ bool pool_linked(const Meta& m) {
 }
 
 View::~View() {
-  if (base_) ::munmap(const_cast<uint8_t*>(base_), len_);
+  if (base_) ::munmap(base_, len_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -88,7 +88,8 @@ bool View::attach(const Meta& m) {
     reset();
     const std::string path = pool_path(m);
     if (!pool_linked(m)) return false;  // not allowed, or another process (another pid namespace)
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    // Read-write: a ring's readers report their progress in its header.
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) return false;
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
@@ -99,15 +100,16 @@ bool View::attach(const Meta& m) {
     fd_ = fd, name_ = m.segment, dev_ = m.dev, ino_ = m.ino;
   }
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < m.offset + m.size)
+  if (::fstat(fd_, &st) != 0 || static_cast<uint64_t>(st.st_size) < pool_span(m))
     throw Error(ErrorCode::kInternal, "broadcast pool " + m.segment + " is smaller than the " +
                                           std::to_string(m.size) + " bytes announced");
-  if (len_ < m.offset + m.size) {
-    if (base_) ::munmap(const_cast<uint8_t*>(base_), len_);
+  if (len_ < pool_span(m) || len_ != static_cast<size_t>(st.st_size)) {
+    if (base_) ::munmap(base_, len_);
     base_ = nullptr, len_ = 0;
-    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd_, 0);
+    void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
+                     fd_, 0);
     if (p == MAP_FAILED) return false;
-    base_ = static_cast<const uint8_t*>(p), len_ = static_cast<size_t>(st.st_size);
+    base_ = static_cast<uint8_t*>(p), len_ = static_cast<size_t>(st.st_size);
   }
   return true;
 }
@@ -134,7 +136,7 @@ std::string View::key(const std::string& job, uint32_t me, uint32_t root) {
 }
 
 void View::reset() {
-  if (base_) ::munmap(const_cast<uint8_t*>(base_), len_);
+  if (base_) ::munmap(base_, len_);
   if (fd_ >= 0) ::close(fd_);
   base_ = nullptr, len_ = 0, fd_ = -1;
 }

@@ -76,7 +76,7 @@ class View {
   // (then the bytes come through a segment instead).
   bool attach(const Meta& m);
 
-  const uint8_t* data() const { return base_; }
+  uint8_t* data() const { return base_; }  // writable: a ring's progress counters
 
   // This process's view, for reader `me` of job, of root's pool.
   static std::shared_ptr<View> of(const std::string& job, uint32_t me, uint32_t root);
@@ -90,7 +90,7 @@ class View {
   void reset();
 
   int fd_ = -1;
-  const uint8_t* base_ = nullptr;
+  uint8_t* base_ = nullptr;
   size_t len_ = 0;
   std::string name_;
   uint64_t dev_ = 0, ino_ = 0;

@@ -15,12 +15,26 @@
 // count (FUTEX_WAIT) for at most kStreamPoll at a time, then check that the
 // root still holds its pool (else it died: they stop, and the done barrier
 // reports the dead rank) and that the header still carries their tag.
+//
+// A ring (Meta::ring > 0, the default on one node) bounds the pool: chunk k
+// goes to slot k % ring, and the root reuses a slot only once every reader
+// has copied the chunk in it. Readers count the chunks they have copied in
+// their progress counter (after the checksums, one per rank of the node)
+// and bump `freed`, the futex word the root sleeps on when every slot is
+// taken. A small ring stays in the CPU's cache between the root's copy and
+// the readers', so the bytes go through memory about once per reader rather
+// than once more for the root (256 MiB to 3 readers on two cores: ~35 ms
+// against ~50 ms with the whole pool). A reader that stops early (an error,
+// or the writer's fallback) sets its counter to kGone so the writer no
+// longer waits for it; the writer finds dead readers, and readers that
+// could not open the pool, through the daemon (see ring_write).
 // Not installed.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "broadcast_checksum.hpp"
@@ -33,16 +47,26 @@ namespace muster::bcast {
 
 struct StreamHeader {
   uint64_t tag;
-  uint32_t ready;  // chunks written (futex word)
+  uint32_t ready;     // chunks written (futex word)
+  uint32_t waiting;   // ring: the writer sleeps on `freed`
+  uint64_t aborted;   // == tag: the writer stopped (see stream_abort)
+  uint64_t fallback;  // == tag: the writer gave the stream up for a second round (stream_fallback)
+  uint32_t freed;     // ring: bumped by readers as they copy chunks (futex word)
   uint32_t pad;
-  uint64_t aborted;  // == tag: the writer stopped (see stream_abort)
-  uint64_t reserved[5];
-  // uint64_t sums[chunks] follow
+  uint64_t reserved[3];
+  // uint64_t sums[chunks] follow, then (ring) uint64_t progress[readers]
 };
 static_assert(sizeof(StreamHeader) == 64);
 
-// Where a stream's bytes start (Meta::offset): after the header, page-aligned.
-size_t stream_offset(size_t size, size_t chunk);
+constexpr uint64_t kGone = ~uint64_t{0};  // a reader's progress once it stopped reading
+
+// Where a stream's bytes start (Meta::offset): after the header, the sums
+// and `readers` progress counters, page-aligned.
+size_t stream_offset(size_t size, size_t chunk, uint32_t readers = 0);
+
+// Thrown by a ring writer's stall check to give the stream up: readers then
+// stop without an error, and every rank runs a second round (broadcast.cpp).
+struct StreamFallback {};
 
 // Root: copies size bytes of src into the stream at base (header first).
 void stream_write(uint8_t* base, size_t offset, const void* src, size_t size, Algo algo,
@@ -57,17 +81,37 @@ void stream_publish(uint8_t* base, size_t k, uint64_t sum, bool last);
 // peer_exited (within a poll interval) instead of waiting for the rest.
 void stream_abort(uint8_t* base, uint64_t tag);
 
+// Writer: gives up on the stream tagged `tag` for a second round; its
+// readers stop reading and return false.
+void stream_fallback(uint8_t* base, uint64_t tag);
+
+// Root, ring (m.ring > 0): copies m.size bytes of src through the ring at
+// base, waiting for the slowest reader (ranks other than `writer`) before
+// it reuses a slot. While no reader moves it calls stalled() every
+// kStallCheck (to ask the daemon whether a reader died or could not open
+// the pool; stalled() throws to stop), and throws kTimeout after `wait`
+// without progress.
+void ring_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
+                std::chrono::milliseconds wait, const std::function<void()>& stalled,
+                const std::string& what);
+
 // Reader: waits until chunk k of the stream at base is written; returns
 // the number of chunks written. Throws as stream_read does.
 uint32_t stream_wait(const uint8_t* base, const Meta& m, size_t k, std::chrono::milliseconds wait,
                      const std::string& from);
 
-// Reader: copies m.size bytes of the stream at base to dst as the root
-// writes them, verifying each chunk. Throws when the root dies, when the
-// pool holds another call, on a bad checksum, or after `wait` without
-// progress.
-void stream_read(const uint8_t* base, const Meta& m, void* dst, std::chrono::milliseconds wait,
-                 const std::string& from);
+// Reader `reader` of a ring: it has copied `done` chunks (kGone: it stops
+// reading); wakes the writer when that may free a batch of slots. Nothing
+// without a ring.
+void ring_report(uint8_t* base, const Meta& m, uint32_t reader, uint64_t done);
+
+// Reader `reader` (its progress counter in a ring): copies m.size bytes
+// of the stream at base to dst as the root writes them, verifying each
+// chunk. Returns false when the root gave the stream up for a second round
+// (stream_fallback). Throws when the root dies, when the pool holds another
+// call, on a bad checksum, or after `wait` without progress.
+bool stream_read(uint8_t* base, const Meta& m, void* dst, uint32_t reader,
+                 std::chrono::milliseconds wait, const std::string& from);
 
 }  // namespace muster::bcast
 #pragma GCC visibility pop
