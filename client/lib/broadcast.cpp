@@ -213,7 +213,7 @@ class Collective {
 
   // Makes this rank's pool a stream for size bytes (see StreamHeader),
   // through a ring unless `whole`, and stores its metadata (also in m); the
-  // bytes follow with ring_write or stream_write after the ready barrier.
+  // bytes follow with stream_write after the ready barrier.
   // Returns the pool, or null, publishing nothing, when the pool cannot be
   // had.
   std::shared_ptr<Pool> publish_stream(size_t size, uint64_t signature, bool whole, Meta& m) {
@@ -277,7 +277,7 @@ class Collective {
   // Moves on to the second round (keys and barriers of its own).
   void second_round() { prefix_ += "/seg"; }
 
-  // A ring writer's stall check (see ring_write): throws StreamFallback when
+  // A ring writer's stall check (see stream_write): throws StreamFallback when
   // a reader could not open the pool (it said so with need_segment), and
   // peer_exited when the daemon has seen a rank of the job exit.
   void stalled() {
@@ -419,9 +419,8 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     // for every rank, and it says so (see read_then_done).
     read_then_done(col, [&] {
       if (!stream) return;
-      if (!sm.ring) return stream_write(stream->data(), sm.offset, data, size, sm.algo, sm.chunk);
       try {
-        ring_write(
+        stream_write(
             stream->data(), sm, data, col.rank(),
             std::chrono::milliseconds(impl_->wait_ms(std::nullopt)), [&] { col.stalled(); },
             col.what());
@@ -495,7 +494,10 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
       if (m.ring && !reading) {
         bool left = false;
         try {
-          if (view->attach(m)) ring_report(view->data(), m, col.rank(), kGone), left = true;
+          if (view->attach(m)) {
+            ring_report(view->data(), m, col.rank(), kGone);
+            left = true;
+          }
         } catch (...) {
         }
         try {

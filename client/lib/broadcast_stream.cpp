@@ -72,9 +72,9 @@ void stream_fallback(uint8_t* base, uint64_t tag) {
   futex(&h->ready, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void ring_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
-                std::chrono::milliseconds wait, const std::function<void()>& stalled,
-                const std::string& what) {
+void stream_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
+                  std::chrono::milliseconds wait, const std::function<void()>& stalled,
+                  const std::string& what) {
   auto* h = reinterpret_cast<StreamHeader*>(base);
   const size_t chunks = chunks_of(m);
   const uint64_t* progress = progress_of(base, chunks);
@@ -83,7 +83,7 @@ void ring_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
   for (size_t k = 0; k < chunks; ++k) {
     // Slot k % ring held chunk k - ring: every reader must be past it. The
     // writer then waits for a batch of free slots, not one at a time.
-    const uint64_t need = k >= m.ring ? k - m.ring + 1 : 0;
+    const uint64_t need = m.ring && k >= m.ring ? k - m.ring + 1 : 0;
     uint64_t lo = need ? slowest(progress, m.readers, writer) : kGone;
     if (lo < need) {
       const uint64_t want = std::min<uint64_t>(need + kStreamBatch - 1, k);
@@ -114,20 +114,9 @@ void ring_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
     }
     const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, m.size - o);
     hs.reset();
-    hs.copy_update(base + slot_at(m, k), in + o, n, true);  // cached: readers copy it soon
+    // A ring's slots stay in the cache for the readers; a whole pool cannot.
+    hs.copy_update(base + slot_at(m, k), in + o, n, m.ring != 0);
     stream_publish(base, k, hs.final(), k + 1 == chunks);
-  }
-}
-
-void stream_write(uint8_t* base, size_t offset, const void* src, size_t size, Algo algo,
-                  size_t chunk) {
-  auto* in = static_cast<const uint8_t*>(src);
-  Hasher hs(algo);
-  for (size_t k = 0, o = 0; o < size; ++k, o += chunk) {
-    size_t n = std::min(chunk, size - o);
-    hs.reset();
-    hs.copy_update(base + offset + o, in + o, n);
-    stream_publish(base, k, hs.final(), o + n == size);
   }
 }
 

@@ -27,7 +27,7 @@
 // against ~50 ms with the whole pool). A reader that stops early (an error,
 // or the writer's fallback) sets its counter to kGone so the writer no
 // longer waits for it; the writer finds dead readers, and readers that
-// could not open the pool, through the daemon (see ring_write).
+// could not open the pool, through the daemon (see stream_write).
 // Not installed.
 #pragma once
 
@@ -68,10 +68,6 @@ size_t stream_offset(size_t size, size_t chunk, uint32_t readers = 0);
 // stop without an error, and every rank runs a second round (broadcast.cpp).
 struct StreamFallback {};
 
-// Root: copies size bytes of src into the stream at base (header first).
-void stream_write(uint8_t* base, size_t offset, const void* src, size_t size, Algo algo,
-                  size_t chunk);
-
 // Writer, one chunk at a time (the bytes of chunk k are in place): stores
 // chunk k's checksum, then the new count, and wakes the readers every few
 // chunks and after the last.
@@ -85,15 +81,15 @@ void stream_abort(uint8_t* base, uint64_t tag);
 // readers stop reading and return false.
 void stream_fallback(uint8_t* base, uint64_t tag);
 
-// Root, ring (m.ring > 0): copies m.size bytes of src through the ring at
-// base, waiting for the slowest reader (ranks other than `writer`) before
-// it reuses a slot. While no reader moves it calls stalled() every
-// kStallCheck (to ask the daemon whether a reader died or could not open
-// the pool; stalled() throws to stop), and throws kTimeout after `wait`
-// without progress.
-void ring_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
-                std::chrono::milliseconds wait, const std::function<void()>& stalled,
-                const std::string& what);
+// Root: copies m.size bytes of src into the stream at base (its header
+// made already). Through a ring (m.ring > 0), it waits for the slowest
+// reader (ranks other than `writer`) before it reuses a slot; while no
+// reader moves it calls stalled() every kStallCheck (to ask the daemon
+// whether a reader died or could not open the pool; stalled() throws to
+// stop), and throws kTimeout after `wait` without progress.
+void stream_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
+                  std::chrono::milliseconds wait, const std::function<void()>& stalled,
+                  const std::string& what);
 
 // Reader: waits until chunk k of the stream at base is written; returns
 // the number of chunks written. Throws as stream_read does.
