@@ -1,6 +1,6 @@
 // Chunk checksums (see broadcast_checksum.hpp), with the CPU dispatch of
-// their lanes: crc32c in hardware (SSE4.2), fused with a non-temporal copy
-// (AVX2) where the CPU has it, else portable code.
+// their lanes: mulsum in AVX2 and crc32c in hardware (SSE4.2), each fused
+// with a non-temporal copy (AVX2) where the CPU has it, else portable code.
 #include "broadcast_checksum.hpp"
 
 #include <cstdlib>
@@ -36,6 +36,25 @@ void mul_bulk(uint64_t* l, const uint8_t* p, size_t n) {
     d = rotl(d + load64(p + i + 24) * P2, 31) * P1;
   }
   l[0] = a, l[1] = b, l[2] = c, l[3] = d;
+}
+
+// mulsum's keys, one a lane: they keep a word of 0 or of equal halves from
+// giving the same product in every lane.
+constexpr uint64_t K[4] = {0xBE4BA423396CFEB8ULL, 0x1CAD21F72C81017CULL, 0xDB979083E96DD4DEULL,
+                           0x1F67B3B7A4A44072ULL};
+
+// One group of mulsum, lane j: a_j += lo32(y) * hi32(y) + x_(j^1) with
+// y = x_j ^ K_j; then b_j += a_j. The AVX2 code below must agree with it.
+void mulsum_bulk(uint64_t* l, const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; i += 32) {
+    uint64_t x[4];
+    std::memcpy(x, p + i, 32);
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t y = x[j] ^ K[j];
+      l[j] += (y & 0xFFFFFFFFu) * (y >> 32) + x[j ^ 1];
+      l[4 + j] += l[j];
+    }
+  }
 }
 
 // Portable crc32c (Castagnoli, reflected), for a reader without SSE4.2.
@@ -80,6 +99,41 @@ __attribute__((target("sse4.2,avx2"))) void crc_copy_avx2(uint64_t* l, uint8_t* 
   l[0] = a, l[1] = b, l[2] = c, l[3] = d;
 }
 
+// mulsum over n bytes, copying them to dst when Copy (streaming stores
+// unless cached or dst is unaligned).
+template <bool Copy>
+__attribute__((target("avx2"))) inline void mulsum_avx2(uint64_t* l, uint8_t* dst,
+                                                        const uint8_t* src, size_t n, bool cached) {
+  const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(K));
+  __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l));
+  __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + 4));
+  const bool stream = Copy && !cached && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  for (size_t i = 0; i < n; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    if constexpr (Copy) {
+      if (stream)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), v);
+      else
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), v);
+    }
+    const __m256i y = _mm256_xor_si256(v, k);
+    const __m256i prod = _mm256_mul_epu32(y, _mm256_srli_epi64(y, 32));     // lo32 * hi32
+    const __m256i swap = _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2));  // x_(j^1)
+    a = _mm256_add_epi64(a, _mm256_add_epi64(prod, swap));
+    b = _mm256_add_epi64(b, a);
+  }
+  if (stream) _mm_sfence();
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(l), a);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + 4), b);
+}
+__attribute__((target("avx2"))) void mulsum_copy_avx2(uint64_t* l, uint8_t* dst, const uint8_t* src,
+                                                      size_t n, bool cached) {
+  mulsum_avx2<true>(l, dst, src, n, cached);
+}
+__attribute__((target("avx2"))) void mulsum_bulk_avx2(uint64_t* l, const uint8_t* p, size_t n) {
+  mulsum_avx2<false>(l, nullptr, p, n, false);
+}
+
 __attribute__((target("sse4.2"))) void crc_bulk_hw(uint64_t* l, const uint8_t* p, size_t n) {
   uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
   for (size_t i = 0; i < n; i += 32) {
@@ -94,23 +148,34 @@ bool have_sse42() {
   static const bool yes = __builtin_cpu_supports("sse4.2");
   return yes;
 }
-CopyFn copy_for(Algo a) {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return a == kCrc32c && have_sse42() && avx2 ? crc_copy_avx2 : nullptr;
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+CopyFn copy_for(Algo a, bool portable) {
+  if (portable || !have_avx2()) return nullptr;
+  if (a == kMulSum) return mulsum_copy_avx2;
+  return a == kCrc32c && have_sse42() ? crc_copy_avx2 : nullptr;
 }
 #else
 bool have_sse42() {
   return false;
 }
-CopyFn copy_for(Algo) {
+CopyFn copy_for(Algo, bool) {
   return nullptr;
 }
 #endif
 
-BulkFn bulk_for(Algo a) {
+BulkFn bulk_for(Algo a, bool portable) {
   if (a == kMul64) return mul_bulk;
+  if (a == kMulSum) {
 #if defined(__x86_64__)
-  if (have_sse42()) return crc_bulk_hw;
+    if (!portable && have_avx2()) return mulsum_bulk_avx2;
+#endif
+    return mulsum_bulk;
+  }
+#if defined(__x86_64__)
+  if (!portable && have_sse42()) return crc_bulk_hw;
 #endif
   return crc_bulk_sw;
 }
@@ -122,17 +187,20 @@ Algo preferred_algo() {
     const char* e = std::getenv("MUSTER_CHECKSUM");
     if (e && std::string_view(e) == "mul64") return kMul64;
     if (e && std::string_view(e) == "crc32c") return kCrc32c;
-    return have_sse42() ? kCrc32c : kMul64;
+    return kMulSum;
   }();
   return a;
 }
 
-Hasher::Hasher(Algo a) : algo_(a), bulk_(bulk_for(a)), copy_(copy_for(a)) {
+Hasher::Hasher(Algo a, bool portable)
+    : algo_(a), bulk_(bulk_for(a, portable)), copy_(copy_for(a, portable)) {
   reset();
 }
 void Hasher::reset() {
   if (algo_ == kMul64)
     lanes_ = {P1 + P2, P2, 0, 0 - P1};
+  else if (algo_ == kMulSum)
+    lanes_ = {P1, P2, P3, P4};
   else
     lanes_ = {0xFFFFFFFFu, 0x1234567u, 0x89ABCDEu, 0xF0F0F0Fu};
   npend_ = 0;

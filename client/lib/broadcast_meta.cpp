@@ -104,7 +104,7 @@ Meta decode(const std::string& s) {
   if (n > s.size() / 8) throw Error(ErrorCode::kInternal, "truncated collective metadata");
   m.sums.resize(n);
   for (auto& v : m.sums) v = r.get<uint64_t>();
-  if (!r.at_end() || m.chunk == 0 || (m.algo != kCrc32c && m.algo != kMul64) ||
+  if (!r.at_end() || m.chunk == 0 || !known_algo(m.algo) ||
       n != (m.pooled >= 2 ? 0 : (m.size + m.chunk - 1) / m.chunk) ||
       (m.size && m.segment.empty() && m.pooled != 3) || m.pooled > 3 ||
       (m.pooled && m.pooled != 3 && (m.pid <= 0 || m.fd < 0)) ||

@@ -6,7 +6,7 @@
 // Speed (256 MiB): the creator writes with pwrite (no zeroing of the new
 // pages, no page tables), checksumming each block just before the kernel
 // copies it from cache; readers map the segment and copy with one fused
-// pass (AVX2 non-temporal stores + crc32c lanes) at memcpy speed. Not
+// pass (AVX2 non-temporal stores + checksum lanes) at memcpy speed. Not
 // installed.
 #pragma once
 
