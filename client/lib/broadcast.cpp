@@ -76,6 +76,7 @@ constexpr size_t kPoolMin = size_t{1} << 20;  // smaller broadcasts use a fresh 
 // rarely wait for each other.
 constexpr size_t kRingChunk = size_t{1} << 20;
 constexpr uint32_t kRingSlots = 16;
+static_assert(kRingSlots >= 2 * kStreamBatch, "the writer and the readers each wait for a batch");
 
 // How a broadcast moves its bytes: MUSTER_BCAST=shm forces a fresh segment
 // per call, MUSTER_BCAST=pool the root's pool (for any size, written whole

@@ -18,7 +18,6 @@ namespace {
 
 constexpr auto kStreamPoll = std::chrono::milliseconds(20);
 constexpr auto kStallCheck = std::chrono::milliseconds(100);  // ring writer: ask the daemon
-constexpr size_t kStreamBatch = 8;  // readers sleep until this many more chunks are ready
 
 long futex(const uint32_t* word, int op, uint32_t val, const timespec* ts) {
   return ::syscall(SYS_futex, const_cast<uint32_t*>(word), op, val, ts, nullptr, 0);

@@ -59,6 +59,9 @@ struct StreamHeader {
 static_assert(sizeof(StreamHeader) == 64);
 
 constexpr uint64_t kGone = ~uint64_t{0};  // a reader's progress once it stopped reading
+// Readers sleep until this many more chunks are ready, and a ring's writer
+// until this many slots are free: a ring needs at least twice as many slots.
+constexpr size_t kStreamBatch = 8;
 
 // Where a stream's bytes start (Meta::offset): after the header, the sums
 // and `readers` progress counters, page-aligned.
