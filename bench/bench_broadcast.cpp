@@ -12,7 +12,9 @@
 //   bench broadcast_256MiB_4ranks_shm muster_s=X   (MUSTER_BCAST=shm: a fresh
 //                                                   segment per call)
 //   bench memcpy_256MiB floor_s=Y                  (median of 5 runs)
-// Usage: bench_broadcast MUSTERD   (the musterd binary; or $MUSTERD)
+// Usage: bench_broadcast MUSTERD [default]   (the musterd binary, or
+// $MUSTERD; with `default`, only the default path and the floor, for runs
+// paired with the anchor's)
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -154,25 +156,31 @@ double bench_memcpy() {
 
 int main(int argc, char** argv) {
   const char* binary = argc > 1 ? argv[1] : std::getenv("MUSTERD");
-  if (!binary) {
-    std::fprintf(stderr, "usage: %s MUSTERD (path of the musterd binary)\n", argv[0]);
+  const bool all = argc <= 2;
+  if (!binary || (argc > 2 && std::string(argv[2]) != "default") || argc > 3) {
+    std::fprintf(stderr, "usage: %s MUSTERD [default] (path of the musterd binary)\n", argv[0]);
     return 2;
   }
   try {
     muster::bench::PrivateDaemon d(binary);
-    ::setenv("MUSTER_BCAST", "shm", 1);
-    double shm = bench_broadcast(d, "bench-shm");
-    ::setenv("MUSTER_BCAST", "pool", 1);
-    double pool = bench_broadcast(d, "bench-pool");
-    ::setenv("MUSTER_BCAST", "whole", 1);
-    double whole = bench_broadcast(d, "bench-whole");
-    ::unsetenv("MUSTER_BCAST");
+    double shm = 0, pool = 0, whole = 0;
+    if (all) {
+      ::setenv("MUSTER_BCAST", "shm", 1);
+      shm = bench_broadcast(d, "bench-shm");
+      ::setenv("MUSTER_BCAST", "pool", 1);
+      pool = bench_broadcast(d, "bench-pool");
+      ::setenv("MUSTER_BCAST", "whole", 1);
+      whole = bench_broadcast(d, "bench-whole");
+      ::unsetenv("MUSTER_BCAST");
+    }
     double t = bench_broadcast(d, "bench");
     double floor = bench_memcpy();
     std::printf("bench broadcast_256MiB_4ranks muster_s=%.4f\n", t);
-    std::printf("bench broadcast_256MiB_4ranks_whole muster_s=%.4f\n", whole);
-    std::printf("bench broadcast_256MiB_4ranks_pool muster_s=%.4f\n", pool);
-    std::printf("bench broadcast_256MiB_4ranks_shm muster_s=%.4f\n", shm);
+    if (all) {
+      std::printf("bench broadcast_256MiB_4ranks_whole muster_s=%.4f\n", whole);
+      std::printf("bench broadcast_256MiB_4ranks_pool muster_s=%.4f\n", pool);
+      std::printf("bench broadcast_256MiB_4ranks_shm muster_s=%.4f\n", shm);
+    }
     std::printf("bench memcpy_256MiB floor_s=%.4f\n", floor);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_broadcast: %s\n", e.what());
