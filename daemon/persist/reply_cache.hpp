@@ -50,7 +50,8 @@ class ReplyCache {
 
   enum class Seen { kNew, kPending, kAnswered };
 
-  // Stable across builds (it is saved): FNV-1a, 64 bits.
+  // Stable across builds (it is saved): FNV-1a, 64 bits, over the first 64
+  // KiB; beyond, a multiply-rotate round per 8 bytes (reply_cache.cpp).
   static uint64_t hash(std::string_view bytes);
   // Requests whose replies are saved with the state: those that change it.
   static bool mutating(uint16_t type);
