@@ -95,7 +95,8 @@ class Server {
  private:
   void bind_peer();
   void receive(zmq::socket_t& sock, bool from_peer, State& state, std::vector<Outgoing>& out);
-  void deliver(const std::vector<Outgoing>& out);
+  // Sends out's frames, taking the large ones (out is cleared after).
+  void deliver(std::vector<Outgoing>& out);
   // Locks the state dir (when it is not the runtime dir) and restores it.
   void load_state();
 
