@@ -7,7 +7,8 @@ node, through the daemons). Prints
 
     bench broadcast_256MiB_2nodes_x2 muster_s=X
 
-the median over 5 calls after a warm-up of each call's slowest rank.
+the median over 5 calls after a warm-up of each call's slowest rank, every
+call after a barrier of all ranks (as the gloo anchor does).
 Usage: bench_nodes_broadcast.py BUILD_DIR [MIB]
 """
 import os
@@ -55,7 +56,7 @@ def main():
                     [muster, "run", "--nnodes", "2", "-n", "2", "--coordinator",
                      f"127.0.0.1:{port}", "--job-id", "bench-nodes", "--cpu", "--use-env",
                      "--local-addr", "127.0.0.1", "--node-rank", str(i), worker, "bcast-loop",
-                     str(mib << 20), "0", str(calls)],
+                     str(mib << 20), "0", str(calls), "sync"],
                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
             outs = [r.communicate(timeout=600)[0] for r in runs]
         finally:

@@ -19,10 +19,12 @@
 //                        `sync=<digest of the three>`, and with
 //                        reduce_parameters: `sync_reduce=<error code>`;
 //                        last `relayed=<muster/bcast/relayed>`
-//   bcast-loop SIZE ROOT [COUNT]  (ignores SIGTERM) prints `pid=<pid>`, then broadcasts
-//                        until one fails, or COUNT times (1000):
+//   bcast-loop SIZE ROOT [COUNT [sync]]  (ignores SIGTERM) prints `pid=<pid>`, then
+//                        broadcasts until one fails, or COUNT times (1000):
 //                        `bcast_start n=N`, `bcast=<digest> n=N ms=<time>`
-//                        per call
+//                        per call; with `sync`, every rank passes a barrier
+//                        just before each call (for benchmarks: the time is
+//                        then the call's, not the wait for slower ranks)
 //   bcast-mismatch SIZE ROOT RANK...  the listed ranks pass SIZE + 8 bytes:
 //                        `bcast=<digest>` or `bcast_error=<code> <message>`
 //                        (without exiting), then a broadcast with the right
@@ -149,7 +151,7 @@ int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& root
 }
 
 // `bcast-loop SIZE ROOT`
-int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count) {
+int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count, bool sync) {
   const auto& r = c.rank_info();
   std::vector<uint8_t> buf(size);
   std::printf("pid=%d\n", static_cast<int>(::getpid()));
@@ -161,6 +163,7 @@ int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count) {
         std::memset(buf.data(), 0xEE, size);
       std::printf("bcast_start n=%d\n", n);
       std::fflush(stdout);
+      if (sync) c.barrier("bcast-loop-" + std::to_string(n));
       auto t0 = std::chrono::steady_clock::now();
       c.broadcast(buf.data(), size, root);
       double ms =
@@ -250,7 +253,8 @@ int main(int argc, char** argv) {
     }
     if (mode == "bcast-loop" && argc > 3)
       return broadcast_loop(c, std::stoull(argv[2]), static_cast<uint32_t>(std::stoul(argv[3])),
-                            argc > 4 ? std::stoi(argv[4]) : 1000);
+                            argc > 4 ? std::stoi(argv[4]) : 1000,
+                            argc > 5 && std::string(argv[5]) == "sync");
     if (hold) {
       try {
         c.get("never-set", std::chrono::seconds(60));
