@@ -228,6 +228,75 @@ TEST_CASE("sync_model by default gives every rank rank 0's buffers") {
   CHECK(segments_of(job).empty());
 }
 
+// A model past the ring's 16 MiB: buffers that straddle its 1 MiB chunks,
+// alignment gaps between them, an empty one; rank r's values differ.
+struct BigModel {
+  std::vector<uint8_t> w, tiny, mid, tail;
+  std::vector<Client::Buffer> buffers() {
+    using T = Client::Buffer::Type;
+    return {{w.data(), w.size(), T::kFloat32, true},
+            {tiny.data(), tiny.size(), T::kBytes, false},
+            {nullptr, 0, T::kFloat32, true},
+            {mid.data(), mid.size(), T::kBytes, false},
+            {tail.data(), tail.size(), T::kFloat64, false}};
+  }
+  static BigModel make(uint32_t r) {
+    return {pattern((size_t{3} << 20) + 20, r), pattern(17, r + 10),
+            pattern((size_t{5} << 20) + 3, r + 20), pattern(size_t{9} << 20, r + 30)};
+  }
+  bool operator==(const BigModel& o) const {
+    return w == o.w && tiny == o.tiny && mid == o.mid && tail == o.tail;
+  }
+};
+
+TEST_CASE("sync_model of a large model streams through rank 0's ring, on every path") {
+  TestDaemon d;
+  const char* paths[] = {"", "whole", "stream", "pool", "shm"};
+  for (const char* path : paths) {
+    INFO("MUSTER_BCAST=" << path);
+    Env env("MUSTER_BCAST", path);
+    const std::string job = job_id(std::string("bigsync") + path);
+    std::vector<BigModel> models(4);
+    std::vector<std::string> pools;
+    auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
+      models[r] = BigModel::make(r);
+      for (int call = 0; call < 2; ++call) {  // the second call reuses rank 0's pool
+        if (call) models[r] = BigModel::make(r + 4 * (r != 0));
+        c.sync_model(models[r].buffers());
+        if (r == 0) pools = pools_of(job);
+      }
+    });
+    for (const auto& o : out) REQUIRE(o.what == "");
+    for (uint32_t r = 1; r < 4; ++r) {
+      INFO("rank " << r);
+      CHECK((models[r] == BigModel::make(0)));
+    }
+    // The stream and the ring run in rank 0's pool (a memfd); a pool written
+    // whole takes only one buffer, so sync_model's several take a segment.
+    const bool pooled = std::string_view(path) != "shm" && std::string_view(path) != "pool";
+    CHECK(pools.size() == (pooled ? 1u : 0u));
+    CHECK(segments_of(job).empty());
+  }
+}
+
+TEST_CASE("sync_model with other buffers than rank 0's fails on that rank, past the ring") {
+  TestDaemon d;
+  const std::string job = job_id("bigsyncsize");
+  std::vector<BigModel> models(3);
+  auto t0 = std::chrono::steady_clock::now();
+  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
+    models[r] = BigModel::make(r);
+    if (r == 1) models[r].mid.resize(models[r].mid.size() + 8);
+    c.sync_model(models[r].buffers());
+  });
+  CHECK(out[0].ok);
+  CHECK(out[1].code == ErrorCode::kInvalidArgument);
+  CHECK_THAT(out[1].what, Catch::Contains("other buffers"));
+  CHECK(out[2].ok);
+  CHECK((models[2] == BigModel::make(0)));
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
+
 TEST_CASE("sync_model averages float32 and float64 parameters or buffers, bit-identically") {
   TestDaemon d;
   const uint32_t n = 4;

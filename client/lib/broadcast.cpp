@@ -47,6 +47,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,7 @@
 #include <vector>
 
 #include "broadcast_checksum.hpp"
+#include "broadcast_layout.hpp"
 #include "broadcast_meta.hpp"
 #include "broadcast_nodes.hpp"
 #include "broadcast_pool.hpp"
@@ -383,27 +385,17 @@ void average_block(const std::vector<const uint8_t*>& src, uint8_t* dst, size_t 
   }
 }
 
-}  // namespace
-
-void Client::broadcast(void* data, size_t size, uint32_t root) {
-  const auto& info = rank_info();
-  if (root >= info.world_size)
-    throw Error(ErrorCode::kInvalidArgument, "broadcast root " + std::to_string(root) +
-                                                 " is outside the job's world size " +
-                                                 std::to_string(info.world_size));
-  if (info.world_size == 1) {
-    if (!data && size) throw Error(ErrorCode::kInvalidArgument, "broadcast data is NULL");
-    return;
-  }
-  if (info.num_nodes > 1)  // through the daemons, then shared memory in each node
-    return NodeBroadcast::run(*this, {{data, size, 0}}, size, size, root, "broadcast");
-  // Local errors go through the collective, so the other ranks learn of
-  // them instead of waiting for a timeout.
-  Collective col(*this, "broadcast");
-  std::optional<Error> local;
-  if (!data && size)
-    local = Error(ErrorCode::kInvalidArgument,
-                  col.what() + ": data is NULL on rank " + std::to_string(col.rank()));
+// The bytes of `layout` from root to every other rank of one node
+// (Client::broadcast, and sync_model without reduce flags), by the path
+// MUSTER_BCAST picks; `local` is an error this rank found before, reported
+// through the collective. A reader's `agree` throws when the root's
+// metadata does not fit this rank's layout.
+void local_broadcast(Collective& col, const Layout& layout, uint64_t signature, uint32_t root,
+                     const std::optional<Error>& local, std::chrono::milliseconds wait,
+                     const std::function<void(const Meta&)>& agree) {
+  const size_t size = layout.total();
+  std::vector<Part> parts;
+  for (const auto& p : layout.pieces()) parts.push_back({p.data, p.size, p.offset});
   if (col.rank() == root) {
     if (local) col.fail(*local);
     const BroadcastPath path = broadcast_path();
@@ -411,10 +403,11 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     Meta sm;
     if (size && (path == BroadcastPath::kStream || path == BroadcastPath::kWhole ||
                  (path == BroadcastPath::kAuto && size >= kPoolMin)))
-      stream = col.publish_stream(size, size, path == BroadcastPath::kWhole, sm);
-    const bool pooled =
-        stream || (size && path == BroadcastPath::kPool && col.publish_pool(data, size, size));
-    if (!pooled) col.publish({{data, size, 0}}, size, size);
+      stream = col.publish_stream(size, signature, path == BroadcastPath::kWhole, sm);
+    const uint8_t* whole = size ? layout.in_one(0, size) : nullptr;  // one buffer, no gaps
+    const bool pooled = stream || (whole && path == BroadcastPath::kPool &&
+                                   col.publish_pool(whole, size, signature));
+    if (!pooled) col.publish(parts, size, signature);
     col.ready();
     // The done barrier follows whatever happens here: a dead reader fails it
     // for every rank, and it says so (see read_then_done).
@@ -422,9 +415,7 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
       if (!stream) return;
       try {
         stream_write(
-            stream->data(), sm, data, col.rank(),
-            std::chrono::milliseconds(impl_->wait_ms(std::nullopt)), [&] { col.stalled(); },
-            col.what());
+            stream->data(), sm, layout, col.rank(), wait, [&] { col.stalled(); }, col.what());
       } catch (const StreamFallback&) {
         stream_fallback(stream->data(), sm.tag);  // a reader needs a segment: all take one
       } catch (...) {
@@ -434,7 +425,7 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     });
     if (pooled && col.segment_needed()) {
       col.second_round();
-      col.publish({{data, size, 0}}, size, size);
+      col.publish(parts, size, signature);
       col.ready();
       col.done();
     }
@@ -445,10 +436,16 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
   const std::string from = col.what() + " from rank " + std::to_string(root);
   auto check = [&] {
     if (local) throw *local;
-    if (m.size != size)
-      throw Error(ErrorCode::kInvalidArgument,
-                  col.what() + ": this rank's buffer has " + std::to_string(size) +
-                      " bytes, root " + std::to_string(root) + "'s " + std::to_string(m.size));
+    agree(m);
+  };
+  // Reads every piece from the packed bytes at p, checking them all.
+  auto copy_all = [&](ChunkSums& sums, const uint8_t* p) {
+    for (const auto& piece : layout.pieces()) {
+      sums.feed(p + sums.pos(), piece.offset - sums.pos());  // the gap before it
+      sums.copy_feed(piece.data, p + piece.offset, piece.size);
+    }
+    sums.feed(p + sums.pos(), size - sums.pos());
+    sums.finish();
   };
   auto from_segment = [&](const Meta& sm) {
     if (!size) return;
@@ -456,8 +453,7 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     Segment seg;
     seg.open(sm.segment, sm.size);
     ChunkSums sums(sm.algo, sm.chunk, &sm.sums, from);
-    copy_verified(sums, seg, 0, data, size);
-    finish_verified(sums, seg);
+    copy_all(sums, seg.data());
   };
   if (!m.pooled) {
     read_then_done(col, [&] {
@@ -481,12 +477,10 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
         // false: the root gave the ring up because another reader could not
         // open it; the second round brings the bytes.
         reading = true;
-        need = !stream_read(view->data(), m, data, col.rank(),
-                            std::chrono::milliseconds(impl_->wait_ms(std::nullopt)), from);
+        need = !stream_read(view->data(), m, layout, col.rank(), wait, from);
       } else {
         ChunkSums sums(m.algo, m.chunk, &m.sums, from);
-        sums.copy_feed(data, view->data(), size);
-        sums.finish();
+        copy_all(sums, view->data());
       }
     } catch (...) {
       err = std::current_exception();
@@ -528,6 +522,38 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     View::drop(col.job(), col.rank(), root);  // root may be gone: let its pool go
     throw;
   }
+}
+
+}  // namespace
+
+void Client::broadcast(void* data, size_t size, uint32_t root) {
+  const auto& info = rank_info();
+  if (root >= info.world_size)
+    throw Error(ErrorCode::kInvalidArgument, "broadcast root " + std::to_string(root) +
+                                                 " is outside the job's world size " +
+                                                 std::to_string(info.world_size));
+  if (info.world_size == 1) {
+    if (!data && size) throw Error(ErrorCode::kInvalidArgument, "broadcast data is NULL");
+    return;
+  }
+  if (info.num_nodes > 1)  // through the daemons, then shared memory in each node
+    return NodeBroadcast::run(*this, {{data, size, 0}}, size, size, root, "broadcast");
+  // Local errors go through the collective, so the other ranks learn of
+  // them instead of waiting for a timeout.
+  Collective col(*this, "broadcast");
+  std::optional<Error> local;
+  if (!data && size)
+    local = Error(ErrorCode::kInvalidArgument,
+                  col.what() + ": data is NULL on rank " + std::to_string(col.rank()));
+  const std::vector<Piece> pieces{{data, size, 0}};
+  local_broadcast(col, Layout(pieces, size), size, root, local,
+                  std::chrono::milliseconds(impl_->wait_ms(std::nullopt)), [&](const Meta& m) {
+                    if (m.size != size)
+                      throw Error(ErrorCode::kInvalidArgument,
+                                  col.what() + ": this rank's buffer has " + std::to_string(size) +
+                                      " bytes, root " + std::to_string(root) + "'s " +
+                                      std::to_string(m.size));
+                  });
 }
 
 void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_parameters,
@@ -574,6 +600,8 @@ void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_paramete
   }
   const uint64_t sig = sh.final();
   const bool reduce = !averaged.empty();
+  std::vector<Piece> pieces;  // rank 0's part
+  for (size_t i : from_root) pieces.push_back({buffers[i].data, buffers[i].size, offset[i]});
   if (info.num_nodes > 1) {
     if (reduce)
       throw Error(ErrorCode::kInvalidArgument,
@@ -581,12 +609,22 @@ void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_paramete
                       "' has " + std::to_string(info.num_nodes) +
                       "): use an all-reduce of your collective library (NCCL, gloo) for that; "
                       "sync_model without reduce flags broadcasts rank 0's buffers");
-    std::vector<NodeBroadcast::Piece> pieces;
-    for (size_t i : from_root) pieces.push_back({buffers[i].data, buffers[i].size, offset[i]});
     return NodeBroadcast::run(*this, pieces, root_bytes, sig, 0, "sync_model", local);
   }
 
   Collective col(*this, "sync_model");
+  if (!reduce) {  // rank 0's buffers, packed: a broadcast (through its ring when large)
+    local_broadcast(col, Layout(pieces, root_bytes), sig, 0, local,
+                    std::chrono::milliseconds(impl_->wait_ms(std::nullopt)), [&](const Meta& m) {
+                      if (m.signature != sig || m.size != root_bytes)
+                        throw Error(ErrorCode::kInvalidArgument,
+                                    col.what() +
+                                        ": rank 0 passed other buffers (sizes, types, "
+                                        "order or reduce flags) than rank " +
+                                        std::to_string(col.rank()));
+                    });
+    return;
+  }
   const uint32_t me = col.rank(), n = col.world();
   auto publishes = [&](uint32_t r) { return r == 0 || reduce; };
   auto avg_base = [&](uint32_t r) { return r == 0 ? root_bytes : 0; };

@@ -50,6 +50,7 @@
 #include <string>
 
 #include "broadcast_checksum.hpp"
+#include "broadcast_layout.hpp"
 #include "broadcast_meta.hpp"
 #include "broadcast_pool.hpp"
 #include "broadcast_shm.hpp"
@@ -178,61 +179,6 @@ class Wire {
   Impl& im_;
   std::set<uint64_t> waiting_;                      // sent, not yet taken
   std::map<uint64_t, std::unique_ptr<Got>> early_;  // replies that came before they were taken
-};
-
-// The pieces as one range of bytes: zeros between them.
-class Layout {
- public:
-  Layout(const std::vector<Piece>& pieces, size_t total) : pieces_(pieces), total_(total) {}
-
-  // Bytes [o, o + n) when they lie in one piece, else null.
-  const uint8_t* in_one(size_t o, size_t n) const {
-    auto it = first(o);
-    if (it != pieces_.end() && it->offset <= o && o + n <= it->offset + it->size)
-      return static_cast<const uint8_t*>(it->data) + (o - it->offset);
-    return nullptr;
-  }
-
-  // Copies bytes [o, o + n) to staging (zeros between the pieces).
-  void gather(size_t o, size_t n, uint8_t* staging) const {
-    std::memset(staging, 0, n);
-    for (auto it = first(o); it != pieces_.end() && it->offset < o + n; ++it) {
-      size_t a = std::max(o, it->offset), b = std::min(o + n, it->offset + it->size);
-      if (a < b)
-        std::memcpy(staging + (a - o), static_cast<const uint8_t*>(it->data) + (a - it->offset),
-                    b - a);
-    }
-  }
-
-  // Copies bytes [o, o + n) from src into the pieces; with hs, hashes all n
-  // bytes on the way (the gaps too).
-  void scatter(size_t o, const uint8_t* src, size_t n, Hasher* hs) const {
-    size_t pos = o;
-    for (auto it = first(o); it != pieces_.end() && it->offset < o + n; ++it) {
-      size_t a = std::max(pos, it->offset), b = std::min(o + n, it->offset + it->size);
-      if (a >= b) continue;
-      if (hs && a > pos) hs->update(src + (pos - o), a - pos);
-      auto* dst = static_cast<uint8_t*>(it->data) + (a - it->offset);
-      if (hs)
-        hs->copy_update(dst, src + (a - o), b - a);
-      else
-        std::memcpy(dst, src + (a - o), b - a);
-      pos = b;
-    }
-    if (hs && pos < o + n) hs->update(src + (pos - o), o + n - pos);
-  }
-
-  size_t total() const { return total_; }
-
- private:
-  // The first piece that ends after o.
-  std::vector<Piece>::const_iterator first(size_t o) const {
-    return std::upper_bound(pieces_.begin(), pieces_.end(), o,
-                            [](size_t v, const Piece& p) { return v < p.offset + p.size; });
-  }
-
-  const std::vector<Piece>& pieces_;
-  size_t total_;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "broadcast_layout.hpp"
 #include "muster/client.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
@@ -20,11 +21,7 @@ class NodeBroadcast {
   // One buffer of the caller at `offset` of the bytes a broadcast moves
   // (sync_model packs several, aligned, zeros between them). In increasing
   // offset order, not overlapping.
-  struct Piece {
-    void* data;
-    size_t size;
-    size_t offset;
-  };
+  using Piece = bcast::Piece;
   // Every rank of the job calls it with the same total and signature (what
   // the pieces are, so that ranks can check they agree); every rank ends
   // with root's bytes or throws. `local`: an error this rank found before,

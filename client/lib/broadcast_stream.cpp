@@ -71,13 +71,12 @@ void stream_fallback(uint8_t* base, uint64_t tag) {
   futex(&h->ready, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void stream_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
+void stream_write(uint8_t* base, const Meta& m, const Layout& src, uint32_t writer,
                   std::chrono::milliseconds wait, const std::function<void()>& stalled,
                   const std::string& what) {
   auto* h = reinterpret_cast<StreamHeader*>(base);
   const size_t chunks = chunks_of(m);
   const uint64_t* progress = progress_of(base, chunks);
-  auto* in = static_cast<const uint8_t*>(src);
   Hasher hs(m.algo);
   for (size_t k = 0; k < chunks; ++k) {
     // Slot k % ring held chunk k - ring: every reader must be past it. The
@@ -114,7 +113,7 @@ void stream_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer
     const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, m.size - o);
     hs.reset();
     // A ring's slots stay in the cache for the readers; a whole pool cannot.
-    hs.copy_update(base + slot_at(m, k), in + o, n, m.ring != 0);
+    src.copy_in(o, n, base + slot_at(m, k), hs, m.ring != 0);
     stream_publish(base, k, hs.final(), k + 1 == chunks);
   }
 }
@@ -177,11 +176,10 @@ void ring_report(uint8_t* base, const Meta& m, uint32_t reader, uint64_t done) {
     futex(&h->freed, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-bool stream_read(uint8_t* base, const Meta& m, void* dst, uint32_t reader,
+bool stream_read(uint8_t* base, const Meta& m, const Layout& dst, uint32_t reader,
                  std::chrono::milliseconds wait, const std::string& from) {
   auto* h = reinterpret_cast<StreamHeader*>(base);
   auto* sums = reinterpret_cast<const uint64_t*>(base + sizeof(StreamHeader));
-  auto* out = static_cast<uint8_t*>(dst);
   const size_t chunks = chunks_of(m);
   if (m.ring && reader >= m.readers)
     throw Error(ErrorCode::kInternal, from + ": the root's ring has no place for rank " +
@@ -195,7 +193,7 @@ bool stream_read(uint8_t* base, const Meta& m, void* dst, uint32_t reader,
       if (r > chunks) throw Error(ErrorCode::kInternal, from + ": the root's pool is inconsistent");
       const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, m.size - o);
       hs.reset();
-      hs.copy_update(out + o, base + slot_at(m, k), n);
+      dst.scatter(o, base + slot_at(m, k), n, &hs);
       if (hs.final() != __atomic_load_n(&sums[k], __ATOMIC_RELAXED))
         throw Error(ErrorCode::kInternal,
                     from + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +

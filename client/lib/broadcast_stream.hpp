@@ -38,6 +38,7 @@
 #include <string>
 
 #include "broadcast_checksum.hpp"
+#include "broadcast_layout.hpp"
 #include "broadcast_meta.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
@@ -84,13 +85,13 @@ void stream_abort(uint8_t* base, uint64_t tag);
 // readers stop reading and return false.
 void stream_fallback(uint8_t* base, uint64_t tag);
 
-// Root: copies m.size bytes of src into the stream at base (its header
+// Root: copies the m.size bytes of src into the stream at base (its header
 // made already). Through a ring (m.ring > 0), it waits for the slowest
 // reader (ranks other than `writer`) before it reuses a slot; while no
 // reader moves it calls stalled() every kStallCheck (to ask the daemon
 // whether a reader died or could not open the pool; stalled() throws to
 // stop), and throws kTimeout after `wait` without progress.
-void stream_write(uint8_t* base, const Meta& m, const void* src, uint32_t writer,
+void stream_write(uint8_t* base, const Meta& m, const Layout& src, uint32_t writer,
                   std::chrono::milliseconds wait, const std::function<void()>& stalled,
                   const std::string& what);
 
@@ -104,12 +105,12 @@ uint32_t stream_wait(const uint8_t* base, const Meta& m, size_t k, std::chrono::
 // without a ring.
 void ring_report(uint8_t* base, const Meta& m, uint32_t reader, uint64_t done);
 
-// Reader `reader` (its progress counter in a ring): copies m.size bytes
-// of the stream at base to dst as the root writes them, verifying each
+// Reader `reader` (its progress counter in a ring): copies the m.size
+// bytes of the stream at base into dst as the root writes them, verifying each
 // chunk. Returns false when the root gave the stream up for a second round
 // (stream_fallback). Throws when the root dies, when the pool holds another
 // call, on a bad checksum, or after `wait` without progress.
-bool stream_read(uint8_t* base, const Meta& m, void* dst, uint32_t reader,
+bool stream_read(uint8_t* base, const Meta& m, const Layout& dst, uint32_t reader,
                  std::chrono::milliseconds wait, const std::string& from);
 
 }  // namespace muster::bcast
