@@ -19,9 +19,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 TORCH_PY = "/usr/bin/python3"
 BCAST_PAIRS = 5
+BCAST_SETTLE_S = 2
 
 
 def run(cmd, **kw):
@@ -180,11 +182,17 @@ def main():
         if have_anchors and have_torch:
             gloo = []
             for i in range(BCAST_PAIRS):
+                # Each side starts on a settled machine: the other's processes
+                # (gloo's four hold 1.5 GB) have just gone.
                 if i:
+                    time.sleep(BCAST_SETTLE_S)
                     mine.append(muster_lines(run([bcast_bin, musterd, "default"]))[
                         "broadcast_256MiB_4ranks"]["muster_s"])
+                time.sleep(BCAST_SETTLE_S)
                 out = run([TORCH_PY, os.path.join(anchors, "torch_gloo_bcast.py"), "4", "256"])
                 gloo.append(float(re.search(r"seconds=([0-9.]+)", out).group(1)))
+                print(f"note: broadcast pair {i + 1}: muster {mine[-1]:.4f} s, gloo {gloo[-1]:.4f} s",
+                      file=sys.stderr, flush=True)
             anchor = statistics.median(gloo)
             ratios = [m / g for m, g in zip(mine, gloo)]
             extra = {"pairs": len(ratios), "ratio_lo": min(ratios), "ratio_hi": max(ratios)}
