@@ -5,6 +5,7 @@
 // damage a torn or stale chunk shows.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -59,7 +60,7 @@ TEST_CASE("SIMD and portable checksums agree, whatever the split") {
             o += k, copy = !copy;
           }
           CHECK(h.final() == want);
-          CHECK(std::memcmp(out.data() + shift, data.data(), n) == 0);
+          CHECK(std::equal(data.begin(), data.end(), out.begin() + shift));  // n may be 0
         }
       }
     }

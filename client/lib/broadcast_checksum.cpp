@@ -207,6 +207,7 @@ void Hasher::reset() {
   total_ = 0;
 }
 void Hasher::update(const uint8_t* p, size_t n) {
+  if (n == 0) return;  // p may be null (an empty buffer's data()): memcpy must not see it
   total_ += n;
   if (npend_) {
     size_t k = std::min(n, sizeof pend_ - npend_);
@@ -222,6 +223,7 @@ void Hasher::update(const uint8_t* p, size_t n) {
   npend_ = n - body;
 }
 void Hasher::copy_update(uint8_t* dst, const uint8_t* src, size_t n, bool cached) {
+  if (n == 0) return;  // as in update
   if (!copy_) {
     for (size_t o = 0; o < n; o += kBlock) {
       size_t k = std::min(kBlock, n - o);
