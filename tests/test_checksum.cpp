@@ -81,6 +81,32 @@ TEST_CASE("a whole copy_update copies the bytes and checksums them") {
   }
 }
 
+// Streaming stores start at the destination's first 32-byte-aligned byte:
+// every offset from an aligned address, and sizes around the edges, copy
+// every byte once, leave the bytes around alone, and checksum the source.
+TEST_CASE("a streamed copy_update is exact at every destination alignment") {
+  auto data = random_bytes(4096 + 96, 5);
+  alignas(64) static uint8_t out[4096 + 256];
+  for (Algo a : kAlgos) {
+    INFO("algorithm " << a);
+    for (size_t shift = 0; shift < 64; ++shift) {
+      for (size_t n : {size_t{32}, size_t{63}, size_t{64}, size_t{95}, size_t{96}, size_t{97},
+                       size_t{1000}, size_t{4096 + 96}}) {
+        INFO("destination at +" << shift << ", " << n << " bytes");
+        std::memset(out, 0xEE, sizeof out);
+        Hasher h(a);
+        h.copy_update(out + 64 + shift, data.data(), n, false);
+        CHECK(h.final() == sum_of(a, data.data(), n, true));
+        CHECK(std::equal(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(n),
+                         out + 64 + shift));
+        CHECK(std::all_of(out, out + 64 + shift, [](uint8_t b) { return b == 0xEE; }));
+        CHECK(std::all_of(out + 64 + shift + n, out + sizeof out,
+                          [](uint8_t b) { return b == 0xEE; }));
+      }
+    }
+  }
+}
+
 TEST_CASE("mulsum sees flipped bits, reordered groups, stale halves and lengths") {
   const size_t n = 8192;
   auto data = random_bytes(n, 3);

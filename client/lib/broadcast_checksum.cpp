@@ -79,50 +79,86 @@ void crc_bulk_sw(uint64_t* l, const uint8_t* p, size_t n) {
 }
 
 #if defined(__x86_64__)
+// The store side of a fused copy. Streaming stores bypass the cache (a
+// reader's destination is not read again soon) and spare the read of each
+// line before it is written, but need a 32-byte-aligned address, and large
+// buffers often are not aligned (malloc's start 16 bytes into a page, numpy
+// aligns to 16). So the streamed blocks start at dst's first aligned byte,
+// `head` bytes in: block i's store is an unaligned load of src + head + i
+// (lines the checksum reads anyway) streamed to dst + head + i, and the
+// head and the bytes past the last whole block go with plain stores.
+class FusedStore {
+ public:
+  FusedStore(uint8_t* dst, const uint8_t* src, size_t n, bool cached)
+      : dst_(dst),
+        src_(src),
+        n_(n),
+        head_((32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32),
+        stream_(!cached && n >= 32 + head_) {}
+
+  // The checksum's block at src + i, loaded as v.
+  __attribute__((target("avx2"))) void block(size_t i, __m256i v) const {
+    if (!stream_)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst_ + i), v);
+    else if (head_ == 0)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst_ + i), v);
+    else if (i + head_ + 32 <= n_)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst_ + head_ + i),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src_ + head_ + i)));
+  }
+
+  // After the last block: the streamed stores are ordered before what the
+  // caller stores next (the chunk's publication), and the edges are copied.
+  void finish() const {
+    if (!stream_) return;
+    _mm_sfence();
+    const size_t end = head_ + (n_ - head_) / 32 * 32;
+    std::memcpy(dst_, src_, head_);
+    std::memcpy(dst_ + end, src_ + end, n_ - end);
+  }
+
+ private:
+  uint8_t* dst_;
+  const uint8_t* src_;
+  size_t n_, head_;
+  bool stream_;
+};
+
 __attribute__((target("sse4.2,avx2"))) void crc_copy_avx2(uint64_t* l, uint8_t* dst,
                                                           const uint8_t* src, size_t n,
                                                           bool cached) {
   uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
-  const bool stream = !cached && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  const FusedStore out(dst, src, n, cached);
   for (size_t i = 0; i < n; i += 32) {
-    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    if (stream)
-      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), v);
-    else
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), v);
+    out.block(i, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
     a = _mm_crc32_u64(a, load64(src + i));
     b = _mm_crc32_u64(b, load64(src + i + 8));
     c = _mm_crc32_u64(c, load64(src + i + 16));
     d = _mm_crc32_u64(d, load64(src + i + 24));
   }
-  if (stream) _mm_sfence();
+  out.finish();
   l[0] = a, l[1] = b, l[2] = c, l[3] = d;
 }
 
 // mulsum over n bytes, copying them to dst when Copy (streaming stores
-// unless cached or dst is unaligned).
+// unless cached: see FusedStore).
 template <bool Copy>
 __attribute__((target("avx2"))) inline void mulsum_avx2(uint64_t* l, uint8_t* dst,
                                                         const uint8_t* src, size_t n, bool cached) {
   const __m256i k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(K));
   __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l));
   __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + 4));
-  const bool stream = Copy && !cached && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  const FusedStore out(dst, src, Copy ? n : 0, cached);
   for (size_t i = 0; i < n; i += 32) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    if constexpr (Copy) {
-      if (stream)
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), v);
-      else
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), v);
-    }
+    if constexpr (Copy) out.block(i, v);
     const __m256i y = _mm256_xor_si256(v, k);
     const __m256i prod = _mm256_mul_epu32(y, _mm256_srli_epi64(y, 32));     // lo32 * hi32
     const __m256i swap = _mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2));  // x_(j^1)
     a = _mm256_add_epi64(a, _mm256_add_epi64(prod, swap));
     b = _mm256_add_epi64(b, a);
   }
-  if (stream) _mm_sfence();
+  if constexpr (Copy) out.finish();
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(l), a);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + 4), b);
 }
