@@ -150,6 +150,11 @@ __attribute__((target("avx2"))) inline void mulsum_avx2(uint64_t* l, uint8_t* ds
   __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + 4));
   const FusedStore out(dst, src, Copy ? n : 0, cached);
   for (size_t i = 0; i < n; i += 32) {
+    // A line 2 KiB ahead: without it one core's loads wait on memory (the
+    // root reads its source at ~7 GB/s where memcpy reads at ~9), and 256
+    // MiB to 3 ranks took 0.070 s, not 0.059 s (readers gain a little too).
+    // Prefetching past the end is harmless: a prefetch never faults.
+    if (i % 64 == 0) _mm_prefetch(reinterpret_cast<const char*>(src + i + 2048), _MM_HINT_T0);
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     if constexpr (Copy) out.block(i, v);
     const __m256i y = _mm256_xor_si256(v, k);
