@@ -98,12 +98,6 @@ BroadcastPath broadcast_path() {
   return BroadcastPath::kAuto;
 }
 
-struct Part {
-  const void* data;
-  size_t size;
-  size_t offset;  // in the segment; parts in increasing order
-};
-
 size_t align_up(size_t v) {
   return (v + kAlign - 1) & ~(kAlign - 1);
 }
@@ -138,7 +132,7 @@ class Collective {
 
   // Creates this rank's segment of `total` bytes from parts and stores its
   // metadata. A failure is published instead (see fail()) and thrown.
-  void publish(const std::vector<Part>& parts, size_t total, uint64_t signature) {
+  void publish(const std::vector<Piece>& parts, size_t total, uint64_t signature) {
     Meta m;
     try {
       m.size = total;
@@ -396,8 +390,7 @@ void local_broadcast(Collective& col, const Layout& layout, uint64_t signature, 
                      const std::optional<Error>& local, std::chrono::milliseconds wait,
                      const std::function<void(const Meta&)>& agree) {
   const size_t size = layout.total();
-  std::vector<Part> parts;
-  for (const auto& p : layout.pieces()) parts.push_back({p.data, p.size, p.offset});
+  const std::vector<Piece>& parts = layout.pieces();
   if (col.rank() == root) {
     if (local) col.fail(*local);
     const BroadcastPath path = broadcast_path();
@@ -634,7 +627,7 @@ void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_paramete
 
   if (publishes(me)) {
     if (local) col.fail(*local);
-    std::vector<Part> parts;
+    std::vector<Piece> parts;  // in increasing offset order
     if (me == 0)
       for (size_t i : from_root) parts.push_back({buffers[i].data, buffers[i].size, offset[i]});
     if (reduce)
