@@ -81,8 +81,9 @@ Rendezvous Rendezvous::unpack(const msgpack::object& o) {
 }
 
 void NodeJoin::pack(codec::Packer& p) const {
-  p.pack_map(peer_endpoint.empty() ? 10 : 11);
+  p.pack_map(peer_endpoint.empty() ? 11 : 12);
   codec::key(p, "job"), put_str(p, job);
+  codec::key(p, "owner_uid"), p.pack(owner_uid);
   codec::key(p, "node_id"), put_str(p, node_id);
   codec::key(p, "nproc"), p.pack(nproc);
   codec::key(p, "node_rank"), p.pack(node_rank);
@@ -109,6 +110,7 @@ NodeJoin NodeJoin::unpack(const msgpack::object& o) {
   m.master_addr = endpoint_str(r, "master_addr");
   m.master_port = port(r);
   if (r.has("peer_endpoint")) m.peer_endpoint = endpoint_str(r, "peer_endpoint");
+  if (r.has("owner_uid")) m.owner_uid = r.i64("owner_uid", -1, 0xffffffffLL);
   return m;
 }
 

@@ -56,6 +56,10 @@ struct NodeJoin {
   // host:port where this node's daemon takes peers (children in the relay
   // tree); empty when it does not listen. Optional on the wire.
   std::string peer_endpoint;
+  // The uid that owns the job on the joining node (-1 = none). The
+  // coordinator admits to a job only nodes whose job the same uid owns.
+  // Optional on the wire.
+  int64_t owner_uid = -1;
   MUSTER_MESSAGE(NodeJoin);
 };
 

@@ -11,7 +11,7 @@ using codec::put_str;
 
 namespace {
 
-constexpr int64_t kMaxPid = (1LL << 22);  // Linux pid_max ceiling
+using limits::kMaxPid;
 constexpr uint32_t kU32Max = 0xffffffffu;
 
 void put_ints(codec::Packer& p, const std::vector<int64_t>& v) {
@@ -58,90 +58,6 @@ uint32_t world(const MapReader& r) {
 
 std::string read_job_id(const MapReader& r) {
   return job_id(r);
-}
-
-const char* type_name(uint16_t type) {
-  switch (static_cast<MsgType>(type)) {
-    case MsgType::kPing:
-      return "ping";
-    case MsgType::kJoin:
-      return "join";
-    case MsgType::kLeave:
-      return "leave";
-    case MsgType::kReserve:
-      return "reserve";
-    case MsgType::kAttach:
-      return "attach";
-    case MsgType::kStoreSet:
-      return "store_set";
-    case MsgType::kStoreGet:
-      return "store_get";
-    case MsgType::kStoreAdd:
-      return "store_add";
-    case MsgType::kStoreCompareSet:
-      return "store_compare_set";
-    case MsgType::kStoreDelete:
-      return "store_delete";
-    case MsgType::kStoreWait:
-      return "store_wait";
-    case MsgType::kBarrier:
-      return "barrier";
-    case MsgType::kStatus:
-      return "status";
-    case MsgType::kShard:
-      return "shard";
-    case MsgType::kOk:
-      return "ok";
-    case MsgType::kErrorReply:
-      return "error";
-    case MsgType::kPong:
-      return "pong";
-    case MsgType::kRankInfo:
-      return "rank_info";
-    case MsgType::kReserved:
-      return "reserved";
-    case MsgType::kValue:
-      return "value";
-    case MsgType::kInt:
-      return "int";
-    case MsgType::kBool:
-      return "bool";
-    case MsgType::kStatusReply:
-      return "status_reply";
-    case MsgType::kShardReply:
-      return "shard_reply";
-    case MsgType::kRendezvous:
-      return "rendezvous";
-    case MsgType::kClusterState:
-      return "cluster_state";
-    case MsgType::kNodeJoin:
-      return "node_join";
-    case MsgType::kForward:
-      return "forward";
-    case MsgType::kHeartbeat:
-      return "heartbeat";
-    case MsgType::kRankExited:
-      return "rank_exited";
-    case MsgType::kNodeLeave:
-      return "node_leave";
-    case MsgType::kBarrierUp:
-      return "barrier_up";
-    case MsgType::kClusterStateReply:
-      return "cluster_state_reply";
-    case MsgType::kWorld:
-      return "world";
-    case MsgType::kHeartbeatAck:
-      return "heartbeat_ack";
-    case MsgType::kBcastPush:
-      return "bcast_push";
-    case MsgType::kBcastPull:
-      return "bcast_pull";
-    case MsgType::kBcastLeave:
-      return "bcast_leave";
-    case MsgType::kBcastChunk:
-      return "bcast_chunk";
-  }
-  return nullptr;
 }
 
 void Ping::pack(codec::Packer& p) const {
@@ -417,16 +333,18 @@ void StatusReply::pack(codec::Packer& p) const {
   codec::key(p, "uptime_s"), p.pack(uptime_s);
   codec::key(p, "devices"), p.pack_array(static_cast<uint32_t>(devices.size()));
   for (const auto& d : devices) {
-    p.pack_map(5);
+    p.pack_map(6);
     codec::key(p, "index"), p.pack(d.index);
     codec::key(p, "name"), put_str(p, d.name);
     codec::key(p, "job"), put_str(p, d.job);
     codec::key(p, "rank"), p.pack(d.rank);
     codec::key(p, "pid"), p.pack(d.pid);
+    codec::key(p, "in_use"), p.pack(d.in_use);
   }
   codec::key(p, "jobs"), p.pack_array(static_cast<uint32_t>(jobs.size()));
   for (const auto& j : jobs) {
-    p.pack_map(5);
+    p.pack_map(6);
+    codec::key(p, "uid"), p.pack(j.uid);
     codec::key(p, "id"), put_str(p, j.id);
     codec::key(p, "generation"), p.pack(j.generation);
     codec::key(p, "world_size"), p.pack(j.world_size);
@@ -455,6 +373,8 @@ StatusReply StatusReply::unpack(const msgpack::object& o) {
     m.devices.push_back({static_cast<uint32_t>(d.u64("index", 0, limits::kMaxDevices - 1)),
                          d.str("name", 256), d.str("job", limits::kMaxJobIdBytes),
                          d.i64("rank", -1, kU32Max), d.i64("pid", 0, kMaxPid)});
+    // Optional on the wire (older daemons): a device with a job is in use.
+    m.devices.back().in_use = d.has("in_use") ? d.boolean("in_use") : !m.devices.back().job.empty();
   }
   const auto& jobs = r.array("jobs", 1u << 20);
   for (uint32_t i = 0; i < jobs.size; ++i) {
@@ -464,6 +384,7 @@ StatusReply StatusReply::unpack(const msgpack::object& o) {
     js.generation = j.u64("generation", 0, UINT64_MAX);
     js.world_size = static_cast<uint32_t>(j.u64("world_size", 0, kU32Max));
     js.local_world_size = static_cast<uint32_t>(j.u64("local_world_size", 0, kU32Max));
+    if (j.has("uid")) js.uid = j.i64("uid", -1, kU32Max);
     const auto& ranks = j.array("ranks", limits::kMaxLocalWorldSize);
     for (uint32_t k = 0; k < ranks.size; ++k) {
       MapReader rr(ranks.ptr[k], "status_reply.jobs[].ranks[]");

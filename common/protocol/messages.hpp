@@ -60,6 +60,8 @@ enum class MsgType : uint16_t {
   kBcastChunk = 150,
 };
 
+// The type's name, or nullptr for a type without a row in the message table
+// (message_table.hpp).
 const char* type_name(uint16_t type);
 
 #define MUSTER_MESSAGE(Name)                         \
@@ -257,6 +259,9 @@ struct DeviceStatus {
   std::string job;  // empty when free
   int64_t rank = -1;
   int64_t pid = 0;
+  // Leased. A device leased to a job the caller may not see is in_use with
+  // no job, rank or pid (status privacy: PROTOCOL.md, "Who may do what").
+  bool in_use = false;
   bool operator==(const DeviceStatus&) const = default;
 };
 
@@ -275,6 +280,7 @@ struct JobStatus {
   uint32_t world_size = 0;
   uint32_t local_world_size = 0;
   std::vector<RankStatus> ranks;
+  int64_t uid = -1;  // the owner; -1 = none (made by an in-process caller)
   bool operator==(const JobStatus&) const = default;
 };
 
