@@ -32,6 +32,10 @@ struct ReplyTo {
   // daemons are authenticated by CURVE instead and act for no local user.
   int64_t peer_uid = -1;
   int64_t peer_pid = 0;
+  // The local connection the request came on (the server's token for it;
+  // 0 = none known). A reply is sent only while that connection lives: once
+  // it is gone, another uid may connect under the same routing id.
+  uint64_t conn = 0;
 };
 
 // What the server sends: a reply (to), or, when link is set, a request to
@@ -102,6 +106,7 @@ struct CoordJob {
   // change), not because a node failed: not a failure for the others.
   bool membership_change = false;
   uint32_t min_nodes = 1, max_nodes = 1;
+  int64_t owner_uid = -1;  // of the job on its first node: every node's must match
   int64_t last_call_ms = 0;
   std::optional<Clock::time_point> last_call;  // open round: close then
   std::vector<RoundNode> nodes;                // this round's

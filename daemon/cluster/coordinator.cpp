@@ -98,10 +98,17 @@ void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<O
     cj.min_nodes = m.min_nodes;
     cj.max_nodes = m.max_nodes;
     cj.last_call_ms = m.last_call_ms;
+    cj.owner_uid = m.owner_uid;
     cj.store.id = m.job;
     cj.store.global = true;
     log::info("job=" + m.job + " coordinated here: " + std::to_string(m.min_nodes) + ".." +
               std::to_string(m.max_nodes) + " node(s)");
+  } else if (cj.owner_uid != m.owner_uid) {
+    // Another user's job of the same name on some node must not join this
+    // world and read or write its store.
+    throw Error(ErrorCode::kPermissionDenied,
+                "job '" + m.job + "' is coordinated here for uid " + std::to_string(cj.owner_uid) +
+                    "; on node " + m.node_id + " it belongs to uid " + std::to_string(m.owner_uid));
   } else if (cj.min_nodes != m.min_nodes || cj.max_nodes != m.max_nodes) {
     fail(to, ErrorCode::kConflict,
          "job '" + m.job + "' runs with " + std::to_string(cj.min_nodes) + ":" +
@@ -295,16 +302,20 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
     std::string& s;
     ~Reset() { s.clear(); }
   } reset{forwarding_job_};
-  auto type = static_cast<MsgType>(inner.type);
-  if (type == MsgType::kBarrier)
-    barrier(inner_to, proto::Barrier::unpack(inner.payload), out);
-  else if (type >= MsgType::kStoreSet && type <= MsgType::kStoreWait)
-    store_request(inner_to, inner, out);
-  else if (type >= MsgType::kBcastPush && type <= MsgType::kBcastLeave)
-    bcast_request(inner_to, inner, out);  // cluster/bcast_relay.cpp
-  else
+  const proto::MessageTraits* t = proto::message_traits(inner.type);
+  if (!t || !t->forwardable)
     throw Error(ErrorCode::kUnknownType,
-                std::string("a peer may not forward '") + proto::type_name(inner.type) + "'");
+                std::string("a peer may not forward '") + (t ? t->name : "?") + "'");
+  switch (t->area) {
+    case proto::Area::kBarrier:
+      return barrier(inner_to, proto::Barrier::unpack(inner.payload), out);
+    case proto::Area::kStore:
+      return store_request(inner_to, inner, out);
+    case proto::Area::kBcast:
+      return bcast_request(inner_to, inner, out);  // cluster/bcast_relay.cpp
+    default:
+      throw Error(ErrorCode::kInternal, std::string("no handler for forwarded '") + t->name + "'");
+  }
 }
 
 // A subtree's arrivals at a barrier of the job's global store.

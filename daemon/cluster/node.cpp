@@ -18,34 +18,16 @@ std::string seconds(std::chrono::milliseconds ms) {
   return buf;
 }
 
-// A request's payload as a frame of its own (for Forward and for relaying
-// a reply under the client's request id).
-bool is_store_or_barrier(MsgType t) {
-  switch (t) {
-    case MsgType::kStoreSet:
-    case MsgType::kStoreGet:
-    case MsgType::kStoreAdd:
-    case MsgType::kStoreCompareSet:
-    case MsgType::kStoreDelete:
-    case MsgType::kStoreWait:
-    case MsgType::kBarrier:
-    case MsgType::kBcastPush:  // broadcast across nodes: cluster/bcast_relay.cpp
-    case MsgType::kBcastPull:
-    case MsgType::kBcastLeave:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
-// A store or barrier request of a multi-node job goes to its coordinator,
+// A forwardable request (the message table's: store, barrier, broadcast) of
+// a multi-node job goes to its coordinator,
 // which holds the one store of the job; the answer comes back through
 // on_link_frame. Returns false when the request is for this daemon.
 bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
-  if (to.from_peer || !is_store_or_barrier(static_cast<MsgType>(env.type))) return false;
+  const proto::MessageTraits* t = proto::message_traits(env.type);
+  if (to.from_peer || !t || !t->forwardable) return false;
   codec::MapReader r(env.payload, proto::type_name(env.type));
   auto it = jobs_.find(proto::read_job_id(r));
   if (it == jobs_.end() || !it->second.cluster) return false;
@@ -112,9 +94,9 @@ void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vecto
   for (const char* any : {"0.0.0.0:", "*:", "[::]:"})
     if (advertised.rfind(any, 0) == 0)
       advertised = m.master_addr + advertised.substr(std::string(any).size() - 1);
-  proto::NodeJoin j{m.job,       node_id_,       job.local_world_size, m.node_rank,   m.min_nodes,
-                    m.max_nodes, m.last_call_ms, m.timeout_ms,         m.master_addr, m.master_port,
-                    advertised};
+  proto::NodeJoin j{m.job,         node_id_,      job.local_world_size, m.node_rank,
+                    m.min_nodes,   m.max_nodes,   m.last_call_ms,       m.timeout_ms,
+                    m.master_addr, m.master_port, advertised,           job.owner_uid};
   log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
             std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
   send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);

@@ -1,21 +1,24 @@
 // Who may do what: the one check every request passes before its handler
-// runs (State::handle calls authorize()). Three rules:
+// runs (State::handle calls admit(), then authorize()). The rules are the
+// message table's (common/protocol/message_table.hpp), applied here:
 //
-//  - A job belongs to the uid that created it (reserve, or the first join);
-//    a request that names the job from another uid is refused with
-//    permission_denied. Root (uid 0) may act on any job.
-//  - A pid a request claims (join's pid, leave's pid, reserve's
-//    launcher_pid, attach's pids) must be a process of the caller's uid
-//    (its real or effective uid, as /proc/PID/status says), unless the
-//    caller is root: nobody can hand a lease to, or end the lease of,
-//    another user's process.
-//  - Generation fence: a store request or barrier that carries a
-//    generation must carry the job's current one (stale_generation).
+//  - Scope: a request may arrive only on the socket its row names; peer
+//    daemons' messages are refused on the local socket, a reply type is
+//    never a request, a type without a row is refused.
+//  - A job belongs to the uid that created it (a row that creates_job);
+//    a request whose row says the job's owner sends it is refused with
+//    permission_denied from any other uid. Root (uid 0) acts for any owner.
+//  - A pid a request claims (the row's pids) must be a process of the
+//    caller's uid (its real or effective uid, as /proc/PID/status says),
+//    unless the caller is root: nobody can hand a lease to, or end the lease
+//    of, another user's process.
+//  - Generation fence: a fenced request that carries a generation must
+//    carry the job's current one (stale_generation).
 //
 // The sender's uid comes from the server (ReplyTo::peer_uid, SO_PEERCRED);
-// -1 marks an in-process caller, for which the first two rules have nothing
-// to check against (see ReplyTo). Everything here only reads: a refused
-// request changes no state.
+// -1 marks an in-process caller, for which the owner and pid rules have
+// nothing to check against (see ReplyTo). Everything here only reads: a
+// refused request changes no state.
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -35,55 +38,28 @@ namespace {
 // is refused with the same kind of error either way.
 struct Claims {
   std::string job;
-  bool may_create = false;  // join and reserve create a job that is absent
   std::vector<int64_t> pids;
   std::optional<uint64_t> generation;
 };
 
-constexpr int64_t kMaxPid = int64_t{1} << 22;  // as messages.cpp
-
-std::optional<Claims> claims_of(const proto::Envelope& env) {
-  const char* what = proto::type_name(env.type);
+Claims claims_of(const proto::Envelope& env, const proto::MessageTraits& t) {
   Claims c;
-  bool fenced = false;
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kJoin:
-    case MsgType::kReserve:
-      c.may_create = true;
-      break;
-    case MsgType::kLeave:
-    case MsgType::kAttach:
-    case MsgType::kShard:
-      break;
-    case MsgType::kStoreSet:
-    case MsgType::kStoreGet:
-    case MsgType::kStoreAdd:
-    case MsgType::kStoreCompareSet:
-    case MsgType::kStoreDelete:
-    case MsgType::kStoreWait:
-    case MsgType::kBarrier:
-      fenced = true;
-      break;
-    default:
-      return std::nullopt;  // names no job (ping, status) or is no request
-  }
-  codec::MapReader r(env.payload, what ? what : "request");
+  codec::MapReader r(env.payload, t.name);
   c.job = r.str("job", limits::kMaxJobIdBytes);
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kJoin:
-    case MsgType::kLeave:
-      c.pids.push_back(r.i64("pid", 1, kMaxPid));
+  switch (t.pids) {
+    case proto::ClaimedPids::kNone:
       break;
-    case MsgType::kReserve:
-      c.pids.push_back(r.i64("launcher_pid", 1, kMaxPid));
+    case proto::ClaimedPids::kPid:
+      c.pids.push_back(r.i64("pid", 1, limits::kMaxPid));
       break;
-    case MsgType::kAttach:
-      c.pids = r.int_list("pids", limits::kMaxLocalWorldSize, 1, kMaxPid);
+    case proto::ClaimedPids::kLauncherPid:
+      c.pids.push_back(r.i64("launcher_pid", 1, limits::kMaxPid));
       break;
-    default:
+    case proto::ClaimedPids::kPidList:
+      c.pids = r.int_list("pids", limits::kMaxLocalWorldSize, 1, limits::kMaxPid);
       break;
   }
-  if (fenced && r.has("generation")) c.generation = r.u64("generation", 0, UINT64_MAX);
+  if (t.fenced && r.has("generation")) c.generation = r.u64("generation", 0, UINT64_MAX);
   return c;
 }
 
@@ -110,17 +86,34 @@ std::optional<std::pair<int64_t, int64_t>> process_uids(int64_t pid) {
 
 }  // namespace
 
-void State::authorize(const ReplyTo& to, const proto::Envelope& env) const {
-  auto claims = claims_of(env);
-  if (!claims) return;
-  const Claims& c = *claims;
+const proto::MessageTraits& State::admit(const ReplyTo& to, const proto::Envelope& env) const {
+  const proto::MessageTraits* t = proto::message_traits(env.type);
+  if (!t)  // decode_envelope refuses these already; the table decides either way
+    throw Error(ErrorCode::kUnknownType, "unknown message type " + std::to_string(env.type));
+  if (t->sender == proto::Sender::kNone)
+    throw Error(ErrorCode::kUnknownType,
+                std::string("message type '") + t->name + "' is a reply, not a request");
+  if (to.from_peer && !(t->scope & proto::kScopePeer))
+    throw Error(ErrorCode::kUnknownType, std::string("message type '") + t->name +
+                                             "' is not something a peer daemon may ask");
+  if (!to.from_peer && !(t->scope & proto::kScopeLocal))
+    throw Error(ErrorCode::kPermissionDenied,
+                std::string("'") + t->name +
+                    "' is for peer daemons on the peer port, not for the local socket");
+  return *t;
+}
+
+void State::authorize(const ReplyTo& to, const proto::Envelope& env,
+                      const proto::MessageTraits& t) const {
+  if (t.sender != proto::Sender::kJobOwner) return;
+  const Claims c = claims_of(env, t);
   // Root and in-process callers (-1) may act on any job and claim any pid.
   bool checked = to.peer_uid > 0;
   auto it = jobs_.find(c.job);
   if (it == jobs_.end()) {
     // The handler answers unknown_job (or validates the id); only a request
     // that creates the job goes on to have its pids checked.
-    if (!c.may_create) return;
+    if (!t.creates_job) return;
   } else {
     const Job& job = it->second;
     if (checked && job.owner_uid >= 0 && job.owner_uid != to.peer_uid)

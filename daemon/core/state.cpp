@@ -40,20 +40,21 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
   // Decoding happens before any state is touched; a throw below this point
   // comes from validation that also runs before mutation.
   try {
+    // The message table's row, checked against where the request came from
+    // and who sent it (access.cpp), before any handler runs.
+    const proto::MessageTraits& t = admit(to, env);
     if (to.from_peer) {
       ++peer_requests_;
-      // The peer socket speaks only the daemon-to-daemon messages (and ping).
-      if (static_cast<MsgType>(env.type) == MsgType::kPing) {
+      if (t.type == MsgType::kPing) {
         proto::Ping::unpack(env.payload);
         reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
         return;
       }
       return peer_request(to, env, out);
     }
-    // Who may do this to which job (access.cpp), before any handler runs.
-    authorize(to, env);
-    if (maybe_forward(to, env, out)) return;
-    switch (static_cast<MsgType>(env.type)) {
+    authorize(to, env, t);
+    if (t.forwardable && maybe_forward(to, env, out)) return;
+    switch (t.type) {
       case MsgType::kPing:
         proto::Ping::unpack(env.payload);
         reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
@@ -72,20 +73,12 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         attach(proto::Attach::unpack(env.payload));
         reply(to, proto::Ok{}, out);
         return;
-      case MsgType::kStoreSet:
-      case MsgType::kStoreGet:
-      case MsgType::kStoreAdd:
-      case MsgType::kStoreCompareSet:
-      case MsgType::kStoreDelete:
-      case MsgType::kStoreWait:
-        store_request(to, env, out);
-        return;
       case MsgType::kBarrier:
         barrier(to, proto::Barrier::unpack(env.payload), out);
         return;
       case MsgType::kStatus:
         proto::Status::unpack(env.payload);
-        reply(to, status(), out);
+        reply(to, status(to.peer_uid), out);
         return;
       case MsgType::kShard:
         shard_request(to, env, out);
@@ -98,38 +91,28 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
               proto::ClusterStateReply{cluster_state(proto::ClusterState::unpack(env.payload).job)},
               out);
         return;
-      case MsgType::kBcastPush:
-      case MsgType::kBcastPull:
-      case MsgType::kBcastLeave:
-        fail(to, ErrorCode::kInvalidArgument,
-             std::string("'") + proto::type_name(env.type) +
-                 "' is for jobs that span nodes, which job '" +
-                 codec::MapReader(env.payload, proto::type_name(env.type)).str("job", 256) +
-                 "' on this daemon is not",
-             out);
-        return;
-      case MsgType::kNodeJoin:
-      case MsgType::kForward:
-      case MsgType::kHeartbeat:
-      case MsgType::kRankExited:
-      case MsgType::kNodeLeave:
-        fail(to, ErrorCode::kPermissionDenied,
-             std::string("'") + proto::type_name(env.type) +
-                 "' is for peer daemons on the peer port, not for the local socket",
-             out);
-        return;
       default:
-        fail(to, ErrorCode::kUnknownType,
-             std::string("message type '") + proto::type_name(env.type) +
-                 "' is a reply, not a request",
-             out);
-        return;
+        break;
+    }
+    switch (t.area) {
+      case proto::Area::kStore:
+        return store_request(to, env, out);
+      case proto::Area::kBcast:
+        // A job on one node broadcasts through shared memory (client/lib).
+        throw Error(ErrorCode::kInvalidArgument,
+                    std::string("'") + t.name + "' is for jobs that span nodes, which job '" +
+                        codec::MapReader(env.payload, t.name).str("job", 256) +
+                        "' on this daemon is not");
+      default:
+        // admit() lets through only requests of the local socket, and every
+        // one of those has a case above.
+        throw Error(ErrorCode::kInternal, std::string("no handler for '") + t.name + "'");
     }
   } catch (const Error& e) {
     fail(to, e.code(), e.what(), out);
   } catch (const std::exception& e) {
-    log::error(std::string("internal error handling ") + proto::type_name(env.type) + ": " +
-               e.what());
+    const char* name = proto::type_name(env.type);
+    log::error(std::string("internal error handling ") + (name ? name : "?") + ": " + e.what());
     fail(to, ErrorCode::kInternal, std::string("internal error: ") + e.what(), out);
   }
 }

@@ -20,6 +20,7 @@
 #include "liveness/pidwatch.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
+#include "protocol/message_table.hpp"
 
 namespace muster::daemon {
 
@@ -45,7 +46,10 @@ class State {
   // Fails every pending wait (daemon shutting down).
   void cancel_all(std::vector<Outgoing>& out);
 
-  proto::StatusReply status() const;
+  // What `viewer` (a uid) may see: root and in-process callers (-1) see
+  // everything; anyone else sees their own jobs, and other uids' GPUs only
+  // as in use (access.cpp).
+  proto::StatusReply status(int64_t viewer = -1) const;
   size_t job_count() const { return jobs_.size() + coord_.size(); }
 
   // Multi-node (cluster/): this daemon's name among its peers and how long
@@ -97,9 +101,17 @@ class State {
   }
   void fail(const ReplyTo& to, ErrorCode code, const std::string& msg, std::vector<Outgoing>& out);
 
-  // Ownership, claimed pids and the generation fence (access.cpp): throws
-  // Error before any handler runs; changes nothing.
-  void authorize(const ReplyTo& to, const proto::Envelope& env) const;
+  // The request's row of the message table, if it may arrive where it did
+  // (access.cpp); throws Error otherwise.
+  const proto::MessageTraits& admit(const ReplyTo& to, const proto::Envelope& env) const;
+  // Ownership, claimed pids and the generation fence, as the row says
+  // (access.cpp): throws Error before any handler runs; changes nothing.
+  void authorize(const ReplyTo& to, const proto::Envelope& env,
+                 const proto::MessageTraits& t) const;
+  // Whether `viewer` may see job (status privacy).
+  static bool may_see(int64_t viewer, const Job& job) {
+    return viewer <= 0 || job.owner_uid < 0 || job.owner_uid == viewer;
+  }
 
   // owner_uid: the uid a job created here belongs to (-1 = none).
   proto::RankInfo join(const proto::Join& m, int64_t owner_uid);

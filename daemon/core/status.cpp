@@ -5,23 +5,27 @@
 
 namespace muster::daemon {
 
-proto::StatusReply State::status() const {
+proto::StatusReply State::status(int64_t viewer) const {
   proto::StatusReply s;
   s.version = MUSTER_VERSION;
   s.pid = ::getpid();
   s.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
   s.peer_requests = peer_requests_;
   for (const auto& d : devices_) {
-    proto::DeviceStatus ds{d.device.index, d.device.name, d.job, -1, 0};
-    if (!d.job.empty()) {
-      const auto& slot = jobs_.at(d.job).slots.at(d.local_rank);
+    proto::DeviceStatus ds{d.device.index, d.device.name, "", -1, 0, !d.job.empty()};
+    // Another uid's GPU is only "in use": who holds it is theirs to know.
+    if (const auto& job = d.job; !job.empty() && may_see(viewer, jobs_.at(job))) {
+      const auto& slot = jobs_.at(job).slots.at(d.local_rank);
+      ds.job = job;
       ds.rank = d.local_rank;
       ds.pid = slot.pid;
     }
     s.devices.push_back(std::move(ds));
   }
   for (const auto& [id, job] : jobs_) {
-    proto::JobStatus js{id, job.generation, job.world_size(), job.local_world_size, {}};
+    if (!may_see(viewer, job)) continue;
+    proto::JobStatus js{id, job.generation, job.world_size(), job.local_world_size,
+                        {}, job.owner_uid};
     for (uint32_t i = 0; i < job.local_world_size; ++i) {
       const auto& slot = job.slots[i];
       uint32_t rank = job.cluster ? job.cluster->rank_offset + i : i;
