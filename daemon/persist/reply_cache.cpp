@@ -50,44 +50,31 @@ uint64_t ReplyCache::hash(std::string_view bytes) {
 }
 
 bool ReplyCache::mutating(uint16_t type) {
-  switch (static_cast<MsgType>(type)) {
-    case MsgType::kJoin:
-    case MsgType::kLeave:
-    case MsgType::kReserve:
-    case MsgType::kAttach:
-    case MsgType::kStoreSet:
-    case MsgType::kStoreAdd:
-    case MsgType::kStoreCompareSet:
-    case MsgType::kStoreDelete:
-    case MsgType::kBarrier:  // a completed barrier must not be entered again
-      return true;
-    default:
-      return false;
-  }
+  // A completed barrier is saved too: it must not be entered again.
+  const proto::MessageTraits* t = proto::message_traits(type);
+  return t && t->kept == proto::Kept::kSaved;
 }
 
 namespace {
-// Reads whose replies are not kept: answering them again is harmless, and
-// their replies can be large (values, status, shards).
+// Reads' replies are not kept: answering them again is harmless, and their
+// replies can be large (values, status, shards).
 bool kept(uint16_t type) {
-  switch (static_cast<MsgType>(type)) {
-    case MsgType::kPing:
-    case MsgType::kStatus:
-    case MsgType::kShard:
-    case MsgType::kStoreGet:
-      return false;
-    default:
-      return true;
-  }
+  const proto::MessageTraits* t = proto::message_traits(type);
+  return t && t->kept != proto::Kept::kNo;
 }
 }  // namespace
 
 ReplyCache::Seen ReplyCache::check(const ReplyTo& to, uint64_t h, std::string* reply) {
   if (!tracked(to.routing_id)) return Seen::kNew;
-  if (auto p = pending_.find({to.routing_id, to.request_id});
-      p != pending_.end() && p->second.hash == h)
-    return Seen::kPending;
   auto c = clients_.find(to.routing_id);
+  // A routing id belongs to the uid it was first seen with: another uid
+  // that learned it gets neither its replies nor its place.
+  if (c != clients_.end() && c->second.uid != to.peer_uid) return Seen::kForeign;
+  if (auto p = pending_.find({to.routing_id, to.request_id});
+      p != pending_.end() && p->second.hash == h) {
+    p->second.conn = to.conn;  // the client reconnected: its reply goes there
+    return Seen::kPending;
+  }
   if (c == clients_.end()) return Seen::kNew;
   for (const auto& e : c->second.entries)
     if (e.request_id == to.request_id && e.hash == h) {
@@ -100,32 +87,46 @@ ReplyCache::Seen ReplyCache::check(const ReplyTo& to, uint64_t h, std::string* r
 
 void ReplyCache::begin(const ReplyTo& to, uint16_t type, uint64_t h) {
   if (!tracked(to.routing_id)) return;
-  pending_[{to.routing_id, to.request_id}] = {type, h};
+  // First seen: the routing id is this uid's from now on (check()).
+  auto [c, fresh] = clients_.try_emplace(to.routing_id);
+  if (fresh) {
+    c->second.uid = to.peer_uid;
+    touch(c->first, c->second);
+    evict(to.peer_uid);
+  }
+  pending_[{to.routing_id, to.request_id}] = {type, h, to.peer_uid, to.conn};
 }
 
-bool ReplyCache::complete(const std::vector<Outgoing>& out) {
+bool ReplyCache::complete(std::vector<Outgoing>& out) {
   bool changed = false;
-  for (const auto& o : out) {
+  for (auto& o : out) {
     if (!tracked(o.to.routing_id)) continue;
     auto p = pending_.find({o.to.routing_id, o.to.request_id});
-    if (p == pending_.end()) continue;
-    auto [type, h] = p->second;
+    if (p == pending_.end() || p->second.uid != o.to.peer_uid) continue;
+    auto [type, h, uid, conn] = p->second;
+    o.to.conn = conn;
     pending_.erase(p);
     if (mutating(type)) changed = true;
     if (kept(type) && o.frame.size() <= kMaxFrameBytes)
-      remember(o.to.routing_id, {o.to.request_id, h, type, o.frame});
+      remember(o.to.routing_id, o.to.peer_uid, {o.to.request_id, h, type, o.frame});
   }
   return changed;
 }
 
 void ReplyCache::touch(const std::string& client, Client& c) {
-  if (c.last_used) by_use_.erase(c.last_used);
+  if (c.last_used) {
+    by_use_.erase(c.last_used);
+    by_uid_[c.uid].erase(c.last_used);
+  }
   c.last_used = ++clock_;
   by_use_[c.last_used] = client;
+  by_uid_[c.uid][c.last_used] = client;
 }
 
-void ReplyCache::remember(const std::string& client, Entry e) {
+void ReplyCache::remember(const std::string& client, int64_t uid, Entry e) {
   auto [it, fresh] = clients_.try_emplace(client);
+  if (fresh) it->second.uid = uid;
+  if (it->second.uid != uid) return;  // never another uid's (check() refuses them)
   auto& entries = it->second.entries;
   // A request id answered again (reused for other bytes) replaces the old.
   entries.erase(std::remove_if(entries.begin(), entries.end(),
@@ -134,25 +135,37 @@ void ReplyCache::remember(const std::string& client, Entry e) {
   entries.push_back(std::move(e));
   if (entries.size() > kPerClient) entries.erase(entries.begin());
   touch(client, it->second);
-  while (clients_.size() > kMaxClients) {
-    auto oldest = by_use_.begin();
-    clients_.erase(oldest->second);
-    by_use_.erase(oldest);
-  }
+  evict(uid);
+}
+
+void ReplyCache::evict(int64_t uid) {
+  if (auto mine = by_uid_.find(uid); mine != by_uid_.end())
+    while (mine->second.size() > kMaxPerUid) drop(std::string(mine->second.begin()->second));
+  while (clients_.size() > kMaxClients) drop(std::string(by_use_.begin()->second));
+}
+
+void ReplyCache::drop(const std::string& client) {
+  auto it = clients_.find(client);
+  if (it == clients_.end()) return;
+  by_use_.erase(it->second.last_used);
+  auto u = by_uid_.find(it->second.uid);
+  u->second.erase(it->second.last_used);
+  if (u->second.empty()) by_uid_.erase(u);
+  clients_.erase(it);
 }
 
 void ReplyCache::for_each_saved(
-    const std::function<void(const std::string&, const Entry&)>& f) const {
+    const std::function<void(const std::string&, int64_t, const Entry&)>& f) const {
   // Least recently used first, so that restoring in this order keeps the
   // same eviction order.
   for (const auto& [t, client] : by_use_)
     for (const auto& e : clients_.at(client).entries)
-      if (mutating(e.type)) f(client, e);
+      if (mutating(e.type)) f(client, clients_.at(client).uid, e);
 }
 
-void ReplyCache::restore(const std::string& client, Entry e) {
+void ReplyCache::restore(const std::string& client, int64_t uid, Entry e) {
   if (!tracked(client)) return;
-  remember(client, std::move(e));
+  remember(client, uid, std::move(e));
 }
 
 }  // namespace muster::daemon

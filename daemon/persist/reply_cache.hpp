@@ -1,4 +1,5 @@
-// Exactly-once requests across lost replies and daemon restarts.
+// Exactly-once requests across lost replies and daemon restarts, each
+// client's replies to that client alone.
 //
 // libmuster sends a request again, with the SAME request id, when its reply
 // does not come (the daemon was killed and restarted, the connection
@@ -16,6 +17,12 @@
 // daemon knows them too. Peers that let ZeroMQ pick their routing id (raw
 // sockets: the id starts with a zero byte) cannot resend across connections
 // and are not tracked.
+//
+// A routing id is the client's own choice, so it is no secret a uid could
+// not learn: each routing id belongs to the uid (SO_PEERCRED) it was first
+// seen with, and a request from another uid under it is kForeign, refused
+// before anything is looked up (the server also refuses a second live
+// connection under a connected client's id: no ROUTER handover).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +44,10 @@ class ReplyCache {
   static constexpr size_t kPerClient = 4;
   // Clients remembered; the least recently active are forgotten first.
   static constexpr size_t kMaxClients = 1024;
+  // Of those, the most one uid may have: a uid that churns routing ids
+  // pushes out its own clients, not everyone's (whose resends would then
+  // be applied twice).
+  static constexpr size_t kMaxPerUid = kMaxClients / 2;
   // Larger replies are not kept (they come from requests that are safe to
   // apply again: a compare_set that already happened answers the same).
   static constexpr size_t kMaxFrameBytes = 64 * 1024;
@@ -48,7 +59,7 @@ class ReplyCache {
     std::string frame;  // the reply
   };
 
-  enum class Seen { kNew, kPending, kAnswered };
+  enum class Seen { kNew, kPending, kAnswered, kForeign };
 
   // Stable across builds (it is saved): FNV-1a, 64 bits, over the first 64
   // KiB; beyond, a multiply-rotate round per 8 bytes (reply_cache.cpp).
@@ -60,34 +71,45 @@ class ReplyCache {
   }
 
   // What to do with a request that just came in; for kAnswered, *reply is
-  // the reply to send again.
+  // the reply to send again. A copy of a pending request (kPending) moves
+  // the pending reply to the copy's connection.
   Seen check(const ReplyTo& to, uint64_t hash, std::string* reply);
   // The request is being handled now.
   void begin(const ReplyTo& to, uint16_t type, uint64_t hash);
   // Matches outgoing replies to the requests begun (now or when they were
-  // parked). Returns true when one of them was a mutating request.
-  bool complete(const std::vector<Outgoing>& out);
+  // parked), and sends each on the connection that asked last. Returns true
+  // when one of them was a mutating request.
+  bool complete(std::vector<Outgoing>& out);
 
   // For the persister: the entries of mutating requests, and restoring them.
-  void for_each_saved(const std::function<void(const std::string& client, const Entry&)>& f) const;
-  void restore(const std::string& client, Entry e);
+  void for_each_saved(
+      const std::function<void(const std::string& client, int64_t uid, const Entry&)>& f) const;
+  void restore(const std::string& client, int64_t uid, Entry e);
 
   size_t pending() const { return pending_.size(); }
 
  private:
   struct Client {
+    int64_t uid = -1;            // the sender's, when first seen
     std::vector<Entry> entries;  // oldest first
     uint64_t last_used = 0;
   };
   struct Pending {
     uint16_t type = 0;
     uint64_t hash = 0;
+    int64_t uid = -1;   // the sender's: only a reply to that uid completes it
+    uint64_t conn = 0;  // the connection that asked last (ReplyTo::conn)
   };
-  void remember(const std::string& client, Entry e);
+  void remember(const std::string& client, int64_t uid, Entry e);
+  // The least recently active clients of uid, down to kMaxPerUid, then of
+  // all, down to kMaxClients.
+  void evict(int64_t uid);
+  void drop(const std::string& client);
   void touch(const std::string& client, Client& c);
 
   std::map<std::string, Client> clients_;
   std::map<uint64_t, std::string> by_use_;  // last_used -> client, for eviction
+  std::map<int64_t, std::map<uint64_t, std::string>> by_uid_;  // the same, per uid
   std::map<std::pair<std::string, uint64_t>, Pending> pending_;
   uint64_t clock_ = 0;
 };

@@ -36,7 +36,12 @@ SlotState parse_slot_state(const std::string& s) {
 struct Loaded {
   std::vector<Job> jobs;
   std::vector<std::vector<uint64_t>> started;  // per job, per slot
-  std::vector<std::pair<std::string, ReplyCache::Entry>> replies;
+  struct Reply {
+    std::string client;
+    int64_t uid;
+    ReplyCache::Entry e;
+  };
+  std::vector<Reply> replies;
 };
 
 Loaded decode(const std::string& bytes) {
@@ -146,11 +151,15 @@ Loaded decode(const std::string& bytes) {
     MapReader rr(replies.ptr[i], "state.replies[" + std::to_string(i) + "]");
     ReplyCache::Entry e;
     auto client = rr.bin("client", 255);
+    // A reply belongs to its client's uid; one saved without it (an older
+    // musterd) is not handed out to whoever presents the routing id.
+    if (!rr.has("uid")) continue;
+    int64_t uid = rr.i64("uid", -1, UINT32_MAX);
     e.request_id = rr.u64("id", 0, UINT64_MAX);
     e.hash = rr.u64("hash", 0, UINT64_MAX);
     e.type = static_cast<uint16_t>(rr.u64("type", 0, 0xffff));
     e.frame = rr.bin("frame", ReplyCache::kMaxFrameBytes);
-    l.replies.emplace_back(std::move(client), std::move(e));
+    l.replies.push_back({std::move(client), uid, std::move(e)});
   }
   return l;
 }
@@ -279,13 +288,20 @@ std::string StateFile::encode(const State& st, const ReplyCache& replies) {
     key(p, "job"), put_str(p, d.job);
     key(p, "local_rank"), p.pack(d.local_rank);
   }
-  std::vector<std::pair<const std::string*, const ReplyCache::Entry*>> saved;
-  replies.for_each_saved(
-      [&](const std::string& c, const ReplyCache::Entry& e) { saved.emplace_back(&c, &e); });
+  struct Saved {
+    const std::string* client;
+    int64_t uid;
+    const ReplyCache::Entry* e;
+  };
+  std::vector<Saved> saved;
+  replies.for_each_saved([&](const std::string& c, int64_t uid, const ReplyCache::Entry& e) {
+    saved.push_back({&c, uid, &e});
+  });
   key(p, "replies"), p.pack_array(static_cast<uint32_t>(saved.size()));
-  for (const auto& [c, e] : saved) {
-    p.pack_map(5);
+  for (const auto& [c, uid, e] : saved) {
+    p.pack_map(6);
     key(p, "client"), put_bin(p, *c);
+    key(p, "uid"), p.pack(uid);
     key(p, "id"), p.pack(e->request_id);
     key(p, "hash"), p.pack(e->hash);
     key(p, "type"), p.pack(e->type);
@@ -395,7 +411,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
     if (job.cluster) st.links_[job.cluster->coordinator];
     st.jobs_.emplace(job.id, std::move(job));
   }
-  for (auto& [client, e] : l.replies) replies.restore(client, std::move(e));
+  for (auto& r : l.replies) replies.restore(r.client, r.uid, std::move(r.e));
   std::vector<Outgoing> out;  // nobody waits yet: stays empty
   size_t gone = 0;
   for (const auto& [pid, ok] : alive)

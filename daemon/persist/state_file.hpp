@@ -48,8 +48,11 @@ class StateFile {
   // live pid, 0 when unknown: tells a restored pid from a reused one.
   static uint64_t start_time(int64_t pid);
 
- private:
+  // The bytes save() writes: everything that survives a restart. Tests
+  // compare two of them to prove a refused request changed nothing.
   std::string encode(const State& state, const ReplyCache& replies);
+
+ private:
   void set_aside(const std::string& why);
 
   std::string dir_;

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "core/state.hpp"
@@ -24,6 +26,7 @@
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
 #include "protocol/limits.hpp"
+#include "server/runtime_dir.hpp"
 
 namespace muster::daemon {
 
@@ -41,23 +44,21 @@ struct Server::Impl {
   std::map<std::string, zmq::socket_t> links;
   std::string peer_endpoint_file;
   ReplyCache replies;
+  // The local socket's connections (ReplyTo::conn): a token per connection,
+  // by the fd its requests come from, dropped when ZeroMQ reports the
+  // connection gone (a monitor on the router), so that no reply follows a
+  // routing id to whoever connects under it next.
+  zmq::socket_t events{ctx, zmq::socket_type::pair};
+  std::unordered_map<int, uint64_t> conn_of_fd;
+  std::unordered_set<uint64_t> live_conns;
+  uint64_t next_conn = 1;
+  void drain_events();
+  uint64_t conn_for(const zmq::message_t& frame);
   std::unique_ptr<StateFile> state_file;
   int state_lock_fd = -1;  // when the state dir is not the runtime dir
 };
 
 namespace {
-
-void make_dir(const std::string& dir) {
-  // Parents first (an XDG dir may lack its muster/ child); the last level is
-  // private to the owner unless it is the system service's.
-  for (size_t pos = 1; pos != std::string::npos;) {
-    pos = dir.find('/', pos + 1);
-    std::string part = dir.substr(0, pos);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
-      throw Error(ErrorCode::kInternal, "cannot create " + part + ": " + std::strerror(errno));
-  }
-  if (geteuid() != 0) ::chmod(dir.c_str(), 0700);
-}
 
 // A frame as a message. A large one (a broadcast's chunk) is handed over,
 // not copied: ZeroMQ frees it once sent (or dropped), on its I/O thread.
@@ -102,6 +103,46 @@ bool peer_credentials(const zmq::message_t& frame, int64_t& uid, int64_t& pid) {
   pid = fields[2];
   return true;
 }
+
+constexpr const char* kRouterEvents = "inproc://musterd-router-events";
+
+}  // namespace
+
+void Server::Impl::drain_events() {
+  for (;;) {
+    zmq::message_t ev;
+    if (!events.recv(ev, zmq::recv_flags::dontwait)) return;
+    for (bool more = ev.more(); more;) {  // the endpoint frame
+      zmq::message_t rest;
+      more = events.recv(rest, zmq::recv_flags::dontwait) && rest.more();
+    }
+    // libzmq 4.3's event frame: uint16 event, uint32 value (the fd).
+    if (ev.size() < 6) continue;
+    uint16_t event;
+    uint32_t fd;
+    std::memcpy(&event, ev.data(), sizeof event);
+    std::memcpy(&fd, static_cast<const char*>(ev.data()) + 2, sizeof fd);
+    if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    if (auto it = conn_of_fd.find(static_cast<int>(fd)); it != conn_of_fd.end()) {
+      live_conns.erase(it->second);
+      conn_of_fd.erase(it);
+    }
+  }
+}
+
+uint64_t Server::Impl::conn_for(const zmq::message_t& frame) {
+  // ZMQ_SRCFD is deprecated but kept in 4.3: the fd a frame came in on.
+  int fd = zmq_msg_get(const_cast<zmq_msg_t*>(frame.handle()), ZMQ_SRCFD);
+  if (fd < 0) return 0;
+  auto [it, fresh] = conn_of_fd.try_emplace(fd, 0);
+  if (fresh) {
+    it->second = next_conn++;
+    live_conns.insert(it->second);
+  }
+  return it->second;
+}
+
+namespace {
 
 // The STATUS= line: jobs, GPU leases and live ranks.
 std::string summary(const State& state) {
@@ -173,7 +214,9 @@ Server::~Server() {
 }
 
 void Server::bind() {
-  make_dir(cfg_.runtime_dir);
+  // Refused when another user made it or may write to it (they could read
+  // the state, or swap the socket).
+  prepare_runtime_dir(cfg_.runtime_dir);
   std::string lock_path = cfg_.runtime_dir + "/musterd.lock";
   lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd_ < 0)
@@ -193,7 +236,15 @@ void Server::bind() {
   auto& r = impl_->router;
   r.set(zmq::sockopt::linger, 0);
   r.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
-  r.set(zmq::sockopt::router_handover, 1);
+  // No handover: a second connection that presents a connected client's
+  // routing id is ignored by ZeroMQ rather than given that client's
+  // replies. A client reconnecting after a restart meets a new socket.
+  r.set(zmq::sockopt::router_handover, 0);
+  if (zmq_socket_monitor(r.handle(), kRouterEvents, ZMQ_EVENT_DISCONNECTED) != 0)
+    throw Error(ErrorCode::kInternal,
+                std::string("cannot monitor the socket: ") + zmq_strerror(zmq_errno()));
+  impl_->events.set(zmq::sockopt::linger, 0);
+  impl_->events.connect(kRouterEvents);
   try {
     r.bind(endpoint_);
   } catch (const zmq::error_t& e) {
@@ -238,7 +289,7 @@ void Server::bind_peer() {
 void Server::load_state() {
   if (cfg_.state_dir != cfg_.runtime_dir) {
     // Two daemons must not share one state file.
-    make_dir(cfg_.state_dir);
+    prepare_runtime_dir(cfg_.state_dir, "--state-dir");
     std::string lock_path = cfg_.state_dir + "/state.lock";
     int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -264,6 +315,9 @@ void Server::stop() noexcept {
 // the peer one) so that pid exits and timeouts are never starved.
 void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
                      std::vector<Outgoing>& out) {
+  // A disconnect reported first keeps a new connection on a reused fd from
+  // inheriting the old one's token.
+  if (!from_peer) impl_->drain_events();
   for (int n = 0; n < 1024; ++n) {
     std::vector<zmq::message_t> frames;
     zmq::message_t part;
@@ -277,6 +331,7 @@ void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
     ReplyTo to;
     to.routing_id = frames[0].to_string();
     to.from_peer = from_peer;
+    if (!from_peer) to.conn = impl_->conn_for(frames.back());
     const zmq::message_t* body = nullptr;
     if (frames.size() == 2) {
       body = &frames[1];
@@ -294,6 +349,17 @@ void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
       // Binary fields point into the frame, which outlives the handling.
       auto env = proto::decode_envelope(body->data(), body->size(), true);
       to.request_id = env.request_id;
+      // Every local request is checked against its sender's uid
+      // (access.cpp), the reply cache's answers included; a sender the
+      // daemon cannot identify is refused, never trusted. Peers are daemons,
+      // authenticated by CURVE instead.
+      if (!from_peer && !peer_credentials(*body, to.peer_uid, to.peer_pid)) {
+        out.push_back({to, proto::encode_error(env.request_id, ErrorCode::kPermissionDenied,
+                                               "musterd cannot tell which user sent this "
+                                               "request: the connection carries no peer "
+                                               "credentials (only ipc:// clients are served)")});
+        continue;
+      }
       uint64_t hash = 0;  // peers' requests are not tracked
       if (!from_peer) {
         hash = ReplyCache::hash({static_cast<const char*>(body->data()), body->size()});
@@ -306,19 +372,17 @@ void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
             continue;
           case ReplyCache::Seen::kPending:
             continue;  // still waiting: its one reply comes when the wait ends
+          case ReplyCache::Seen::kForeign:
+            log::warning("refused a request from uid " + std::to_string(to.peer_uid) + " (pid " +
+                         std::to_string(to.peer_pid) + ") under another uid's routing id");
+            out.push_back(
+                {to, proto::encode_error(env.request_id, ErrorCode::kPermissionDenied,
+                                         "this connection's routing id belongs to another user's "
+                                         "client; choose another (libmuster picks a random one)")});
+            continue;
           case ReplyCache::Seen::kNew:
             break;
         }
-      }
-      // Every local request is checked against its sender's uid
-      // (access.cpp); a sender the daemon cannot identify is refused, never
-      // trusted. Peers are daemons, authenticated by CURVE instead.
-      if (!from_peer && !peer_credentials(*body, to.peer_uid, to.peer_pid)) {
-        out.push_back({to, proto::encode_error(env.request_id, ErrorCode::kPermissionDenied,
-                                               "musterd cannot tell which user sent this "
-                                               "request: the connection carries no peer "
-                                               "credentials (only ipc:// clients are served)")});
-        continue;
       }
       if (!from_peer) impl_->replies.begin(to, env.type, hash);
       state.handle(to, env, out);
@@ -333,11 +397,16 @@ void Server::receive(zmq::socket_t& sock, bool from_peer, State& state,
 // requests to coordinators on a connection per coordinator (made on first
 // use, closed once the state forgets the coordinator).
 void Server::deliver(std::vector<Outgoing>& out) {
+  // Connections that ended by now must not get replies: their routing ids
+  // may already be someone else's (a client that reconnected sends its
+  // request again and is answered on its new connection).
+  impl_->drain_events();
   for (auto& o : out) {
     if (o.link.empty()) {
-      if (!o.to.from_peer)
+      if (!o.to.from_peer) {
+        if (o.to.conn != 0 && !impl_->live_conns.count(o.to.conn)) continue;
         send(impl_->router, o);
-      else if (impl_->peer)
+      } else if (impl_->peer)
         send(*impl_->peer, o);
       continue;
     }

@@ -1,0 +1,24 @@
+// The daemon's runtime directory (musterd.sock, musterd.lock, by default
+// state.msgpack), made and checked before anything is put there. A
+// directory that another user made or may write is refused (issue #13):
+// whoever created /tmp/muster-$UID first could otherwise read the state
+// file (the store's values) or swap the socket. The client's side is
+// common/trust.hpp.
+#pragma once
+
+#include <string>
+
+namespace muster::daemon {
+
+// Creates dir and its missing parents (an XDG dir may lack its muster/
+// child): parents 0755, dir itself 0700, or 0755 for root, whose
+// /run/muster the socket group's members must enter. Then throws Error
+// kPermissionDenied, naming the path, the owner and the mode found, unless
+// dir is a real directory (not a symbolic link), owned by this process's
+// euid, and writable by neither its group nor others. A non-root daemon's
+// directory is then made private to it (0700), as before. option is the
+// flag that picks another directory ("--runtime-dir", "--state-dir"), for
+// the sentence.
+void prepare_runtime_dir(const std::string& dir, const std::string& option = "--runtime-dir");
+
+}  // namespace muster::daemon
