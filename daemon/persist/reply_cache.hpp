@@ -108,7 +108,7 @@ class ReplyCache {
   void touch(const std::string& client, Client& c);
 
   std::map<std::string, Client> clients_;
-  std::map<uint64_t, std::string> by_use_;  // last_used -> client, for eviction
+  std::map<uint64_t, std::string> by_use_;                     // last_used -> client, for eviction
   std::map<int64_t, std::map<uint64_t, std::string>> by_uid_;  // the same, per uid
   std::map<std::pair<std::string, uint64_t>, Pending> pending_;
   uint64_t clock_ = 0;
