@@ -19,6 +19,7 @@
 #include "log.hpp"
 #include "muster/client.hpp"
 #include "peer/secure.hpp"
+#include "server/runtime_dir.hpp"
 #include "server/server.hpp"
 
 namespace muster::cli {
@@ -33,7 +34,10 @@ bool answers(const std::string& endpoint) {
     Client c({endpoint, std::chrono::milliseconds(500)});
     c.ping();
     return true;
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    // Another user's directory or daemon (common/trust.hpp): say so, rather
+    // than start a daemon of ours that could not serve there either.
+    if (e.code() == ErrorCode::kPermissionDenied) throw;
     return false;
   }
 }
@@ -158,6 +162,9 @@ void ensure_daemon(const std::string& endpoint, int simulate_gpus, const Embedde
     throw Error(ErrorCode::kUnavailable,
                 "no musterd answers at " + endpoint +
                     ", and an embedded daemon can only serve an ipc://DIR/musterd.sock endpoint");
+  // The directory the daemon would make and check, here: a refusal (another
+  // user's directory) is then our error, not a child's silent exit.
+  daemon::prepare_runtime_dir(dir);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw Error(ErrorCode::kInternal, "pipe failed");
   pid_t pid = fork();

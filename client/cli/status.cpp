@@ -19,7 +19,9 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
   } else {
     std::printf("\n%-5s %-28s %-20s %-6s %s\n", "GPU", "NAME", "JOB", "RANK", "PID");
     for (const auto& d : s.devices) {
-      if (d.job.empty())
+      if (d.job.empty() && d.in_use)  // another user's: who holds it is theirs to know
+        std::printf("%-5u %-28s %-20s %-6s %s\n", d.index, d.name.c_str(), "-", "-", "(in use)");
+      else if (d.job.empty())
         std::printf("%-5u %-28s %-20s %-6s %s\n", d.index, d.name.c_str(), "-", "-", "(free)");
       else
         std::printf("%-5u %-28s %-20s %-6lld %lld\n", d.index, d.name.c_str(), d.job.c_str(),
@@ -31,8 +33,10 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
     return;
   }
   for (const auto& j : s.jobs) {
-    std::printf("\nJob %s  generation %llu  world size %u (%u on this node)\n", j.id.c_str(),
-                static_cast<unsigned long long>(j.generation), j.world_size, j.local_world_size);
+    std::string owner = j.uid >= 0 ? "  uid " + std::to_string(j.uid) : "";
+    std::printf("\nJob %s%s  generation %llu  world size %u (%u on this node)\n", j.id.c_str(),
+                owner.c_str(), static_cast<unsigned long long>(j.generation), j.world_size,
+                j.local_world_size);
     std::printf("  %-6s %-10s %-10s %-6s %s\n", "RANK", "LOCAL", "PID", "GPU", "STATE");
     for (const auto& r : j.ranks) {
       std::string dev = r.device >= 0 ? std::to_string(r.device) : "-";
@@ -49,11 +53,13 @@ int status_main(const std::vector<std::string>& args) {
     if (a == "--json") {
       json = true;
     } else if (a == "-h" || a == "--help") {
-      std::cout << "Usage: muster status [--json]\n\n"
-                   "Shows the GPUs of the node's musterd with their lease holders, and its jobs\n"
-                   "with their ranks. The daemon is found through MUSTER_ENDPOINT, else\n"
-                   "MUSTER_RUNTIME_DIR, else the default runtime directory.\n\n"
-                   "  --json   print one JSON document (devices[], jobs[]) instead of tables\n";
+      std::cout
+          << "Usage: muster status [--json]\n\n"
+             "Shows the GPUs of the node's musterd with their lease holders, and its jobs\n"
+             "with their ranks. Another user's jobs are not shown, and a GPU one of them\n"
+             "holds shows as (in use); root sees everything. The daemon is found through\n"
+             "MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR, else the default runtime directory.\n\n"
+             "  --json   print one JSON document (devices[], jobs[]) instead of tables\n";
       return 0;
     } else {
       std::cerr << "muster status: unknown argument '" << a << "'\nTry 'muster status --help'.\n";

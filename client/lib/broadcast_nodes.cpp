@@ -165,6 +165,7 @@ class Wire {
                                                  " ms");
       auto got = std::make_unique<Got>();  // on the heap: env points into frame
       if (!im_.sock.recv(got->frame, zmq::recv_flags::dontwait)) continue;
+      im_.check_reply(got->frame);  // another uid's daemon gets no say (common/trust.hpp)
       try {
         got->env = proto::decode_envelope(got->frame.data(), got->frame.size(), true);
       } catch (const Error& e) {

@@ -12,6 +12,7 @@
 
 #include "client_impl.hpp"
 #include "endpoint.hpp"
+#include "trust.hpp"
 
 namespace muster {
 
@@ -82,6 +83,16 @@ Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>()) {
 }
 
 void Client::Impl::connect(const std::string& endpoint) {
+  // Another user's daemon must not get our requests (issue #13). Only an
+  // endpoint the user named in MUSTER_ENDPOINT may lie in a directory of
+  // someone else (shared on purpose); its daemon is checked all the same.
+  if (endpoint.rfind("ipc://", 0) == 0) {
+    ipc = true;
+    std::string path = endpoint.substr(6);
+    if (path[0] != '@' && endpoint != env("MUSTER_ENDPOINT"))
+      trust::check_socket_dir(ipc_dir_of(endpoint));
+    trust::check_daemon(path);
+  }
   sock.set(zmq::sockopt::linger, 0);
   // The daemon knows a resent request by this id (client_impl.hpp): random,
   // kept across reconnects; ZeroMQ reserves ids that start with a zero byte.
@@ -109,6 +120,17 @@ void Client::Impl::connect(const std::string& endpoint) {
   } catch (const zmq::error_t& e) {
     throw Error(ErrorCode::kInvalidArgument, "cannot use endpoint '" + endpoint + "': " + e.what());
   }
+}
+
+void Client::Impl::check_reply(const zmq::message_t& reply) const {
+  if (!ipc) return;
+  // libzmq appends the sender's credentials, taken by the kernel when the
+  // connection was made, to an ipc frame's "Peer-Address"; without them (a
+  // libzmq built without SO_PEERCRED) connect()'s check stands alone.
+  const char* prop = zmq_msg_gets(reply.handle(), "Peer-Address");
+  int64_t uid, gid, pid;
+  if (prop && trust::parse_peer_address(prop, uid, gid, pid))
+    trust::check_reply_uid(uid, opts.endpoint);
 }
 
 bool Client::Impl::reconnected() {
@@ -264,9 +286,10 @@ void Client::attach(const std::string& job, const std::vector<int64_t>& pids) {
 DaemonStatus Client::status() {
   auto s = impl_->call<proto::StatusReply>(proto::Status{});
   DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests};
-  for (const auto& d : s.devices) out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid});
+  for (const auto& d : s.devices)
+    out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use});
   for (const auto& j : s.jobs) {
-    JobInfo ji{j.id, j.generation, j.world_size, j.local_world_size, {}};
+    JobInfo ji{j.id, j.generation, j.world_size, j.local_world_size, {}, j.uid};
     for (const auto& r : j.ranks)
       ji.ranks.push_back({r.rank, r.local_rank, r.pid, static_cast<int>(r.device), r.state});
     out.jobs.push_back(std::move(ji));

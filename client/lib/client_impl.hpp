@@ -45,6 +45,7 @@ struct Client::Impl {
   zmq::socket_t monitor{client_context(), zmq::socket_type::pair};
   bool monitoring = false;
   bool lost = false;  // the connection dropped and has not come back yet
+  bool ipc = false;   // an ipc:// endpoint: check_reply() looks at each reply's sender
   uint64_t next_id = 1;
   std::optional<RankInfo> info;
 
@@ -57,8 +58,16 @@ struct Client::Impl {
     if (monitoring) zmq_socket_monitor(sock.handle(), nullptr, 0);
   }
 
-  // Connects sock with a routing id of its own and starts the monitor.
+  // Connects sock with a routing id of its own and starts the monitor. An
+  // ipc:// endpoint's directory and daemon are checked first, before
+  // anything is sent (common/trust.hpp); an untrusted one throws
+  // kPermissionDenied.
   void connect(const std::string& endpoint);
+  // Throws kPermissionDenied for a reply that came over ipc:// from a daemon
+  // of neither our uid nor root's: one that took the socket's place after
+  // connect() checked it (a restart, a race). Replies over other transports
+  // carry no uid and pass.
+  void check_reply(const zmq::message_t& reply) const;
   // Reads the pending connection events; true when the socket connected
   // again after losing its daemon.
   bool reconnected();
@@ -118,6 +127,7 @@ struct Client::Impl {
       }
       zmq::message_t reply;
       if (!sock.recv(reply, zmq::recv_flags::dontwait)) continue;
+      check_reply(reply);
       proto::Envelope env;
       try {
         env = proto::decode_envelope(reply.data(), reply.size());

@@ -46,9 +46,10 @@ struct ClientOptions {
 struct DeviceInfo {
   uint32_t index = 0;
   std::string name;
-  std::string job;  // empty when free
+  std::string job;  // empty when free, or when another user's job holds it
   int64_t rank = -1;
   int64_t pid = 0;
+  bool in_use = false;  // leased, whoever holds it
 };
 
 struct RankState {
@@ -65,6 +66,7 @@ struct JobInfo {
   uint32_t world_size = 0;
   uint32_t local_world_size = 0;
   std::vector<RankState> ranks;
+  int64_t uid = -1;  // the owner (-1 = none)
 };
 
 struct DaemonStatus {
