@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds tests/fuzz/fuzz_request.cpp with clang's libFuzzer, ASan and UBSan
-# (straight from the sources, no meson: the daemon's state, protocol and
-# liveness code, not its sockets), then fuzzes it for a bounded time starting
-# from the committed seed corpus. Needs clang and libclang-rt-14-dev
-# (scripts/setup-debian.sh).
-#   scripts/fuzz.sh [SECONDS]     fuzz for SECONDS (default 60)
+# Builds the fuzz targets with clang's libFuzzer, ASan and UBSan (straight
+# from the sources, no meson: the daemon's state, protocol and liveness code,
+# not its sockets), then fuzzes each for a bounded time:
+#   - tests/fuzz/fuzz_request.cpp: arbitrary bytes through the decoder and
+#     the handler, starting from the committed seed corpus;
+#   - tests/fuzz/fuzz_access.cpp: valid requests of every type from every
+#     kind of sender, against the message table's promises.
+# Needs clang and libclang-rt-14-dev (scripts/setup-debian.sh).
+#   scripts/fuzz.sh [SECONDS]     fuzz each target for SECONDS (default 60)
 #   scripts/fuzz.sh --make-corpus regenerate tests/fuzz/corpus/
 # New inputs go to build-fuzz/corpus (not committed); a crash leaves its
 # input in build-fuzz/ and fails the script.
@@ -21,9 +24,10 @@ rm -f "$out/include/muster_config.h.new"
 
 cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -g -O1 -DMSGPACK_NO_BOOST=1 -D_GNU_SOURCE
-  -Icommon -Icommon/include -Idaemon -I"$out/include")
+  -Icommon -Icommon/include -Idaemon -Itests -I"$out/include")
 protocol=(common/protocol/codec.cpp common/protocol/envelope.cpp common/protocol/errors.cpp
-  common/protocol/messages.cpp common/protocol/cluster_messages.cpp)
+  common/protocol/messages.cpp common/protocol/cluster_messages.cpp
+  common/protocol/message_table.cpp)
 
 if [[ "${1:-}" == "--make-corpus" ]]; then
   "$cxx" "${flags[@]}" tests/fuzz/make_corpus.cpp "${protocol[@]}" -o "$out/make_corpus"
@@ -35,16 +39,42 @@ if [[ "${1:-}" == "--make-corpus" ]]; then
 fi
 
 seconds=${1:-60}
-sources=(tests/fuzz/fuzz_request.cpp "${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
+sources=("${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
   daemon/core/access.cpp daemon/core/jobs.cpp daemon/core/shards.cpp daemon/core/state.cpp
   daemon/core/status.cpp daemon/core/store.cpp daemon/liveness/pidwatch.cpp
   daemon/cluster/coordinator.cpp daemon/cluster/node.cpp daemon/cluster/relay.cpp
   daemon/cluster/bcast_relay.cpp)
-"$cxx" "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  "${sources[@]}" -o "$out/fuzz_request"
+san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
+# The daemon's sources are compiled once for both targets (objects of the
+# fuzzer-instrumented build; -fsanitize=fuzzer-no-link for all but the
+# targets themselves), two at a time.
+mkdir -p "$out/obj"
+objs=()
+pids=()
+for src in "${sources[@]}" daemon/persist/state_file.cpp daemon/persist/reply_cache.cpp; do
+  obj="$out/obj/$(echo "$src" | tr / _).o"
+  objs+=("$obj")
+  rm -f "$obj"
+  "$cxx" "${flags[@]}" -fsanitize=fuzzer-no-link,address,undefined \
+    -fno-sanitize-recover=undefined -c "$src" -o "$obj" &
+  pids+=($!)
+  if ((${#pids[@]} >= 2)); then
+    wait "${pids[0]}"  # its status: a failed compile stops the script (set -e)
+    pids=("${pids[@]:1}")
+  fi
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+for target in fuzz_request fuzz_access; do
+  "$cxx" "${flags[@]}" "${san[@]}" "tests/fuzz/$target.cpp" "${objs[@]}" -o "$out/$target"
+done
 cd "$out"
+mkdir -p corpus-access
 # Crashes (and leaks, timeouts, out-of-memory) end the run with a non-zero
 # status and leave crash-*/leak-*/timeout-*/oom-* here.
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ./fuzz_request -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
   -print_final_stats=1 -dict=../tests/fuzz/request.dict corpus ../tests/fuzz/corpus
+# Requests are 3 bytes each; 64 of them build enough state to matter.
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ./fuzz_access -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=192 \
+  -print_final_stats=1 corpus-access

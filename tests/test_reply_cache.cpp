@@ -55,3 +55,68 @@ TEST_CASE("a byte changed anywhere in a large frame changes its hash") {
   std::swap_ranges(g.begin() + 100000, g.begin() + 100032, g.begin() + 100032);
   CHECK(ReplyCache::hash(g) != h);
 }
+
+namespace {
+
+using muster::daemon::Outgoing;
+using muster::daemon::ReplyTo;
+using muster::proto::MsgType;
+
+ReplyTo client(const std::string& id, int64_t uid, uint64_t request_id, uint64_t conn = 1) {
+  ReplyTo to;
+  to.routing_id = id;
+  to.peer_uid = uid;
+  to.request_id = request_id;
+  to.conn = conn;
+  return to;
+}
+
+// A store_add from `to`, answered with `reply`.
+void answer(ReplyCache& c, const ReplyTo& to, const std::string& reply) {
+  c.begin(to, static_cast<uint16_t>(MsgType::kStoreAdd), 42);
+  std::vector<Outgoing> out{{to, reply}};
+  c.complete(out);
+}
+
+}  // namespace
+
+TEST_CASE("a routing id's replies go to the uid it was first seen with, never another") {
+  ReplyCache c;
+  answer(c, client("mVICTIM", 1000, 7), "the victim's reply");
+  std::string again;
+  CHECK(c.check(client("mVICTIM", 1000, 7), 42, &again) == ReplyCache::Seen::kAnswered);
+  CHECK(again == "the victim's reply");
+  again.clear();
+  // The same bytes under the same routing id from another uid: refused,
+  // for an answered request and for any other.
+  CHECK(c.check(client("mVICTIM", 1001, 7), 42, &again) == ReplyCache::Seen::kForeign);
+  CHECK(c.check(client("mVICTIM", 0, 8), 43, &again) == ReplyCache::Seen::kForeign);
+  CHECK(again.empty());
+  // A request still pending is another uid's too.
+  c.begin(client("mPARKED", 1000, 3), static_cast<uint16_t>(MsgType::kStoreWait), 9);
+  CHECK(c.check(client("mPARKED", 1001, 3), 9, &again) == ReplyCache::Seen::kForeign);
+}
+
+TEST_CASE("a pending reply follows its client to the connection it resent from") {
+  ReplyCache c;
+  c.begin(client("mWAITER", 1000, 3, 11), static_cast<uint16_t>(MsgType::kStoreWait), 9);
+  std::string again;
+  CHECK(c.check(client("mWAITER", 1000, 3, 12), 9, &again) == ReplyCache::Seen::kPending);
+  std::vector<Outgoing> out{{client("mWAITER", 1000, 3, 11), "ok"}};
+  c.complete(out);
+  CHECK(out[0].to.conn == 12);
+}
+
+TEST_CASE("a uid that churns routing ids evicts its own clients, not another uid's") {
+  ReplyCache c;
+  answer(c, client("mVICTIM", 1000, 7), "kept");
+  for (int i = 0; i < 3 * static_cast<int>(ReplyCache::kMaxClients); ++i)
+    answer(c, client("mCHURN" + std::to_string(i), 1001, 1), "churn");
+  std::string again;
+  CHECK(c.check(client("mVICTIM", 1000, 7), 42, &again) == ReplyCache::Seen::kAnswered);
+  CHECK(again == "kept");
+  // The churner keeps its most recent kMaxPerUid clients.
+  CHECK(c.check(client("mCHURN" + std::to_string(3 * ReplyCache::kMaxClients - 1), 1001, 1), 42,
+                &again) == ReplyCache::Seen::kAnswered);
+  CHECK(c.check(client("mCHURN0", 1001, 1), 42, &again) == ReplyCache::Seen::kNew);
+}

@@ -5,164 +5,28 @@
 // that drops to nobody (65534); elsewhere they are skipped with a warning.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <grp.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <functional>
 #include <thread>
 #include <zmq.hpp>
 
 #include "muster/client.hpp"
 #include "protocol/envelope.hpp"
+#include "support/as_user.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
 using namespace muster::proto;
 using namespace std::chrono_literals;
+using test::ask;
+using test::AsNobody;
+using test::Lines;
+using test::open_to_everyone;
+using test::root;
+using test::starts_with;
 using test::TestDaemon;
 
 namespace {
-
-constexpr uid_t kNobody = 65534;
-
-bool root() {
-  return ::geteuid() == 0;
-}
-
-// One request on a fresh DEALER (and a fresh ZeroMQ context: safe in a
-// forked child), its reply as one line: "error=NAME MESSAGE" or
-// "reply=TYPE" plus the fields the tests look at.
-std::string ask(const std::string& endpoint, const std::string& frame) {
-  zmq::context_t ctx;
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::rcvtimeo, 10000);
-  s.connect(endpoint);
-  s.send(zmq::buffer(frame));
-  zmq::message_t reply;
-  if (!s.recv(reply)) return "no reply";
-  auto env = decode_envelope(reply.data(), reply.size());
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kErrorReply: {
-      auto e = ErrorReply::unpack(env.payload);
-      return std::string("error=") + error_name(static_cast<ErrorCode>(e.code)) + " " + e.message;
-    }
-    case MsgType::kRankInfo: {
-      auto r = proto::RankInfo::unpack(env.payload);
-      return "reply=rank_info rank=" + std::to_string(r.rank) +
-             " generation=" + std::to_string(r.generation);
-    }
-    case MsgType::kValue:
-      return "reply=value value=" + Value::unpack(env.payload).value;
-    default:
-      return std::string("reply=") + type_name(env.type);
-  }
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-// Lets nobody reach a daemon that root started: the runtime dir is 0700
-// (mkdtemp) and the socket 0660.
-void open_to_everyone(const TestDaemon& d) {
-  REQUIRE(::chmod(d.runtime_dir().c_str(), 0711) == 0);
-  REQUIRE(::chmod((d.runtime_dir() + "/musterd.sock").c_str(), 0666) == 0);
-}
-
-// Line I/O over a pair of pipes, both ways between the test and its child.
-struct Lines {
-  int in = -1, out = -1;
-  std::string buf;
-  void say(const std::string& line) {
-    std::string s = line + "\n";
-    for (size_t off = 0; off < s.size();) {
-      ssize_t n = ::write(out, s.data() + off, s.size() - off);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-  // One line, or "" at EOF or after 20 s.
-  std::string hear() {
-    auto end = std::chrono::steady_clock::now() + 20s;
-    for (;;) {
-      if (auto nl = buf.find('\n'); nl != std::string::npos) {
-        auto line = buf.substr(0, nl);
-        buf.erase(0, nl + 1);
-        return line;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      end - std::chrono::steady_clock::now())
-                      .count();
-      if (left <= 0) return "";
-      pollfd p{in, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-      char b[4096];
-      ssize_t n = ::read(in, b, sizeof b);
-      if (n <= 0) return "";
-      buf.append(b, static_cast<size_t>(n));
-    }
-  }
-};
-
-// A forked child that drops to nobody (uid and gid 65534, no supplementary
-// groups) and runs body; it talks to the test through Lines. The child uses
-// no Catch2 macro and no libmuster Client (whose process-wide ZeroMQ context
-// does not survive fork): raw requests through ask() only.
-class AsNobody {
- public:
-  explicit AsNobody(const std::function<void(Lines&)>& body) {
-    int down[2], up[2];
-    REQUIRE(::pipe2(down, O_CLOEXEC) == 0);
-    REQUIRE(::pipe2(up, O_CLOEXEC) == 0);
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::close(down[1]);
-      ::close(up[0]);
-      Lines io{down[0], up[1], {}};
-      if (::setgroups(0, nullptr) != 0 || ::setresgid(kNobody, kNobody, kNobody) != 0 ||
-          ::setresuid(kNobody, kNobody, kNobody) != 0) {
-        io.say("cannot become nobody");
-        ::_exit(3);
-      }
-      try {
-        body(io);
-      } catch (const std::exception& e) {
-        io.say(std::string("exception: ") + e.what());
-        ::_exit(2);
-      }
-      ::_exit(0);
-    }
-    ::close(down[0]);
-    ::close(up[1]);
-    io_ = {up[0], down[1], {}};
-  }
-  ~AsNobody() {
-    ::close(io_.out);  // a child waiting for a line sees EOF
-    for (int i = 0; i < 500; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) break;
-      if (i == 499) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-      }
-      ::usleep(10000);
-    }
-    ::close(io_.in);
-  }
-  pid_t pid() const { return pid_; }
-  std::string hear() { return io_.hear(); }
-  void say(const std::string& line) { io_.say(line); }
-
- private:
-  pid_t pid_ = -1;
-  Lines io_;
-};
 
 const JobInfo* find_job(const DaemonStatus& s, const std::string& id) {
   for (const auto& j : s.jobs)

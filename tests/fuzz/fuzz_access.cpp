@@ -1,0 +1,165 @@
+// libFuzzer target over the message table's check (admit + authorize in
+// daemon/core/access.cpp) and everything behind it, without sockets. Built
+// and run by scripts/fuzz.sh.
+//
+// Where fuzz_request feeds arbitrary bytes, this one feeds only valid
+// envelopes: each 3 input bytes pick a row of the message table, a sender
+// (root, two strangers, an in-process caller, a peer daemon) and a variant
+// of the request (tests/support/sample_requests.hpp), naming root's job or
+// another. The state starts with root's job holding two GPUs and a secret
+// in its store. After every request:
+//   - a stranger's request that names a job of another uid, whose row says
+//     only the job's owner may send it, is refused with permission_denied,
+//     sends nothing to any coordinator and leaves the saved state bytes as
+//     they were;
+//   - nothing a stranger is told carries the secret, or (in a status) a job
+//     or pid of another uid;
+//   - no request ends in an internal error.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "core/state.hpp"
+#include "log.hpp"
+#include "persist/reply_cache.hpp"
+#include "persist/state_file.hpp"
+#include "protocol/message_table.hpp"
+#include "support/sample_requests.hpp"
+
+using namespace muster;
+using namespace muster::daemon;
+
+namespace {
+
+const std::string kRootJob = "rootjob";
+const std::string kSecret = "s3cr3t-value";
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "fuzz_access: %s\n", why.c_str());
+  std::abort();
+}
+
+struct Sender {
+  int64_t uid;
+  bool peer;
+  const char* name;
+};
+constexpr Sender kSenders[] = {
+    {0, false, "root"},        {1001, false, "uid 1001"}, {65534, false, "uid 65534"},
+    {-1, false, "in-process"}, {-1, true, "peer daemon"},
+};
+
+struct Answer {
+  std::vector<proto::Envelope> replies;
+  std::vector<std::string> frames;
+  size_t to_links = 0;
+};
+
+Answer send(State& s, const Sender& who, const std::string& frame) {
+  auto env = proto::decode_envelope(frame.data(), frame.size());
+  ReplyTo to;
+  to.routing_id = "client";
+  to.request_id = env.request_id;
+  to.peer_uid = who.peer ? -1 : who.uid;
+  to.from_peer = who.peer;
+  std::vector<Outgoing> out;
+  s.handle(to, env, out);
+  Answer a;
+  for (auto& o : out) {
+    if (!o.link.empty()) {
+      ++a.to_links;
+      continue;
+    }
+    a.replies.push_back(proto::decode_envelope(o.frame.data(), o.frame.size()));
+    a.frames.push_back(o.frame);
+  }
+  return a;
+}
+
+// The owner of a job, or nullopt when there is no such job.
+std::optional<int64_t> owner_of(const State& s, const std::string& job) {
+  for (const auto& j : s.status().jobs)
+    if (j.id == job) return j.uid;
+  return std::nullopt;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  log::set_level(log::Level::kError);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  PidWatch watch;
+  State s({{0, "sim0"}, {1, "sim1"}}, watch);
+  s.set_cluster("here", std::chrono::milliseconds(2000), "", 16);
+  StateFile file("/nonexistent");  // only encode() is used
+  ReplyCache cache;
+  const int64_t me = ::getpid();
+  uint64_t id = 1;
+  send(s, kSenders[0], *test::sample_request(proto::MsgType::kReserve, kRootJob, id++, me, 16));
+  send(s, kSenders[0],
+       proto::encode(id++, proto::StoreSet{kRootJob, "secret", kSecret, std::nullopt}));
+  if (owner_of(s, kRootJob) != 0) die("setup: root's job was not created");
+
+  const auto table = proto::message_table();
+  for (size_t i = 0; i + 3 <= size; i += 3) {
+    const auto& row = table[data[i] % table.size()];
+    const Sender& who = kSenders[data[i + 1] % std::size(kSenders)];
+    const uint8_t v = data[i + 2];
+    const std::string job = v & 0x80 ? "other" : kRootJob;
+    auto frame = test::sample_request(row.type, job, id++, me, v & 0x7f);
+    if (!frame) {
+      muster::codec::Buffer empty;
+      muster::codec::Packer(empty).pack_map(0);
+      frame = proto::encode_raw(id - 1, static_cast<uint16_t>(row.type), empty);
+    }
+    const bool stranger = !who.peer && who.uid > 0;
+    const auto owner = owner_of(s, job);
+    const bool attack = stranger && row.sender == proto::Sender::kJobOwner && owner &&
+                        *owner >= 0 && *owner != who.uid && (row.scope & proto::kScopeLocal);
+    const std::string before = attack ? file.encode(s, cache) : std::string();
+    Answer a = send(s, who, *frame);
+    std::string what = std::string(row.name) + " from " + who.name + " on job '" + job + "'";
+    for (size_t k = 0; k < a.replies.size(); ++k) {
+      const auto& env = a.replies[k];
+      if (env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply)) {
+        auto e = proto::ErrorReply::unpack(env.payload);
+        if (static_cast<ErrorCode>(e.code) == ErrorCode::kInternal)
+          die(what + ": internal error: " + e.message);
+      }
+      if (!stranger) continue;
+      if (a.frames[k].find(kSecret) != std::string::npos) die(what + ": the secret leaked");
+      if (env.type == static_cast<uint16_t>(proto::MsgType::kStatusReply)) {
+        auto st = proto::StatusReply::unpack(env.payload);
+        // Jobs made by in-process callers (uid -1) belong to nobody and are
+        // everyone's to see; the server never makes one.
+        std::set<std::string> visible;
+        for (const auto& j : st.jobs) {
+          if (j.uid >= 0 && j.uid != who.uid) die(what + ": status shows job '" + j.id + "'");
+          visible.insert(j.id);
+        }
+        for (const auto& d : st.devices)
+          if ((!d.job.empty() && !visible.count(d.job)) || (d.job.empty() && d.pid != 0))
+            die(what + ": status shows who holds GPU " + std::to_string(d.index));
+      }
+    }
+    if (!attack) continue;
+    if (a.replies.size() != 1) die(what + ": not exactly one reply");
+    auto& env = a.replies[0];
+    if (env.type != static_cast<uint16_t>(proto::MsgType::kErrorReply) ||
+        static_cast<ErrorCode>(proto::ErrorReply::unpack(env.payload).code) !=
+            ErrorCode::kPermissionDenied)
+      die(what + ": not refused with permission_denied");
+    if (a.to_links != 0) die(what + ": sent on to a coordinator");
+    if (file.encode(s, cache) != before) die(what + ": changed the state");
+  }
+  std::vector<Outgoing> out;
+  s.cancel_all(out);
+  return 0;
+}
