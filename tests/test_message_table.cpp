@@ -267,3 +267,39 @@ TEST_CASE("every request type from every kind of sender is answered as its row s
     }
   }
 }
+
+TEST_CASE("a coordinator admits to a job only nodes whose job the same uid owns") {
+  PidWatch watch;
+  State s{{}, watch};
+  s.set_cluster("coord", std::chrono::milliseconds(2000), "", 16);
+  auto node_join = [&](const std::string& node, int64_t owner, uint64_t id) {
+    NodeJoin j{"shared-name", node, 1, -1, 2, 2, 0, 60000, "127.0.0.1", 1, "", owner};
+    auto frame = encode(id, j);
+    auto env = decode_envelope(frame.data(), frame.size());
+    ReplyTo to;
+    to.routing_id = node;
+    to.from_peer = true;
+    to.request_id = id;
+    std::vector<Outgoing> out;
+    s.handle(to, env, out);
+    std::vector<std::pair<uint16_t, ErrorCode>> r;
+    for (auto& o : out) {
+      auto e = decode_envelope(o.frame.data(), o.frame.size());
+      r.emplace_back(e.type, e.type == static_cast<uint16_t>(MsgType::kErrorReply)
+                                 ? static_cast<ErrorCode>(ErrorReply::unpack(e.payload).code)
+                                 : ErrorCode::kOk);
+    }
+    return r;
+  };
+  // Root's job waits for its second node.
+  CHECK(node_join("node-a", 0, 1).empty());
+  // Another user's job of the same name on another node is refused, and
+  // the world does not form with it.
+  auto foreign = node_join("node-b", 65534, 2);
+  REQUIRE(foreign.size() == 1);
+  CHECK(foreign[0].second == ErrorCode::kPermissionDenied);
+  // Root's second node completes the world: both get it.
+  auto world = node_join("node-c", 0, 3);
+  REQUIRE(world.size() == 2);
+  for (auto& [type, code] : world) CHECK(type == static_cast<uint16_t>(MsgType::kWorld));
+}
