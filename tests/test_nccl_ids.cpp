@@ -2,6 +2,7 @@
 // root and waited for by everyone else.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -67,11 +68,29 @@ TEST_CASE("a rank waiting for an id that never comes learns which rank should pu
   }
 }
 
-TEST_CASE("scalable init: n ids from evenly spread roots, gathered in order by all ranks") {
-  CHECK(Client::nccl_id_root(0, 3, 8) == 0);
-  CHECK(Client::nccl_id_root(1, 3, 8) == 2);
-  CHECK(Client::nccl_id_root(2, 3, 8) == 5);
-  CHECK(Client::nccl_id_root(3, 4, 4) == 3);
+TEST_CASE("scalable init: id i comes from the first rank of NCCL's block for root i") {
+  // NCCL's bootstrap (src/bootstrap.cc, firstRankFromRoot): blocks of
+  // world/n ranks, the first world%n of them one rank larger.
+  auto roots = [](uint32_t n, uint32_t world) {
+    std::vector<uint32_t> r;
+    for (uint32_t i = 0; i < n; ++i) r.push_back(Client::nccl_id_root(i, n, world));
+    return r;
+  };
+  CHECK(roots(3, 7) == std::vector<uint32_t>{0, 3, 5});
+  CHECK(roots(3, 8) == std::vector<uint32_t>{0, 3, 6});
+  CHECK(roots(4, 4) == std::vector<uint32_t>{0, 1, 2, 3});
+  CHECK(roots(2, 8) == std::vector<uint32_t>{0, 4});
+  CHECK(roots(5, 1000) == std::vector<uint32_t>{0, 200, 400, 600, 800});
+  CHECK(roots(3, 100000) == std::vector<uint32_t>{0, 33334, 66667});
+  // Each root is in its own block: block i holds world/n (+1 for the first
+  // world%n) ranks, and the blocks tile the world.
+  for (uint32_t world : {1u, 2u, 7u, 64u, 1000u})
+    for (uint32_t n = 1; n <= std::min(world, 17u); ++n) {
+      auto r = roots(n, world);
+      for (uint32_t i = 0; i + 1 < n; ++i)
+        CHECK(r[i + 1] - r[i] == world / n + (i < world % n ? 1 : 0));
+      CHECK(world - r[n - 1] == world / n);
+    }
   test::TestDaemon d;
   std::vector<std::vector<std::string>> got(8);
   on_ranks(d, "scalable", 8,

@@ -3,6 +3,8 @@
 // publishes. The daemon never interprets the 128 bytes.
 #include <sys/random.h>
 
+#include <algorithm>
+
 #include "client_impl.hpp"
 #include "muster_config.h"
 
@@ -45,9 +47,13 @@ std::string id_key(const RankInfo& me, const std::string& name, uint32_t i, uint
 }  // namespace
 
 uint32_t Client::nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size) {
-  // Spread the roots evenly over the ranks, so that no process serves more
-  // than one id's bootstrap.
-  return static_cast<uint32_t>((static_cast<uint64_t>(i) * world_size) / n);
+  // The first rank of root i's block, as NCCL's bootstrap splits the ranks
+  // among n roots (firstRankFromRoot in its src/bootstrap.cc): blocks of
+  // world/n ranks, the first world%n of them one rank larger. The id must be
+  // made by that rank, which runs root i's bootstrap; i*world/n would pick
+  // another rank whenever n does not divide world (7 ranks, 3 ids: 0, 3, 5,
+  // not 0, 2, 4).
+  return i * (world_size / n) + std::min(i, world_size % n);
 }
 
 std::vector<std::string> Client::nccl_unique_ids(uint32_t n, const std::string& name,

@@ -217,7 +217,8 @@ class Client {
   std::string nccl_unique_id(const std::string& name = "world",
                              std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // n ids for ncclCommInitRankScalable, in order; id i is made by rank
-  // nccl_id_root(i, n, world_size) and all ranks gather all n.
+  // nccl_id_root(i, n, world_size), the first rank NCCL's bootstrap gives
+  // root i (i*(world/n) + min(i, world%n)), and all ranks gather all n.
   std::vector<std::string> nccl_unique_ids(
       uint32_t n, const std::string& name = "world",
       std::optional<std::chrono::milliseconds> timeout = std::nullopt);
