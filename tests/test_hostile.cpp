@@ -5,7 +5,12 @@
 // runs a normal job. Oversized frames: refused, and the daemon survives.
 #include <catch2/catch.hpp>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstring>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -247,4 +252,30 @@ TEST_CASE("oversized requests are refused and the daemon survives them") {
   c.set("small", "ok");
   CHECK(c.get("small", 5s) == "ok");
   CHECK(other.status().jobs.size() == 1);
+}
+
+TEST_CASE("3000 connections that never send a frame do not stall an idle daemon") {
+  // Each one ends as a disconnect event the daemon must read; unread, they
+  // once filled the event pipe and blocked ZeroMQ's I/O thread (no accepts,
+  // no frames, on every socket) until something else woke the loop.
+  TestDaemon d;
+  const std::string path = d.endpoint().substr(6);
+  int refused = 0;
+  for (int i = 0; i < 3000; ++i) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path, path.c_str(), path.size() + 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      // A full backlog: let the daemon accept what is queued.
+      REQUIRE(++refused < 2000);  // 10 s
+      std::this_thread::sleep_for(5ms);
+      --i;
+    }
+    ::close(fd);
+  }
+  std::this_thread::sleep_for(500ms);
+  Client c({d.endpoint(), 3000ms});
+  CHECK(c.status().jobs.empty());
 }

@@ -244,6 +244,10 @@ void Server::bind() {
     throw Error(ErrorCode::kInternal,
                 std::string("cannot monitor the socket: ") + zmq_strerror(zmq_errno()));
   impl_->events.set(zmq::sockopt::linger, 0);
+  // Unbounded, and polled by the loop: a full event pipe would block
+  // ZeroMQ's one I/O thread (every socket of the daemon) until it is read,
+  // and connections that never send anything would not wake us to read it.
+  impl_->events.set(zmq::sockopt::rcvhwm, 0);
   impl_->events.connect(kRouterEvents);
   try {
     r.bind(endpoint_);
@@ -457,7 +461,8 @@ void Server::run() {
     link_names.clear();
     items.push_back({router.handle(), 0, ZMQ_POLLIN, 0});
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
-    // Peer sockets next, then the pidfds: [2, first_pid) are sockets.
+    items.push_back({impl_->events.handle(), 0, ZMQ_POLLIN, 0});
+    // Peer sockets next, then the pidfds: [3, first_pid) are sockets.
     size_t peer_at = 0, zap_at = 0;
     if (impl_->peer) {
       peer_at = items.size();
@@ -501,6 +506,7 @@ void Server::run() {
     }
 
     if (items[1].revents & ZMQ_POLLIN) break;
+    if (items[2].revents & ZMQ_POLLIN) impl_->drain_events();
     for (size_t i = first_pid; i < items.size(); ++i)
       if (items[i].revents & ZMQ_POLLIN) {
         state.on_pid_exit(item_pids[i - first_pid], out);
