@@ -120,3 +120,19 @@ TEST_CASE("a uid that churns routing ids evicts its own clients, not another uid
                 &again) == ReplyCache::Seen::kAnswered);
   CHECK(c.check(client("mCHURN0", 1001, 1), 42, &again) == ReplyCache::Seen::kNew);
 }
+
+TEST_CASE("a parked request keeps its routing id bound to its uid through any churn") {
+  ReplyCache c;
+  c.begin(client("mPARKED", 1000, 3, 5), static_cast<uint16_t>(MsgType::kStoreWait), 9);
+  for (int i = 0; i < 3 * static_cast<int>(ReplyCache::kMaxClients); ++i)
+    answer(c, client("mCHURN" + std::to_string(i), 1001 + i % 3, 1), "churn");
+  std::string again;
+  // Another uid resending the parked request's bytes neither takes its
+  // reply nor its routing id.
+  CHECK(c.check(client("mPARKED", 1001, 3, 99), 9, &again) == ReplyCache::Seen::kForeign);
+  CHECK(c.check(client("mPARKED", 1001, 4, 99), 10, &again) == ReplyCache::Seen::kForeign);
+  CHECK(c.check(client("mPARKED", 1000, 3, 6), 9, &again) == ReplyCache::Seen::kPending);
+  std::vector<Outgoing> out{{client("mPARKED", 1000, 3, 5), "answer"}};
+  c.complete(out);
+  CHECK(out[0].to.conn == 6);
+}

@@ -70,8 +70,10 @@ ReplyCache::Seen ReplyCache::check(const ReplyTo& to, uint64_t h, std::string* r
   // A routing id belongs to the uid it was first seen with: another uid
   // that learned it gets neither its replies nor its place.
   if (c != clients_.end() && c->second.uid != to.peer_uid) return Seen::kForeign;
-  if (auto p = pending_.find({to.routing_id, to.request_id});
-      p != pending_.end() && p->second.hash == h) {
+  auto p = pending_.find({to.routing_id, to.request_id});
+  // A parked request is its sender's too (its client entry may be gone).
+  if (p != pending_.end() && p->second.uid != to.peer_uid) return Seen::kForeign;
+  if (p != pending_.end() && p->second.hash == h) {
     p->second.conn = to.conn;  // the client reconnected: its reply goes there
     return Seen::kPending;
   }
@@ -89,6 +91,7 @@ void ReplyCache::begin(const ReplyTo& to, uint16_t type, uint64_t h) {
   if (!tracked(to.routing_id)) return;
   // First seen: the routing id is this uid's from now on (check()).
   auto [c, fresh] = clients_.try_emplace(to.routing_id);
+  ++c->second.pending;
   if (fresh) {
     c->second.uid = to.peer_uid;
     touch(c->first, c->second);
@@ -106,6 +109,8 @@ bool ReplyCache::complete(std::vector<Outgoing>& out) {
     auto [type, h, uid, conn] = p->second;
     o.to.conn = conn;
     pending_.erase(p);
+    if (auto cl = clients_.find(o.to.routing_id); cl != clients_.end() && cl->second.pending > 0)
+      --cl->second.pending;
     if (mutating(type)) changed = true;
     if (kept(type) && o.frame.size() <= kMaxFrameBytes)
       remember(o.to.routing_id, o.to.peer_uid, {o.to.request_id, h, type, o.frame});
@@ -139,9 +144,20 @@ void ReplyCache::remember(const std::string& client, int64_t uid, Entry e) {
 }
 
 void ReplyCache::evict(int64_t uid) {
-  if (auto mine = by_uid_.find(uid); mine != by_uid_.end())
-    while (mine->second.size() > kMaxPerUid) drop(std::string(mine->second.begin()->second));
-  while (clients_.size() > kMaxClients) drop(std::string(by_use_.begin()->second));
+  // Least recently used first, but never a client with a parked request:
+  // its routing id stays bound to its uid until that is answered (a parked
+  // wait's count is bounded by what the daemon lets waits cost).
+  auto trim = [this](const std::map<uint64_t, std::string>& order, size_t limit) {
+    size_t size = order.size();
+    for (auto it = order.begin(); size > limit && it != order.end();) {
+      const std::string client = (it++)->second;
+      if (clients_.at(client).pending > 0) continue;
+      drop(client);
+      --size;
+    }
+  };
+  if (auto mine = by_uid_.find(uid); mine != by_uid_.end()) trim(mine->second, kMaxPerUid);
+  trim(by_use_, kMaxClients);
 }
 
 void ReplyCache::drop(const std::string& client) {

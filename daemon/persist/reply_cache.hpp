@@ -91,6 +91,7 @@ class ReplyCache {
  private:
   struct Client {
     int64_t uid = -1;            // the sender's, when first seen
+    uint32_t pending = 0;        // its requests still being worked on
     std::vector<Entry> entries;  // oldest first
     uint64_t last_used = 0;
   };
