@@ -42,7 +42,15 @@ void check_socket_dir(const std::string& dir) {
   // stat, not lstat: what counts is the directory the connection reaches.
   // A symlink that leads to a directory of ours or root's is harmless.
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  if (::stat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+    // No daemon yet. Made ours now (0700), so that nobody else can make it
+    // and listen there before our daemon does: our requests would go to
+    // whoever binds first. Where we may not create it (root's /run/muster),
+    // nobody but its owner may either.
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return;
+    if (::stat(dir.c_str(), &st) != 0) return;
+  }
+  if (!S_ISDIR(st.st_mode)) return;
   const std::string what = "refusing musterd's socket directory " + dir + ": ";
   if (!trusted_uid(st.st_uid))
     refuse(what + "it is owned by uid " + std::to_string(st.st_uid) + ", " + not_trusted() +
@@ -74,7 +82,14 @@ void check_daemon(const std::string& path) {
   ::close(fd);
   int64_t uid = cred.uid;
   if (!known) {
-    if (rc == 0 || abstract || err == ENOENT || err == ECONNREFUSED || err == ENOTDIR) return;
+    if (rc == 0) return;
+    // Anyone may bind an abstract name once it is free: nobody listening
+    // there is no daemon to trust later.
+    if (abstract)
+      throw Error(ErrorCode::kUnavailable,
+                  "no musterd listens at " + path +
+                      " (an abstract socket is trusted only while its daemon runs)");
+    if (err == ENOENT || err == ECONNREFUSED || err == ENOTDIR) return;
     // Not allowed in (a 0660 socket of another group), no answer in time,
     // a signal: the socket file's owner, the uid that bound it, stands in.
     struct stat st {};

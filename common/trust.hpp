@@ -23,16 +23,19 @@ bool trusted_uid(int64_t uid);
 // service's /run/muster (root:muster 0755 or 0750) passes. No exception for
 // a sticky bit: in a sticky world-writable directory anyone may still
 // create musterd.sock before the daemon does. A directory that does not
-// exist (yet) passes: there is no socket to trust, and the daemon's uid is
-// checked on every reply.
+// exist yet is made now, ours and private (0700), so that nobody else can
+// make it and listen there before our daemon does (where we may not make it,
+// neither may anyone but its owner).
 void check_socket_dir(const std::string& dir);
 
 // Refuses the daemon listening on the unix socket at path (a file, or an
 // abstract name starting with '@' as in ZeroMQ) unless trusted_uid() holds
 // for it: connects a plain stream socket, reads SO_PEERCRED and closes it,
-// before anything is sent. When nobody listens there (no socket file, a
-// stale one) it passes, as the reply check covers a daemon that comes
-// later; when the connection fails otherwise (no permission, a full
+// before anything is sent. When nobody listens at a socket file (none yet,
+// a stale one) it passes: in a directory check_socket_dir() accepted only
+// our daemon or root's can bind it later, and the reply check covers the
+// rest. Nobody listening at an abstract name is kUnavailable: anyone could
+// bind it later. When the connection fails otherwise (no permission, a full
 // backlog) the socket file's owner stands in for the daemon's uid.
 void check_daemon(const std::string& path);
 

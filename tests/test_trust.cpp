@@ -524,3 +524,29 @@ TEST_CASE("a squatted /tmp/muster-$UID: muster run and libmuster refuse it, noth
   CHECK(world.line(30s) == "jobs: ");
   CHECK(world.wait(10s) == 0);
 }
+
+TEST_CASE("a client makes a missing socket directory its own, so nobody else can squat it") {
+  // Before this, a client whose default directory did not exist yet sent
+  // its first request to whoever made the directory and bound the socket
+  // first; the reply check came too late for that request.
+  TempDir t;
+  const std::string dir = t.path() + "/not-yet";
+  try {
+    Client c({"ipc://" + dir + "/musterd.sock", 300ms});
+  } catch (const Error&) {
+  }
+  struct stat st {};
+  REQUIRE(::stat(dir.c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK(st.st_uid == ::geteuid());
+  CHECK((st.st_mode & 07777) == 0700);
+}
+
+TEST_CASE("an abstract socket nobody listens at is refused, not waited for") {
+  try {
+    Client c({"ipc://@muster-test-nobody-" + std::to_string(::getpid()), 300ms});
+    FAIL("a client was made for an abstract name nobody binds");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kUnavailable);
+  }
+}
