@@ -303,3 +303,33 @@ TEST_CASE("a coordinator admits to a job only nodes whose job the same uid owns"
   REQUIRE(world.size() == 2);
   for (auto& [type, code] : world) CHECK(type == static_cast<uint16_t>(MsgType::kWorld));
 }
+
+TEST_CASE("a coordinator running a job itself gives its name to no other uid, first or not") {
+  PidWatch watch;
+  State s{{}, watch};
+  s.set_cluster("coord", std::chrono::milliseconds(2000), "", 16);
+  // Root's job on the coordinator's own node, before any node joined.
+  auto reserve = test::sample_request(MsgType::kReserve, "mine", 1, ::getpid(), 0);
+  auto env = decode_envelope(reserve->data(), reserve->size());
+  ReplyTo local;
+  local.routing_id = "launcher";
+  local.request_id = 1;
+  local.peer_uid = 0;
+  std::vector<Outgoing> out;
+  s.handle(local, env, out);
+  REQUIRE(out.size() == 1);
+  // Another uid's node joins a job of that name first: refused.
+  NodeJoin j{"mine", "squatter", 1, -1, 1, 2, 0, 60000, "127.0.0.1", 1, "", 65534};
+  auto frame = encode(2, j);
+  auto jenv = decode_envelope(frame.data(), frame.size());
+  ReplyTo peer;
+  peer.routing_id = "squatter";
+  peer.from_peer = true;
+  peer.request_id = 2;
+  out.clear();
+  s.handle(peer, jenv, out);
+  REQUIRE(out.size() == 1);
+  auto r = decode_envelope(out[0].frame.data(), out[0].frame.size());
+  REQUIRE(r.type == static_cast<uint16_t>(MsgType::kErrorReply));
+  CHECK(static_cast<ErrorCode>(ErrorReply::unpack(r.payload).code) == ErrorCode::kPermissionDenied);
+}

@@ -92,6 +92,15 @@ void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
 
 void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<Outgoing>& out) {
   auto now = Clock::now();
+  // Where the coordinator runs a job of that name itself (node 0 usually
+  // does), its owner is the job's owner: another uid cannot take the name
+  // by joining first.
+  if (auto local = jobs_.find(m.job); local != jobs_.end() && local->second.owner_uid >= 0 &&
+                                      local->second.owner_uid != m.owner_uid)
+    throw Error(ErrorCode::kPermissionDenied, "job '" + m.job + "' on this node belongs to uid " +
+                                                  std::to_string(local->second.owner_uid) +
+                                                  "; on node " + m.node_id + " it belongs to uid " +
+                                                  std::to_string(m.owner_uid));
   auto [it, fresh] = coord_.try_emplace(m.job);
   CoordJob& cj = it->second;
   if (fresh) {

@@ -59,7 +59,9 @@ inline std::optional<std::string> sample_request(proto::MsgType type, const std:
     case MsgType::kClusterState:
       return e(ClusterState{job});
     case MsgType::kNodeJoin:
-      return e(NodeJoin{job, "node-x", 2, -1, 1, 2, 100, 1000, "127.0.0.1", 29500, ""});
+      // Root's job on the joining node (v & 32: another uid's).
+      return e(NodeJoin{job, "node-x", 2, -1, 1, 2, 100, 1000, "127.0.0.1", 29500, "",
+                        v & 32 ? 65534 : 0});
     case MsgType::kForward:
       return e(
           Forward{job, 0, encode(1, StoreSet{job, key, "injected", std::nullopt}), (v & 16) != 0});
