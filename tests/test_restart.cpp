@@ -412,3 +412,58 @@ TEST_CASE("--state-dir keeps the state elsewhere, and two daemons cannot share i
   CHECK(s.jobs[0].ranks[0].pid == r.proc->pid());
   CHECK(device(s, 0)->job == "elsewhere");
 }
+
+TEST_CASE("a job rides out a daemon paused for 15 s: a key wait, a set and a barrier finish") {
+  // SIGSTOP stands for a stalled disk or VM. The client's request timeout
+  // is the default 10 s, shorter than the pause: a set sent while the
+  // daemon is stopped is waited for because the daemon still exists.
+  TestDaemon d;
+  Client rank1({d.endpoint()});
+  rank1.join({"paused", 2, false, 1});
+  std::string got, error0, error1;
+  std::thread rank0([&] {
+    try {
+      Client c({d.endpoint()});
+      c.join({"paused", 2, false, 0});
+      got = c.get("k", 60s);  // parked before the pause, answered after it
+      c.barrier("end", 60s);
+    } catch (const Error& e) {
+      error0 = e.what();
+    }
+  });
+  std::this_thread::sleep_for(500ms);  // rank 0 waits for k
+  REQUIRE(::kill(d.pid(), SIGSTOP) == 0);
+  std::thread resume([&] {
+    std::this_thread::sleep_for(15s);
+    ::kill(d.pid(), SIGCONT);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    rank1.set("k", "v");  // sent while the daemon is stopped
+    rank1.barrier("end", 60s);
+  } catch (const Error& e) {
+    error1 = e.what();
+  }
+  auto waited = std::chrono::steady_clock::now() - t0;
+  resume.join();
+  rank0.join();
+  CHECK(error0.empty());
+  CHECK(error1.empty());
+  CHECK(got == "v");
+  CHECK(waited >= 14s);  // the pause was really waited out
+}
+
+TEST_CASE("a daemon that is gone still fails a request at the request timeout") {
+  TestDaemon d;
+  Client c({d.endpoint(), 1500ms});
+  c.join({"gone", 1, false, 0});
+  d.kill9();  // and not restarted
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    c.set("k", "v");
+    FAIL("set answered without a daemon");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kUnavailable);
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}

@@ -1,8 +1,10 @@
 #include "muster/client.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -122,15 +124,23 @@ void Client::Impl::connect(const std::string& endpoint) {
   }
 }
 
-void Client::Impl::check_reply(const zmq::message_t& reply) const {
+void Client::Impl::check_reply(const zmq::message_t& reply) {
   if (!ipc) return;
   // libzmq appends the sender's credentials, taken by the kernel when the
   // connection was made, to an ipc frame's "Peer-Address"; without them (a
   // libzmq built without SO_PEERCRED) connect()'s check stands alone.
   const char* prop = zmq_msg_gets(reply.handle(), "Peer-Address");
   int64_t uid, gid, pid;
-  if (prop && trust::parse_peer_address(prop, uid, gid, pid))
+  if (prop && trust::parse_peer_address(prop, uid, gid, pid)) {
     trust::check_reply_uid(uid, opts.endpoint);
+    daemon_pid = pid;  // 0 when the daemon is outside our pid namespace
+  }
+}
+
+bool Client::Impl::daemon_alive() const {
+  if (daemon_pid <= 0 || lost) return false;
+  // EPERM: it exists, as root's system daemon does for a user.
+  return ::kill(static_cast<pid_t>(daemon_pid), 0) == 0 || errno == EPERM;
 }
 
 bool Client::Impl::reconnected() {

@@ -46,6 +46,9 @@ struct Client::Impl {
   bool monitoring = false;
   bool lost = false;  // the connection dropped and has not come back yet
   bool ipc = false;   // an ipc:// endpoint: check_reply() looks at each reply's sender
+  // The daemon's pid, from its last reply's credentials (0 = not known): a
+  // daemon that is slow (paused, a stalled disk or VM) rather than gone.
+  int64_t daemon_pid = 0;
   uint64_t next_id = 1;
   std::optional<RankInfo> info;
 
@@ -67,7 +70,11 @@ struct Client::Impl {
   // of neither our uid nor root's: one that took the socket's place after
   // connect() checked it (a restart, a race). Replies over other transports
   // carry no uid and pass.
-  void check_reply(const zmq::message_t& reply) const;
+  // Also notes the daemon's pid.
+  void check_reply(const zmq::message_t& reply);
+  // True while the daemon that last answered still exists (and the
+  // connection to it was not lost): worth waiting for.
+  bool daemon_alive() const;
   // Reads the pending connection events; true when the socket connected
   // again after losing its daemon.
   bool reconnected();
@@ -96,6 +103,11 @@ struct Client::Impl {
     }
     auto now = std::chrono::steady_clock::now();
     auto deadline = now + opts.request_timeout + extra_wait;
+    // A daemon that is alive but silent (SIGSTOP, a slow disk, a stalled
+    // VM) is waited for up to the longer of this and the wait timeout; a
+    // daemon that is gone fails the request at `deadline`, as before.
+    const auto sent = now;
+    const auto patience = now + std::max(opts.request_timeout + extra_wait, opts.wait_timeout);
     auto resend_every = kFirstResend;
     auto resend_at = now + resend_every;
     for (;;) {
@@ -119,7 +131,20 @@ struct Client::Impl {
       }
       if (monitoring && (items[1].revents & ZMQ_POLLIN) && reconnected()) resend(frame);
       if (!(items[0].revents & ZMQ_POLLIN)) {
-        if (std::chrono::steady_clock::now() < deadline) continue;
+        now = std::chrono::steady_clock::now();
+        if (now < deadline) continue;
+        if (now < patience && daemon_alive()) {
+          deadline = std::min(patience, now + std::chrono::milliseconds(500));
+          continue;
+        }
+        if (daemon_alive())
+          throw Error(
+              ErrorCode::kUnavailable,
+              "musterd at " + opts.endpoint + " (pid " + std::to_string(daemon_pid) +
+                  ") is running but has not answered for " +
+                  std::to_string(
+                      std::chrono::duration_cast<std::chrono::seconds>(now - sent).count()) +
+                  " s (paused or stalled?)");
         throw Error(ErrorCode::kUnavailable,
                     "no reply from musterd at " + opts.endpoint + " within " +
                         std::to_string((opts.request_timeout + extra_wait).count()) +
