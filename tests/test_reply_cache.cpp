@@ -136,3 +136,14 @@ TEST_CASE("a parked request keeps its routing id bound to its uid through any ch
   c.complete(out);
   CHECK(out[0].to.conn == 6);
 }
+
+TEST_CASE("one uid's 1,000 clients all keep their replies while the cache has room") {
+  // A job of 1,000 ranks on one node: a resent store_add must be answered
+  // from the cache, never applied again.
+  ReplyCache c;
+  for (int i = 0; i < 1000; ++i) answer(c, client("mRANK" + std::to_string(i), 0, 1), "ticket");
+  std::string again;
+  for (int i = 0; i < 1000; ++i)
+    CHECK(c.check(client("mRANK" + std::to_string(i), 0, 1), 42, &again) ==
+          ReplyCache::Seen::kAnswered);
+}

@@ -95,7 +95,7 @@ void ReplyCache::begin(const ReplyTo& to, uint16_t type, uint64_t h) {
   if (fresh) {
     c->second.uid = to.peer_uid;
     touch(c->first, c->second);
-    evict(to.peer_uid);
+    evict();
   }
   pending_[{to.routing_id, to.request_id}] = {type, h, to.peer_uid, to.conn};
 }
@@ -140,24 +140,26 @@ void ReplyCache::remember(const std::string& client, int64_t uid, Entry e) {
   entries.push_back(std::move(e));
   if (entries.size() > kPerClient) entries.erase(entries.begin());
   touch(client, it->second);
-  evict(uid);
+  evict();
 }
 
-void ReplyCache::evict(int64_t uid) {
-  // Least recently used first, but never a client with a parked request:
-  // its routing id stays bound to its uid until that is answered (a parked
-  // wait's count is bounded by what the daemon lets waits cost).
-  auto trim = [this](const std::map<uint64_t, std::string>& order, size_t limit) {
-    size_t size = order.size();
-    for (auto it = order.begin(); size > limit && it != order.end();) {
-      const std::string client = (it++)->second;
-      if (clients_.at(client).pending > 0) continue;
-      drop(client);
-      --size;
-    }
-  };
-  if (auto mine = by_uid_.find(uid); mine != by_uid_.end()) trim(mine->second, kMaxPerUid);
-  trim(by_use_, kMaxClients);
+void ReplyCache::evict() {
+  // Only when the cache is full, least recently used first; a uid holding
+  // more than its share gives up its own clients first (one that churns
+  // routing ids pushes out no one else's), and a client with a parked
+  // request is never dropped: its routing id stays bound to its uid until
+  // that is answered.
+  while (clients_.size() > kMaxClients) {
+    auto biggest = std::max_element(
+        by_uid_.begin(), by_uid_.end(),
+        [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+    const auto& order =
+        biggest != by_uid_.end() && biggest->second.size() > kMaxPerUid ? biggest->second : by_use_;
+    auto victim = std::find_if(order.begin(), order.end(),
+                               [&](const auto& kv) { return clients_.at(kv.second).pending == 0; });
+    if (victim == order.end()) return;  // all parked: bounded by what waits may cost
+    drop(std::string(victim->second));
+  }
 }
 
 void ReplyCache::drop(const std::string& client) {

@@ -44,9 +44,10 @@ class ReplyCache {
   static constexpr size_t kPerClient = 4;
   // Clients remembered; the least recently active are forgotten first.
   static constexpr size_t kMaxClients = 1024;
-  // Of those, the most one uid may have: a uid that churns routing ids
-  // pushes out its own clients, not everyone's (whose resends would then
-  // be applied twice).
+  // A uid's share: when the cache is full, a uid holding more gives up its
+  // own clients first, so one that churns routing ids pushes out no one
+  // else's (whose resends would then be applied twice). Below the limit a
+  // uid may hold any number (a job of 1,000 ranks on a node).
   static constexpr size_t kMaxPerUid = kMaxClients / 2;
   // Larger replies are not kept (they come from requests that are safe to
   // apply again: a compare_set that already happened answers the same).
@@ -102,9 +103,8 @@ class ReplyCache {
     uint64_t conn = 0;  // the connection that asked last (ReplyTo::conn)
   };
   void remember(const std::string& client, int64_t uid, Entry e);
-  // The least recently active clients of uid, down to kMaxPerUid, then of
-  // all, down to kMaxClients.
-  void evict(int64_t uid);
+  // Down to kMaxClients (reply_cache.cpp says which go first).
+  void evict();
   void drop(const std::string& client);
   void touch(const std::string& client, Client& c);
 
