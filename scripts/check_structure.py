@@ -136,7 +136,46 @@ def check_file(path, problems):
                 problems.append(f"{path}:{n}: daemon/core includes {m.group(1)} (cluster -> core, never back)")
 
 
+def self_test():
+    """The rules must be able to fail: a tree that breaks each one is caught,
+    and a long function with its reason written above it is let through."""
+    import tempfile
+
+    body = "\n".join(f"  x += {i};" for i in range(90))
+    files = {
+        "daemon/core/a.cpp": '#include "cluster/coord.hpp"\n',
+        "client/lib/b.cpp": f"int f(int x) {{\n{body}\n  return x;\n}}\n",
+        "client/lib/c.cpp": f"// Longer than 80 lines because it is a test.\nint g(int x) {{\n{body}\n  return x;\n}}\n",
+        "common/d.hpp": "int y;\n" * 451,
+        "common/e.cpp": 'namespace n {\nstruct S {\n  int f() const { return 1; }\n};\nconst char* s = "}{";\n}\n',
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in files.items():
+            os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+        problems = []
+        old = os.getcwd()
+        os.chdir(root)
+        try:
+            for rel in sorted(files):
+                check_file(rel, problems)
+        finally:
+            os.chdir(old)
+    want = ["daemon/core/a.cpp:1: daemon/core includes", "client/lib/b.cpp:1: function f has 93",
+            "common/d.hpp: 451 lines"]
+    missing = [w for w in want if not any(p.startswith(w) for p in problems)]
+    extra = [p for p in problems if not any(p.startswith(w) for w in want)]
+    if missing or extra or len(problems) != len(want):
+        print("self-test failed: missing", missing, "unexpected", extra)
+        return 1
+    print("self-test: each rule catches its breach")
+    return 0
+
+
 def main():
+    if sys.argv[1:2] == ["--self-test"]:
+        return self_test()
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
     os.chdir(root)
     problems = []
