@@ -5,6 +5,7 @@ export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential pkg-config meson ninja-build
   libzmq3-dev cppzmq-dev libmsgpack-dev libmsgpack-cxx-dev
   libboost-program-options-dev catch2 pybind11-dev libsystemd-dev
+  nlohmann-json3-dev libxxhash-dev
   python3-torch python3-numpy
   clang libclang-rt-14-dev)
 missing=()

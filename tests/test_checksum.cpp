@@ -29,7 +29,7 @@ uint64_t sum_of(Algo a, const uint8_t* p, size_t n, bool portable = false) {
   return h.final();
 }
 
-const Algo kAlgos[] = {kCrc32c, kMul64, kMulSum};
+const Algo kAlgos[] = {kCrc32c, kXxh3, kMulSum};
 
 }  // namespace
 
@@ -155,8 +155,20 @@ TEST_CASE("mulsum is the default, and known_algo refuses other numbers") {
   // MUSTER_CHECKSUM is not set in the test environment.
   CHECK(preferred_algo() == kMulSum);
   CHECK(known_algo(kCrc32c));
-  CHECK(known_algo(kMul64));
   CHECK(known_algo(kMulSum));
+  CHECK(known_algo(kXxh3));
   CHECK_FALSE(known_algo(0));
-  CHECK_FALSE(known_algo(4));
+  CHECK_FALSE(known_algo(2));  // the hand-written xxhash64-style round, retired
+  CHECK_FALSE(known_algo(5));
+}
+
+TEST_CASE("xxh3 is libxxhash's XXH3, however the bytes are fed") {
+  // XXH3_64bits of no bytes, as xxhash's own tests have it.
+  CHECK(sum_of(kXxh3, nullptr, 0) == 0x2D06800538D394C2ULL);
+  for (size_t n : {size_t{1}, size_t{240}, size_t{241}, size_t{100000}}) {
+    INFO(n << " bytes");
+    auto data = random_bytes(n, 9);
+    CHECK(sum_of(kXxh3, data.data(), n) == XXH3_64bits(data.data(), n));
+    CHECK(hash_bytes(data.data(), n) == XXH3_64bits(data.data(), n));
+  }
 }

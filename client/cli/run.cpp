@@ -16,8 +16,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/embedded.hpp"
-#include "cli/launcher.hpp"
+#include "cli/output_pump.hpp"
 #include "cli/run_options.hpp"
+#include "cli/spawn.hpp"
+#include "cli/supervisor.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
 #include "protocol/limits.hpp"
@@ -178,6 +180,99 @@ void print_summary(const std::vector<Failure>& failures, const RunOptions& o) {
   std::cerr << s << std::flush;
 }
 
+// The variables torchrun sets for a worker, and muster's own.
+std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::string& endpoint,
+                                               const std::string& job, const Placement& at,
+                                               const Client::Reservation& booked, uint32_t r,
+                                               uint32_t restarts) {
+  std::string rank = std::to_string(at.rank_offset + r);
+  std::map<std::string, std::string> vars = {
+      {"RANK", rank},
+      {"LOCAL_RANK", std::to_string(r)},
+      {"GROUP_RANK", std::to_string(at.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(at.num_nodes)},
+      {"ROLE_RANK", rank},
+      {"WORLD_SIZE", std::to_string(at.world_size)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
+      {"ROLE_WORLD_SIZE", std::to_string(at.world_size)},
+      {"MASTER_ADDR", at.master_addr},
+      {"MASTER_PORT", std::to_string(at.master_port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restarts)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", job},
+      {"MUSTER_ENDPOINT", endpoint},
+      {"MUSTER_JOB_ID", job},
+      {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
+      {"MUSTER_DEVICE", std::to_string(booked.devices.at(r))},
+      {"MUSTER_GENERATION", std::to_string(at.generation)},
+  };
+  // torchrun's default: N ranks on one node must not each spawn N threads.
+  if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = "1";
+  return vars;
+}
+
+// A multi-node job's world check for supervise(): why the world changed, or
+// "". Nodes waiting to join set membership_change: a new generation, not a
+// failure.
+std::function<std::string()> world_check(const std::string& endpoint, const std::string& job,
+                                         bool& membership_change) {
+  return [&endpoint, &job, &membership_change]() -> std::string {
+    try {
+      auto s = Client({endpoint}).cluster_state(job);
+      if (s.state == "broken") return "the job's world broke (" + s.message + ")";
+      if (s.state == "waiting") {
+        membership_change = true;
+        return s.message + "; moving to the next generation";
+      }
+      return "";
+    } catch (const Error& e) {
+      // Once every worker ended, the daemon forgot the job: nothing to say.
+      if (e.code() == ErrorCode::kUnknownJob) return "";
+      return std::string("lost the node's daemon (") + e.what() + ")";
+    }
+  };
+}
+
+// One attempt's group: reserves, places, starts the workers held, tells the
+// daemon their pids, releases and supervises them.
+struct Group {
+  std::vector<Worker> workers;
+  OutputPump pump;
+  bool membership_change = false;
+
+  explicit Group(const RunOptions& o) : pump(o.prefix_output, 5) {}
+
+  Outcome run(const std::string& endpoint, const RunOptions& o, const std::string& job,
+              uint32_t attempt, uint32_t restarts, int port) {
+    auto booked = reserve(endpoint, o, job, attempt, restarts);
+    Placement at = place(endpoint, o, job, booked, port);
+    for (uint32_t r = 0; r < o.nproc; ++r) {
+      auto vars = worker_vars(o, endpoint, job, at, booked, r, restarts);
+      workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars), true));
+      pump.add(workers.back());
+    }
+    std::vector<int64_t> pids;
+    for (const auto& w : workers) pids.push_back(w.pid);
+    Client({endpoint}).attach(job, pids);
+    pump.start();
+    for (auto& w : workers) release(w);
+    std::function<std::string()> check;
+    if (!o.coordinator.empty()) check = world_check(endpoint, job, membership_change);
+    return supervise(workers, o.grace_s, check);
+  }
+};
+
+// An embedded daemon left without jobs stops; wait a moment for it.
+void wait_for_children() {
+  int status;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < until) {
+    pid_t p = waitpid(-1, &status, WNOHANG);
+    if (p < 0) break;  // ECHILD: nobody left
+    if (p == 0) usleep(10000);
+  }
+}
+
 }  // namespace
 
 int run_main(const std::vector<std::string>& args) {
@@ -200,109 +295,47 @@ int run_main(const std::vector<std::string>& args) {
   // Restarts after failures (counted against --max-restarts); a new world
   // because nodes joined is not one.
   uint32_t restarts = 0;
+  // Whether another attempt may start: says so, or prints the summary.
+  auto may_restart = [&](const char* with) {
+    if (restarts >= o.max_restarts) {
+      print_summary(failures, o);
+      return false;
+    }
+    ++restarts;
+    std::cerr << "muster run: restarting the group" << with << " (restart " << restarts << " of "
+              << o.max_restarts << ")\n";
+    return true;
+  };
   for (uint32_t attempt = 0;; ++attempt) {
-    std::vector<Worker> workers;
-    OutputPump pump(o.prefix_output, 5);
+    Group group(o);
     Outcome out;
-    bool membership_change = false;
     try {
-      auto booked = reserve(endpoint, o, job, attempt, restarts);
-      Placement at = place(endpoint, o, job, booked, port);
-      std::string generation = std::to_string(at.generation);
-      for (uint32_t r = 0; r < o.nproc; ++r) {
-        std::string rank = std::to_string(at.rank_offset + r);
-        std::map<std::string, std::string> vars = {
-            {"RANK", rank},
-            {"LOCAL_RANK", std::to_string(r)},
-            {"GROUP_RANK", std::to_string(at.node_rank)},
-            {"GROUP_WORLD_SIZE", std::to_string(at.num_nodes)},
-            {"ROLE_RANK", rank},
-            {"WORLD_SIZE", std::to_string(at.world_size)},
-            {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-            {"ROLE_WORLD_SIZE", std::to_string(at.world_size)},
-            {"MASTER_ADDR", at.master_addr},
-            {"MASTER_PORT", std::to_string(at.master_port)},
-            {"TORCHELASTIC_RESTART_COUNT", std::to_string(restarts)},
-            {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
-            {"TORCHELASTIC_RUN_ID", job},
-            {"MUSTER_ENDPOINT", endpoint},
-            {"MUSTER_JOB_ID", job},
-            {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
-            {"MUSTER_DEVICE", std::to_string(booked.devices.at(r))},
-            {"MUSTER_GENERATION", generation},
-        };
-        // torchrun's default: N ranks on one node must not each spawn N threads.
-        if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = "1";
-        workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars), true));
-        pump.add(workers.back());
-      }
-      std::vector<int64_t> pids;
-      for (const auto& w : workers) pids.push_back(w.pid);
-      Client({endpoint}).attach(job, pids);
-      pump.start();
-      for (auto& w : workers) release(w);
-      std::function<std::string()> check;
-      if (!o.coordinator.empty())
-        check = [&]() -> std::string {
-          try {
-            auto s = Client({endpoint}).cluster_state(job);
-            if (s.state == "broken") return "the job's world broke (" + s.message + ")";
-            if (s.state == "waiting") {
-              membership_change = true;
-              return s.message + "; moving to the next generation";
-            }
-            return "";
-          } catch (const Error& e) {
-            // Once every worker ended, the daemon forgot the job: nothing to say.
-            if (e.code() == ErrorCode::kUnknownJob) return "";
-            return std::string("lost the node's daemon (") + e.what() + ")";
-          }
-        };
-      out = supervise(workers, o.grace_s, check);
+      out = group.run(endpoint, o, job, attempt, restarts, port);
     } catch (const std::exception& e) {
       std::cerr << "muster run: " << e.what() << "\n";
-      kill_all(workers, SIGKILL);
-      pump.finish(1.0);
+      kill_all(group.workers, SIGKILL);
+      group.pump.finish(1.0);
       code = 1;
       break;
     }
     // Everything the workers wrote is out before muster run says more.
-    pump.finish(1.0);
+    group.pump.finish(1.0);
     code = out.code;
     if (!out.world_changed.empty() && !out.interrupted) {
-      if (membership_change) continue;  // same restart count, next generation
+      if (group.membership_change) continue;  // same restart count, next generation
       failures.push_back({attempt, out, {}});
-      if (restarts >= o.max_restarts) {
-        print_summary(failures, o);
-        break;
-      }
-      ++restarts;
-      std::cerr << "muster run: restarting the group with the other nodes (restart " << restarts
-                << " of " << o.max_restarts << ")\n";
+      if (!may_restart(" with the other nodes")) break;
       continue;
     }
     if (code == 0 || out.rank < 0) break;
-    failures.push_back({attempt, out, pump.tail(static_cast<uint32_t>(out.rank))});
+    failures.push_back({attempt, out, group.pump.tail(static_cast<uint32_t>(out.rank))});
     if (int sig = take_pending_stop_signal(); sig || out.interrupted) {
       if (sig) code = 128 + sig;
       break;  // the user's stop is never retried
     }
-    if (restarts >= o.max_restarts) {
-      print_summary(failures, o);
-      break;
-    }
-    ++restarts;
-    std::cerr << "muster run: restarting the group (restart " << restarts << " of "
-              << o.max_restarts << ")\n";
+    if (!may_restart("")) break;
   }
-  // An embedded daemon left without jobs stops; wait a moment for it.
-  int status;
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < until) {
-    pid_t p = waitpid(-1, &status, WNOHANG);
-    if (p < 0) break;  // ECHILD: nobody left
-    if (p == 0) usleep(10000);
-  }
+  wait_for_children();
   return code;
 }
 

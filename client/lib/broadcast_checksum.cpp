@@ -14,6 +14,8 @@
 namespace muster::bcast {
 namespace {
 
+// The lanes' seeds and final mix (xxhash64's primes; the lanes' rounds are
+// crc32c's or mulsum's).
 constexpr uint64_t P1 = 0x9E3779B185EBCA87ULL, P2 = 0xC2B2AE3D27D4EB4FULL,
                    P3 = 0x165667B19E3779F9ULL, P4 = 0x85EBCA77C2B2AE63ULL,
                    P5 = 0x27D4EB2F165667C5ULL;
@@ -25,17 +27,6 @@ inline uint64_t load64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
   return v;
-}
-
-void mul_bulk(uint64_t* l, const uint8_t* p, size_t n) {
-  uint64_t a = l[0], b = l[1], c = l[2], d = l[3];
-  for (size_t i = 0; i < n; i += 32) {
-    a = rotl(a + load64(p + i) * P2, 31) * P1;
-    b = rotl(b + load64(p + i + 8) * P2, 31) * P1;
-    c = rotl(c + load64(p + i + 16) * P2, 31) * P1;
-    d = rotl(d + load64(p + i + 24) * P2, 31) * P1;
-  }
-  l[0] = a, l[1] = b, l[2] = c, l[3] = d;
 }
 
 // mulsum's keys, one a lane: they keep a word of 0 or of equal halves from
@@ -208,7 +199,7 @@ CopyFn copy_for(Algo, bool) {
 #endif
 
 BulkFn bulk_for(Algo a, bool portable) {
-  if (a == kMul64) return mul_bulk;
+  if (a == kXxh3) return nullptr;  // libxxhash keeps its own state
   if (a == kMulSum) {
 #if defined(__x86_64__)
     if (!portable && have_avx2()) return mulsum_bulk_avx2;
@@ -226,7 +217,7 @@ BulkFn bulk_for(Algo a, bool portable) {
 Algo preferred_algo() {
   static const Algo a = [] {
     const char* e = std::getenv("MUSTER_CHECKSUM");
-    if (e && std::string_view(e) == "mul64") return kMul64;
+    if (e && (std::string_view(e) == "xxh3" || std::string_view(e) == "mul64")) return kXxh3;
     if (e && std::string_view(e) == "crc32c") return kCrc32c;
     return kMulSum;
   }();
@@ -238,8 +229,8 @@ Hasher::Hasher(Algo a, bool portable)
   reset();
 }
 void Hasher::reset() {
-  if (algo_ == kMul64)
-    lanes_ = {P1 + P2, P2, 0, 0 - P1};
+  if (algo_ == kXxh3)
+    XXH3_64bits_reset(&xxh3_);
   else if (algo_ == kMulSum)
     lanes_ = {P1, P2, P3, P4};
   else
@@ -249,6 +240,10 @@ void Hasher::reset() {
 }
 void Hasher::update(const uint8_t* p, size_t n) {
   if (n == 0) return;  // p may be null (an empty buffer's data()): memcpy must not see it
+  if (algo_ == kXxh3) {
+    XXH3_64bits_update(&xxh3_, p, n);
+    return;
+  }
   total_ += n;
   if (npend_) {
     size_t k = std::min(n, sizeof pend_ - npend_);
@@ -290,6 +285,7 @@ void Hasher::copy_update(uint8_t* dst, const uint8_t* src, size_t n, bool cached
   }
 }
 uint64_t Hasher::final() const {
+  if (algo_ == kXxh3) return XXH3_64bits_digest(&xxh3_);
   uint64_t h = total_ * P5;
   for (uint64_t l : lanes_) {
     h ^= rotl(l * P2, 31) * P1;
@@ -304,9 +300,7 @@ uint64_t Hasher::final() const {
 }
 
 uint64_t hash_bytes(const void* p, size_t n) {
-  Hasher h(kMul64);
-  h.update(static_cast<const uint8_t*>(p), n);
-  return h.final();
+  return XXH3_64bits(p, n);
 }
 
 }  // namespace muster::bcast

@@ -1,15 +1,17 @@
 // Checksums of the bytes a broadcast moves (see broadcast.cpp): each 4 MiB
 // chunk of a segment or pool gets one, and readers verify every chunk.
 //
-// Four independent lanes over 32-byte groups (so the CPU overlaps them),
-// then a mix of the lanes, the tail bytes and the length. Algorithm 1 runs
-// crc32c (SSE4.2) in the lanes, algorithm 2 an xxhash64-style multiply
-// round, algorithm 3 (the default) a 32x32-bit product of each keyed word
-// plus its neighbour word, summed twice (Fletcher-style, so the order of
-// the groups counts): four lanes of it fit one AVX2 register, and a copy
-// that checksums costs about what a plain copy does, where crc32c's one
-// instruction per 8 bytes nearly doubles a reader's time. The metadata
-// names the algorithm used, readers follow it. Not installed.
+// Algorithms 1 and 3 run four independent lanes over 32-byte groups (so
+// the CPU overlaps them), then mix the lanes, the tail bytes and the
+// length. Algorithm 1 runs crc32c (SSE4.2) in the lanes, algorithm 3 (the
+// default) a 32x32-bit product of each keyed word plus its neighbour word,
+// summed twice (Fletcher-style, so the order of the groups counts): four
+// lanes of it fit one AVX2 register, and a copy that checksums costs about
+// what a plain copy does, where crc32c's one instruction per 8 bytes nearly
+// doubles a reader's time. Algorithm 4 is libxxhash's XXH3 (64 bits), not
+// fused with the copy; 2 was a hand-written xxhash64-style round, retired
+// for it. The metadata names the algorithm used, readers follow it. Not
+// installed.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +21,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t by value: no allocation a Hasher
+#include <xxhash.h>
 
 #include "muster/error.hpp"
 
@@ -30,10 +35,12 @@ namespace muster::bcast {
 constexpr size_t kChunk = size_t{4} << 20;    // checksum granularity
 constexpr size_t kBlock = size_t{256} << 10;  // hash, then copy while still in cache
 
-enum Algo : uint32_t { kCrc32c = 1, kMul64 = 2, kMulSum = 3 };
+enum Algo : uint32_t { kCrc32c = 1, kMulSum = 3, kXxh3 = 4 };
+// The old name of the non-fused hash, until its users say kXxh3.
+constexpr Algo kMul64 = kXxh3;
 
 constexpr bool known_algo(uint32_t a) {
-  return a == kCrc32c || a == kMul64 || a == kMulSum;
+  return a == kCrc32c || a == kMulSum || a == kXxh3;
 }
 
 using BulkFn = void (*)(uint64_t* lanes, const uint8_t* p, size_t n);  // n % 32 == 0
@@ -43,8 +50,9 @@ using BulkFn = void (*)(uint64_t* lanes, const uint8_t* p, size_t n);  // n % 32
 // unless `cached`.
 using CopyFn = void (*)(uint64_t* lanes, uint8_t* dst, const uint8_t* src, size_t n, bool cached);
 
-// The algorithm a publisher uses: mulsum. MUSTER_CHECKSUM=crc32c|mul64|
-// mulsum overrides (benchmarks, tests of the others).
+// The algorithm a publisher uses: mulsum. MUSTER_CHECKSUM=crc32c|xxh3|
+// mulsum overrides (benchmarks, tests of the others; mul64, the old name,
+// means xxh3).
 Algo preferred_algo();
 
 // Streaming hash: update() with any split of the bytes gives the same value.
@@ -64,6 +72,7 @@ class Hasher {
   BulkFn bulk_;
   CopyFn copy_;
   std::array<uint64_t, 8> lanes_{};  // mulsum: 4 sums, then 4 sums of sums
+  XXH3_state_t xxh3_;                // kXxh3's whole state (no lanes)
   uint8_t pend_[32];
   size_t npend_ = 0;
   uint64_t total_ = 0;
@@ -134,6 +143,7 @@ class ChunkSums {
   std::vector<uint64_t> sums_;
 };
 
+// XXH3 of n bytes (names, signatures: nothing a copy carries).
 uint64_t hash_bytes(const void* p, size_t n);
 
 }  // namespace muster::bcast

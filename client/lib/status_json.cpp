@@ -1,42 +1,61 @@
+#include <cmath>
+
 #include "json.hpp"
 #include "muster/client.hpp"
 
 namespace muster {
 
-std::string to_json(const DaemonStatus& s) {
-  using json::quote;
-  std::string o = "{\"version\":" + quote(s.version) + ",\"pid\":" + std::to_string(s.pid) +
-                  ",\"uptime_s\":" + std::to_string(s.uptime_s) +
-                  ",\"peer_requests\":" + std::to_string(s.peer_requests) + ",\"devices\":[";
-  for (size_t i = 0; i < s.devices.size(); ++i) {
-    const auto& d = s.devices[i];
-    // A GPU another user's job holds is in use with no job, rank or pid.
-    bool leased = !d.job.empty();
-    o += (i ? "," : "") + std::string("{\"index\":") + std::to_string(d.index) +
-         ",\"name\":" + quote(d.name) + ",\"job\":" + (leased ? quote(d.job) : "null") +
-         ",\"rank\":" + (leased ? std::to_string(d.rank) : "null") +
-         ",\"pid\":" + (leased ? std::to_string(d.pid) : "null") +
-         ",\"in_use\":" + (d.in_use || leased ? "true" : "false") + "}";
-  }
-  o += "],\"jobs\":[";
-  for (size_t i = 0; i < s.jobs.size(); ++i) {
-    const auto& j = s.jobs[i];
-    o += (i ? "," : "") + std::string("{\"id\":") + quote(j.id) +
-         ",\"uid\":" + (j.uid >= 0 ? std::to_string(j.uid) : "null") +
-         ",\"generation\":" + std::to_string(j.generation) +
-         ",\"world_size\":" + std::to_string(j.world_size) +
-         ",\"local_world_size\":" + std::to_string(j.local_world_size) + ",\"ranks\":[";
-    for (size_t k = 0; k < j.ranks.size(); ++k) {
-      const auto& r = j.ranks[k];
-      o += (k ? "," : "") + std::string("{\"rank\":") + std::to_string(r.rank) +
-           ",\"local_rank\":" + std::to_string(r.local_rank) + ",\"pid\":" + std::to_string(r.pid) +
-           ",\"device\":" + (r.device >= 0 ? std::to_string(r.device) : "null") +
-           ",\"state\":" + quote(r.state) + "}";
-    }
-    o += "]}";
-  }
-  o += "]}";
+namespace {
+
+using json::Object;
+
+// A GPU another user's job holds is in use with no job, rank or pid.
+Object device_json(const DeviceInfo& d) {
+  bool leased = !d.job.empty();
+  Object o;
+  o["index"] = d.index;
+  o["name"] = d.name;
+  o["job"] = leased ? Object(d.job) : Object(nullptr);
+  o["rank"] = leased ? Object(d.rank) : Object(nullptr);
+  o["pid"] = leased ? Object(d.pid) : Object(nullptr);
+  o["in_use"] = d.in_use || leased;
   return o;
+}
+
+Object job_json(const JobInfo& j) {
+  Object o;
+  o["id"] = j.id;
+  o["uid"] = j.uid >= 0 ? Object(j.uid) : Object(nullptr);
+  o["generation"] = j.generation;
+  o["world_size"] = j.world_size;
+  o["local_world_size"] = j.local_world_size;
+  o["ranks"] = Object::array();
+  for (const auto& r : j.ranks) {
+    Object rank;
+    rank["rank"] = r.rank;
+    rank["local_rank"] = r.local_rank;
+    rank["pid"] = r.pid;
+    rank["device"] = r.device >= 0 ? Object(r.device) : Object(nullptr);
+    rank["state"] = r.state;
+    o["ranks"].push_back(std::move(rank));
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string to_json(const DaemonStatus& s) {
+  Object o;
+  o["version"] = s.version;
+  o["pid"] = s.pid;
+  // Microseconds, the precision the status has always shown.
+  o["uptime_s"] = std::round(s.uptime_s * 1e6) / 1e6;
+  o["peer_requests"] = s.peer_requests;
+  o["devices"] = Object::array();
+  for (const auto& d : s.devices) o["devices"].push_back(device_json(d));
+  o["jobs"] = Object::array();
+  for (const auto& j : s.jobs) o["jobs"].push_back(job_json(j));
+  return json::dump(o);
 }
 
 }  // namespace muster

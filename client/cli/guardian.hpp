@@ -1,0 +1,30 @@
+// The guardian: a process of its own (double-forked, so not a child of
+// muster run, in a session of its own, every signal but SIGKILL blocked)
+// that notices when muster run is gone, even SIGKILLed, and then kills
+// every worker's process group and every process that carries the job's
+// MUSTER_RUN_GUARD token in its environment.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace muster::cli::guardian {
+
+// Starts the guardian (once; later calls do nothing). Call before muster run
+// becomes a subreaper: the guardian must not be its child.
+void start();
+// The guardian's pid (-1 when none could be started); workers find it, and
+// the guardian's token, in MUSTER_RUN_GUARD=PID-TOKEN.
+pid_t pid();
+// Appends the guard token to env's MUSTER_RUN_GUARD (a comma-separated list:
+// an inner muster run adds its own), so that it travels with a worker and
+// whatever the worker starts.
+void add_token(std::vector<std::string>& env);
+// Tells the guardian about a worker's process group, and that an empty one
+// needs no guarding any more (its id may be reused).
+void watch_group(pid_t pgid);
+void forget_group(pid_t pgid);
+
+}  // namespace muster::cli::guardian

@@ -1,0 +1,110 @@
+#include "cli/spawn.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "cli/guardian.hpp"
+#include "cli/posix_io.hpp"
+
+namespace muster::cli {
+
+namespace {
+
+// The child's side, from fork to exec: only async-signal-safe calls.
+[[noreturn]] void held_child(pid_t parent, int go[2], int out_w, int err_w, bool capture,
+                             char* const* argv, char* const* envp) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  if (capture) {
+    // dup2 clears close-on-exec on the copies; the originals go at exec.
+    if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0) _exit(127);
+  }
+  close(go[1]);
+  char c = 0;
+  ssize_t n;
+  do n = read(go[0], &c, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) _exit(127);  // launcher gave up before releasing us
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  execvpe(argv[0], argv, envp);
+  const char msg[] = "muster run: cannot execute the program\n";
+  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)w;
+  _exit(127);
+}
+
+}  // namespace
+
+Worker spawn_held(uint32_t rank, const std::vector<std::string>& argv,
+                  const std::vector<std::string>& env, bool capture) {
+  int go[2];
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  auto close_all = [&] {
+    for (int* p : {go, out, err})
+      for (int i = 0; i < 2; ++i) close_fd(p[i]);
+  };
+  if (pipe2(go, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
+  if (capture && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) {
+    std::string why = strerror(errno);
+    close_all();
+    throw std::runtime_error("pipe: " + why);
+  }
+  auto cargv = c_strings(argv);
+  std::vector<std::string> env_guarded = env;
+  guardian::add_token(env_guarded);
+  auto cenv = c_strings(env_guarded);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    std::string why = strerror(errno);
+    close_all();
+    throw std::runtime_error("fork: " + why);
+  }
+  if (pid == 0) held_child(parent, go, out[1], err[1], capture, cargv.data(), cenv.data());
+  setpgid(pid, pid);  // also here, so kill(-pid) works before the child runs
+  guardian::watch_group(pid);
+  close(go[0]);
+  // Only the worker (and what it starts) may hold the write ends, so that
+  // its pipes reach EOF when it and its children are gone.
+  close_fd(out[1]);
+  close_fd(err[1]);
+  Worker w;
+  w.rank = rank;
+  w.pid = pid;
+  w.go_fd = go[1];
+  w.out_fd = out[0];
+  w.err_fd = err[0];
+  return w;
+}
+
+void release(Worker& w) {
+  char go = 1;
+  ssize_t n = write(w.go_fd, &go, 1);
+  (void)n;
+  close(w.go_fd);
+  w.go_fd = -1;
+}
+
+void kill_all(std::vector<Worker>& ws, int sig) {
+  for (auto& w : ws) {
+    if (w.go_fd >= 0) {
+      close(w.go_fd);  // a held child exits on EOF
+      w.go_fd = -1;
+    }
+    // The whole group: a worker's own children go too.
+    if (w.pid > 0) kill(-w.pid, sig);
+  }
+}
+
+}  // namespace muster::cli
