@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "cluster/tables.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 
@@ -30,6 +31,10 @@ std::string chunk_frame(uint64_t request_id, uint64_t index, const BcastRelay::C
   return frame;
 }
 
+Clock::time_point deadline(int64_t ms) {
+  return Clock::now() + std::chrono::milliseconds(ms);
+}
+
 std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
   return "broadcast #" + std::to_string(seq) + " of job '" + job + "' from rank " +
          std::to_string(root);
@@ -41,7 +46,7 @@ BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint6
                                uint32_t root, uint64_t size, uint64_t chunk,
                                std::vector<Outgoing>& out) {
   auto name = [&] { return name_of(job, seq, root); };
-  BcastRelays& rs = bcasts_[job];
+  BcastRelays& rs = cluster_->bcasts[job];
   if (rs.generation != cj.generation) {
     for (auto& [s, r] : rs.by_seq)
       bcast_fail(
@@ -152,130 +157,135 @@ void State::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& ou
   key_changed(cj.store, out);
 }
 
+CoordJob& State::bcast_job(const std::string& job, uint64_t generation) {
+  if (job != forwarding_job_)
+    throw Error(ErrorCode::kPermissionDenied, "a request forwarded for job '" + forwarding_job_ +
+                                                  "' may not touch job '" + job + "'");
+  CoordJob& cj = cluster_->coord.at(job);
+  if (generation != cj.generation)
+    throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +
+                                          " refused: job '" + job + "' is at generation " +
+                                          std::to_string(cj.generation));
+  return cj;
+}
+
 void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
-  auto job_for = [&](const std::string& job, uint64_t generation) -> CoordJob& {
-    if (job != forwarding_job_)
-      throw Error(ErrorCode::kPermissionDenied, "a request forwarded for job '" + forwarding_job_ +
-                                                    "' may not touch job '" + job + "'");
-    CoordJob& cj = coord_.at(job);
-    if (generation != cj.generation)
-      throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +
-                                            " refused: job '" + job + "' is at generation " +
-                                            std::to_string(cj.generation));
-    return cj;
-  };
-  auto deadline = [](int64_t ms) { return Clock::now() + std::chrono::milliseconds(ms); };
   switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kBcastPush: {
-      auto m = proto::BcastPush::unpack(env.payload);
-      CoordJob& cj = job_for(m.job, m.generation);
-      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      auto name = [&] { return name_of(m.job, m.seq, m.root); };
-      if (r.root_done)
-        throw Error(ErrorCode::kConflict, name() + ": a chunk pushed after the root's last one");
-      if (m.index >= r.low + 2 * r.window)
-        throw Error(ErrorCode::kTooLarge,
-                    name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
-                        std::to_string(m.index - r.window) +
-                        " had room: wait for a push's answer before running further ahead");
-      r.pushed = std::max(r.pushed, m.index + 1);
-      if (m.index >= r.low && !r.held.count(m.index)) {
-        auto& c = r.held[m.index];
-        c.data = std::move(m.data);
-        c.sum = m.sum;
-        std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
-          if (p.index != m.index) return false;
-          out.push_back({p.to, chunk_frame(p.to.request_id, m.index, c)});
-          r.relayed += c.data.size();
-          return true;
-        });
-      }
-      if (m.index < r.low + r.window)
-        reply(to, proto::Ok{}, out);
-      else
-        r.pushes.push_back({to, m.index, deadline(m.timeout_ms), r.root_node});
-      return;
-    }
-    case MsgType::kBcastPull: {
-      auto m = proto::BcastPull::unpack(env.payload);
-      CoordJob& cj = job_for(m.job, m.generation);
-      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      auto name = [&] { return name_of(m.job, m.seq, m.root); };
-      if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
-        throw Error(ErrorCode::kInvalidArgument, name() + ": node " + std::to_string(m.node_rank) +
-                                                     " does not pull it (the root's node is " +
-                                                     std::to_string(r.root_node) + " of " +
-                                                     std::to_string(r.have.size()) + ")");
-      uint64_t& have = r.have[m.node_rank];
-      if (have == BcastRelay::kGone)
-        throw Error(ErrorCode::kConflict,
-                    name() + ": node " + std::to_string(m.node_rank) + " has left it");
-      if (m.index >= m.have + 2 * r.window)
-        throw Error(ErrorCode::kTooLarge, name() + ": chunk " + std::to_string(m.index) +
-                                              " asked for while holding only " +
-                                              std::to_string(m.have) + " chunk(s)");
-      have = std::max(have, m.have);
-      bcast_advance(cj, r, out);
-      if (auto c = r.held.find(m.index); c != r.held.end()) {
-        out.push_back({to, chunk_frame(to.request_id, m.index, c->second)});
-        r.relayed += c->second.data.size();
-      } else if (m.index < r.low) {
-        throw Error(ErrorCode::kConflict, name() + ": chunk " + std::to_string(m.index) +
-                                              " was dropped: every node said it holds it");
-      } else {
-        r.pulls.push_back({to, m.index, deadline(m.timeout_ms), m.node_rank});
-      }
-      return;
-    }
-    case MsgType::kBcastLeave: {
-      auto m = proto::BcastLeave::unpack(env.payload);
-      CoordJob& cj = job_for(m.job, m.generation);
-      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      auto name = [&] { return name_of(m.job, m.seq, m.root); };
-      if (m.node_rank >= r.have.size())
-        throw Error(ErrorCode::kInvalidArgument,
-                    name() + ": the job has no node " + std::to_string(m.node_rank));
-      if (m.node_rank == r.root_node) {
-        if (!m.why.empty()) {
-          bcast_fail(r, ErrorCode::kPeerExited, name() + " stopped on the root: " + m.why, out);
-          return reply(to, proto::Ok{}, out);
-        }
-        if (r.pushed != r.chunks)
-          throw Error(ErrorCode::kInvalidArgument, name() + ": the root is done after " +
-                                                       std::to_string(r.pushed) + " of " +
-                                                       std::to_string(r.chunks) + " chunk(s)");
-        r.root_done = true;
-      } else {
-        if (!m.why.empty())
-          log::info(name() + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
-        r.have[m.node_rank] = BcastRelay::kGone;
-        // Pipelined pulls of this node that it no longer waits for.
-        std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
-          if (p.node != m.node_rank) return false;
-          fail(p.to, ErrorCode::kConflict, name() + ": node " + std::to_string(p.node) + " left it",
-               out);
-          return true;
-        });
-      }
-      bcast_advance(cj, r, out);
-      return reply(to, proto::Ok{}, out);
-    }
+    case MsgType::kBcastPush:
+      return bcast_push(to, proto::BcastPush::unpack(env.payload), out);
+    case MsgType::kBcastPull:
+      return bcast_pull(to, proto::BcastPull::unpack(env.payload), out);
+    case MsgType::kBcastLeave:
+      return bcast_leave(to, proto::BcastLeave::unpack(env.payload), out);
     default:
       throw Error(ErrorCode::kInternal, "not a broadcast request");
   }
 }
 
+void State::bcast_push(const ReplyTo& to, proto::BcastPush m, std::vector<Outgoing>& out) {
+  CoordJob& cj = bcast_job(m.job, m.generation);
+  BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
+  auto name = [&] { return name_of(m.job, m.seq, m.root); };
+  if (r.root_done)
+    throw Error(ErrorCode::kConflict, name() + ": a chunk pushed after the root's last one");
+  if (m.index >= r.low + 2 * r.window)
+    throw Error(ErrorCode::kTooLarge,
+                name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
+                    std::to_string(m.index - r.window) +
+                    " had room: wait for a push's answer before running further ahead");
+  r.pushed = std::max(r.pushed, m.index + 1);
+  if (m.index >= r.low && !r.held.count(m.index)) {
+    auto& c = r.held[m.index];
+    c.data = std::move(m.data);
+    c.sum = m.sum;
+    std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
+      if (p.index != m.index) return false;
+      out.push_back({p.to, chunk_frame(p.to.request_id, m.index, c)});
+      r.relayed += c.data.size();
+      return true;
+    });
+  }
+  if (m.index < r.low + r.window)
+    reply(to, proto::Ok{}, out);
+  else
+    r.pushes.push_back({to, m.index, deadline(m.timeout_ms), r.root_node});
+}
+
+void State::bcast_pull(const ReplyTo& to, const proto::BcastPull& m, std::vector<Outgoing>& out) {
+  CoordJob& cj = bcast_job(m.job, m.generation);
+  BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
+  auto name = [&] { return name_of(m.job, m.seq, m.root); };
+  if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
+    throw Error(ErrorCode::kInvalidArgument, name() + ": node " + std::to_string(m.node_rank) +
+                                                 " does not pull it (the root's node is " +
+                                                 std::to_string(r.root_node) + " of " +
+                                                 std::to_string(r.have.size()) + ")");
+  uint64_t& have = r.have[m.node_rank];
+  if (have == BcastRelay::kGone)
+    throw Error(ErrorCode::kConflict,
+                name() + ": node " + std::to_string(m.node_rank) + " has left it");
+  if (m.index >= m.have + 2 * r.window)
+    throw Error(ErrorCode::kTooLarge, name() + ": chunk " + std::to_string(m.index) +
+                                          " asked for while holding only " +
+                                          std::to_string(m.have) + " chunk(s)");
+  have = std::max(have, m.have);
+  bcast_advance(cj, r, out);
+  if (auto c = r.held.find(m.index); c != r.held.end()) {
+    out.push_back({to, chunk_frame(to.request_id, m.index, c->second)});
+    r.relayed += c->second.data.size();
+  } else if (m.index < r.low) {
+    throw Error(ErrorCode::kConflict, name() + ": chunk " + std::to_string(m.index) +
+                                          " was dropped: every node said it holds it");
+  } else {
+    r.pulls.push_back({to, m.index, deadline(m.timeout_ms), m.node_rank});
+  }
+}
+
+void State::bcast_leave(const ReplyTo& to, const proto::BcastLeave& m, std::vector<Outgoing>& out) {
+  CoordJob& cj = bcast_job(m.job, m.generation);
+  BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
+  auto name = [&] { return name_of(m.job, m.seq, m.root); };
+  if (m.node_rank >= r.have.size())
+    throw Error(ErrorCode::kInvalidArgument,
+                name() + ": the job has no node " + std::to_string(m.node_rank));
+  if (m.node_rank == r.root_node) {
+    if (!m.why.empty()) {
+      bcast_fail(r, ErrorCode::kPeerExited, name() + " stopped on the root: " + m.why, out);
+      return reply(to, proto::Ok{}, out);
+    }
+    if (r.pushed != r.chunks)
+      throw Error(ErrorCode::kInvalidArgument, name() + ": the root is done after " +
+                                                   std::to_string(r.pushed) + " of " +
+                                                   std::to_string(r.chunks) + " chunk(s)");
+    r.root_done = true;
+  } else {
+    if (!m.why.empty())
+      log::info(name() + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
+    r.have[m.node_rank] = BcastRelay::kGone;
+    // Pipelined pulls of this node that it no longer waits for.
+    std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
+      if (p.node != m.node_rank) return false;
+      fail(p.to, ErrorCode::kConflict, name() + ": node " + std::to_string(p.node) + " left it",
+           out);
+      return true;
+    });
+  }
+  bcast_advance(cj, r, out);
+  reply(to, proto::Ok{}, out);
+}
+
 void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  for (auto it = bcasts_.begin(); it != bcasts_.end();) {
+  for (auto it = cluster_->bcasts.begin(); it != cluster_->bcasts.end();) {
     BcastRelays& rs = it->second;
-    auto cit = coord_.find(it->first);
-    if (cit == coord_.end() || cit->second.generation != rs.generation) {
-      std::string why = cit == coord_.end() ? "job '" + it->first + "' ended"
-                                            : "generation " + std::to_string(rs.generation) +
-                                                  " of job '" + it->first + "' was replaced";
+    auto cit = cluster_->coord.find(it->first);
+    if (cit == cluster_->coord.end() || cit->second.generation != rs.generation) {
+      std::string why = cit == cluster_->coord.end()
+                            ? "job '" + it->first + "' ended"
+                            : "generation " + std::to_string(rs.generation) + " of job '" +
+                                  it->first + "' was replaced";
       for (auto& [seq, r] : rs.by_seq) bcast_fail(r, ErrorCode::kPeerExited, why, out);
-      it = bcasts_.erase(it);
+      it = cluster_->bcasts.erase(it);
       continue;
     }
     const CoordJob& cj = cit->second;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/key_values.hpp"
 #include "log.hpp"
 #include "muster_config.h"
 
@@ -11,25 +12,10 @@ namespace muster::daemon {
 
 using proto::MsgType;
 
-const char* slot_state_name(SlotState s) {
-  switch (s) {
-    case SlotState::kFree:
-      return "free";
-    case SlotState::kReserved:
-      return "reserved";
-    case SlotState::kRunning:
-      return "running";
-    case SlotState::kJoined:
-      return "joined";
-    case SlotState::kExited:
-      return "exited";
-  }
-  return "?";
-}
+State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch)
+    : devices_(std::move(allowed_devices)), cluster_(new_cluster_tables()), watch_(watch) {}
 
-State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch) : watch_(watch) {
-  for (auto& d : allowed_devices) devices_.push_back({std::move(d), "", 0});
-}
+State::~State() = default;
 
 void State::fail(const ReplyTo& to, ErrorCode code, const std::string& msg,
                  std::vector<Outgoing>& out) {
@@ -162,11 +148,8 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
       // The waiter gave up: it (or its subtree) no longer counts as arrived.
       b.count -= std::min<uint64_t>(b.count, w.count);
     } else {
-      std::string missing;
-      const auto& kv = job_p->kv;
-      for (const auto& k : w.keys)
-        if (!kv.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-      what = "timed out waiting for key(s) " + missing + " in job '" + w.job + "'";
+      what = "timed out waiting for key(s) " + missing_keys(job_p->kv, w.keys) + " in job '" +
+             w.job + "'";
     }
     fail(w.to, ErrorCode::kTimeout, what, out);
     if (job_p) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "core/key_values.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 
@@ -47,19 +48,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreAdd: {
       auto m = proto::StoreAdd::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      int64_t v = 0;
-      auto it = job.kv.find(m.key);
-      if (it != job.kv.end()) {
-        const auto& s = it->second;
-        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (ec != std::errc() || p != s.data() + s.size())
-          throw Error(ErrorCode::kInvalidArgument,
-                      "key '" + m.key + "' does not hold a decimal integer; add() cannot use it");
-      }
-      if (__builtin_add_overflow(v, m.delta, &v))
-        throw Error(ErrorCode::kInvalidArgument, "add() on key '" + m.key + "' would overflow");
-      job.kv[m.key] = std::to_string(v);
-      reply(to, proto::Int{v}, out);
+      reply(to, proto::Int{add_to(job.kv, m.key, m.delta)}, out);
       key_changed(job, out);
       return;
     }
@@ -87,12 +76,9 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       auto m = proto::StoreWait::unpack(env.payload);
       Job& job = store_job(to, m.job);
       if (all_present(job, m.keys)) return reply(to, proto::Ok{}, out);
-      if (m.timeout_ms == 0) {
-        std::string missing;
-        for (const auto& k : m.keys)
-          if (!job.kv.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-        throw Error(ErrorCode::kTimeout, "key(s) " + missing + " not set in job '" + m.job + "'");
-      }
+      if (m.timeout_ms == 0)
+        throw Error(ErrorCode::kTimeout,
+                    "key(s) " + missing_keys(job.kv, m.keys) + " not set in job '" + m.job + "'");
       job.key_waiters.push_back(add_waiter({to, WaitKind::kWait, m.job, std::move(m.keys), "", 0,
                                             now + std::chrono::milliseconds(m.timeout_ms)}));
       return;

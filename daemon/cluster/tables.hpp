@@ -1,0 +1,39 @@
+// The multi-node side of a daemon's state: the node's links to coordinators
+// and its relays, and, where it coordinates, the jobs' rounds and
+// broadcasts. State holds one of these behind a pointer, so that the core
+// never sees these types.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster/bcast_relay.hpp"
+#include "cluster/cluster.hpp"
+#include "protocol/envelope.hpp"
+
+namespace muster::daemon {
+
+struct ClusterTables {
+  std::map<std::string, Link> links;         // node side, by coordinator host:port
+  std::map<std::string, RelayState> relays;  // node side, by job id
+  std::map<std::string, CoordJob> coord;     // coordinator side, by job id
+  // Coordinator side of broadcasts across nodes, by job id.
+  std::map<std::string, BcastRelays> bcasts;
+  uint64_t next_link_id = 1;
+
+  // Sends m to the coordinator at `link` and remembers what to do with
+  // its answer.
+  template <class M>
+  uint64_t send_link(const std::string& link, LinkPending p, const M& m,
+                     std::vector<Outgoing>& out) {
+    uint64_t id = next_link_id++;
+    links[link].pending.emplace(id, std::move(p));
+    out.push_back({{}, proto::encode(id, m), link});
+    return id;
+  }
+};
+
+}  // namespace muster::daemon
