@@ -5,8 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "cluster/tables.hpp"
-#include "core/state.hpp"
+#include "cluster/coordinator.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -42,11 +41,11 @@ std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
 
 }  // namespace
 
-BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq,
-                               uint32_t root, uint64_t size, uint64_t chunk,
-                               std::vector<Outgoing>& out) {
+BcastRelay& Coordinator::bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq,
+                                     uint32_t root, uint64_t size, uint64_t chunk,
+                                     std::vector<Outgoing>& out) {
   auto name = [&] { return name_of(job, seq, root); };
-  BcastRelays& rs = cluster_->bcasts[job];
+  BcastRelays& rs = bcasts_[job];
   if (rs.generation != cj.generation) {
     for (auto& [s, r] : rs.by_seq)
       bcast_fail(
@@ -109,8 +108,8 @@ BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint6
   return r;
 }
 
-void State::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
-                       std::vector<Outgoing>& out) {
+void Coordinator::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
+                             std::vector<Outgoing>& out) {
   if (r.finished || r.failed != ErrorCode::kOk) return;
   for (const auto& p : r.pushes) fail(p.to, code, why, out);
   for (const auto& p : r.pulls) fail(p.to, code, why, out);
@@ -124,7 +123,7 @@ void State::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
 // Drops the chunks every pulling node holds, answers the pushes that fit the
 // window now, and ends the broadcast once the root pushed everything and no
 // node needs more.
-void State::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out) {
+void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out) {
   uint64_t low = r.chunks;
   for (auto h : r.have)
     if (h != BcastRelay::kGone) low = std::min(low, h);
@@ -154,14 +153,16 @@ void State::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& ou
             ": broadcast from rank " + std::to_string(r.root) + ", " + std::to_string(r.size) +
             " bytes, relayed " + std::to_string(r.relayed) + " bytes to " +
             std::to_string(r.have.size() - 1) + " node(s)");
-  key_changed(cj.store, out);
+  OutAnswers a(out);
+  store_.key_changed(cj.store, a);
 }
 
-CoordJob& State::bcast_job(const std::string& job, uint64_t generation) {
-  if (job != forwarding_job_)
-    throw Error(ErrorCode::kPermissionDenied, "a request forwarded for job '" + forwarding_job_ +
-                                                  "' may not touch job '" + job + "'");
-  CoordJob& cj = cluster_->coord.at(job);
+CoordJob& Coordinator::bcast_job(const std::string& job, uint64_t generation,
+                                 const std::string& forwarding) {
+  if (job != forwarding)
+    throw Error(ErrorCode::kPermissionDenied,
+                "a request forwarded for job '" + forwarding + "' may not touch job '" + job + "'");
+  CoordJob& cj = rounds_.at(job);
   if (generation != cj.generation)
     throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +
                                           " refused: job '" + job + "' is at generation " +
@@ -169,29 +170,19 @@ CoordJob& State::bcast_job(const std::string& job, uint64_t generation) {
   return cj;
 }
 
-void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kBcastPush:
-      return bcast_push(to, proto::BcastPush::unpack(env.payload), out);
-    case MsgType::kBcastPull:
-      return bcast_pull(to, proto::BcastPull::unpack(env.payload), out);
-    case MsgType::kBcastLeave:
-      return bcast_leave(to, proto::BcastLeave::unpack(env.payload), out);
-    default:
-      throw Error(ErrorCode::kInternal, "not a broadcast request");
-  }
+std::string Coordinator::BcastOf::name() const {
+  return name_of(job, seq, root);
 }
 
-void State::bcast_push(const ReplyTo& to, proto::BcastPush m, std::vector<Outgoing>& out) {
-  CoordJob& cj = bcast_job(m.job, m.generation);
-  BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-  auto name = [&] { return name_of(m.job, m.seq, m.root); };
+void Coordinator::bcast_push(const ReplyTo& to, proto::BcastPush m, const std::string& forwarding,
+                             std::vector<Outgoing>& out) {
+  BcastOf b = bcast_of(m, forwarding, out);
+  BcastRelay& r = b.r;
   if (r.root_done)
-    throw Error(ErrorCode::kConflict, name() + ": a chunk pushed after the root's last one");
+    throw Error(ErrorCode::kConflict, b.name() + ": a chunk pushed after the root's last one");
   if (m.index >= r.low + 2 * r.window)
     throw Error(ErrorCode::kTooLarge,
-                name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
+                b.name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
                     std::to_string(m.index - r.window) +
                     " had room: wait for a push's answer before running further ahead");
   r.pushed = std::max(r.pushed, m.index + 1);
@@ -206,86 +197,86 @@ void State::bcast_push(const ReplyTo& to, proto::BcastPush m, std::vector<Outgoi
       return true;
     });
   }
-  if (m.index < r.low + r.window)
-    reply(to, proto::Ok{}, out);
-  else
+  if (m.index >= r.low + r.window) {
     r.pushes.push_back({to, m.index, deadline(m.timeout_ms), r.root_node});
+    return;
+  }
+  reply(to, proto::Ok{}, out);
 }
 
-void State::bcast_pull(const ReplyTo& to, const proto::BcastPull& m, std::vector<Outgoing>& out) {
-  CoordJob& cj = bcast_job(m.job, m.generation);
-  BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-  auto name = [&] { return name_of(m.job, m.seq, m.root); };
+void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
+                             const std::string& forwarding, std::vector<Outgoing>& out) {
+  BcastOf b = bcast_of(m, forwarding, out);
+  BcastRelay& r = b.r;
   if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
-    throw Error(ErrorCode::kInvalidArgument, name() + ": node " + std::to_string(m.node_rank) +
+    throw Error(ErrorCode::kInvalidArgument, b.name() + ": node " + std::to_string(m.node_rank) +
                                                  " does not pull it (the root's node is " +
                                                  std::to_string(r.root_node) + " of " +
                                                  std::to_string(r.have.size()) + ")");
   uint64_t& have = r.have[m.node_rank];
   if (have == BcastRelay::kGone)
     throw Error(ErrorCode::kConflict,
-                name() + ": node " + std::to_string(m.node_rank) + " has left it");
+                b.name() + ": node " + std::to_string(m.node_rank) + " has left it");
   if (m.index >= m.have + 2 * r.window)
-    throw Error(ErrorCode::kTooLarge, name() + ": chunk " + std::to_string(m.index) +
+    throw Error(ErrorCode::kTooLarge, b.name() + ": chunk " + std::to_string(m.index) +
                                           " asked for while holding only " +
                                           std::to_string(m.have) + " chunk(s)");
   have = std::max(have, m.have);
-  bcast_advance(cj, r, out);
+  bcast_advance(b.cj, r, out);
   if (auto c = r.held.find(m.index); c != r.held.end()) {
     out.push_back({to, chunk_frame(to.request_id, m.index, c->second)});
     r.relayed += c->second.data.size();
   } else if (m.index < r.low) {
-    throw Error(ErrorCode::kConflict, name() + ": chunk " + std::to_string(m.index) +
+    throw Error(ErrorCode::kConflict, b.name() + ": chunk " + std::to_string(m.index) +
                                           " was dropped: every node said it holds it");
   } else {
     r.pulls.push_back({to, m.index, deadline(m.timeout_ms), m.node_rank});
   }
 }
 
-void State::bcast_leave(const ReplyTo& to, const proto::BcastLeave& m, std::vector<Outgoing>& out) {
-  CoordJob& cj = bcast_job(m.job, m.generation);
-  BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-  auto name = [&] { return name_of(m.job, m.seq, m.root); };
+void Coordinator::bcast_leave(const ReplyTo& to, const proto::BcastLeave& m,
+                              const std::string& forwarding, std::vector<Outgoing>& out) {
+  BcastOf b = bcast_of(m, forwarding, out);
+  BcastRelay& r = b.r;
   if (m.node_rank >= r.have.size())
     throw Error(ErrorCode::kInvalidArgument,
-                name() + ": the job has no node " + std::to_string(m.node_rank));
+                b.name() + ": the job has no node " + std::to_string(m.node_rank));
   if (m.node_rank == r.root_node) {
     if (!m.why.empty()) {
-      bcast_fail(r, ErrorCode::kPeerExited, name() + " stopped on the root: " + m.why, out);
+      bcast_fail(r, ErrorCode::kPeerExited, b.name() + " stopped on the root: " + m.why, out);
       return reply(to, proto::Ok{}, out);
     }
     if (r.pushed != r.chunks)
-      throw Error(ErrorCode::kInvalidArgument, name() + ": the root is done after " +
+      throw Error(ErrorCode::kInvalidArgument, b.name() + ": the root is done after " +
                                                    std::to_string(r.pushed) + " of " +
                                                    std::to_string(r.chunks) + " chunk(s)");
     r.root_done = true;
   } else {
     if (!m.why.empty())
-      log::info(name() + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
+      log::info(b.name() + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
     r.have[m.node_rank] = BcastRelay::kGone;
     // Pipelined pulls of this node that it no longer waits for.
     std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
       if (p.node != m.node_rank) return false;
-      fail(p.to, ErrorCode::kConflict, name() + ": node " + std::to_string(p.node) + " left it",
+      fail(p.to, ErrorCode::kConflict, b.name() + ": node " + std::to_string(p.node) + " left it",
            out);
       return true;
     });
   }
-  bcast_advance(cj, r, out);
+  bcast_advance(b.cj, r, out);
   reply(to, proto::Ok{}, out);
 }
 
-void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  for (auto it = cluster_->bcasts.begin(); it != cluster_->bcasts.end();) {
+void Coordinator::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  for (auto it = bcasts_.begin(); it != bcasts_.end();) {
     BcastRelays& rs = it->second;
-    auto cit = cluster_->coord.find(it->first);
-    if (cit == cluster_->coord.end() || cit->second.generation != rs.generation) {
-      std::string why = cit == cluster_->coord.end()
-                            ? "job '" + it->first + "' ended"
-                            : "generation " + std::to_string(rs.generation) + " of job '" +
-                                  it->first + "' was replaced";
+    auto cit = rounds_.find(it->first);
+    if (cit == rounds_.end() || cit->second.generation != rs.generation) {
+      std::string why = cit == rounds_.end() ? "job '" + it->first + "' ended"
+                                             : "generation " + std::to_string(rs.generation) +
+                                                   " of job '" + it->first + "' was replaced";
       for (auto& [seq, r] : rs.by_seq) bcast_fail(r, ErrorCode::kPeerExited, why, out);
-      it = cluster_->bcasts.erase(it);
+      it = bcasts_.erase(it);
       continue;
     }
     const CoordJob& cj = cit->second;

@@ -2,14 +2,13 @@
 // what became of each job, and rounds whose nodes went silent.
 #include <algorithm>
 
-#include "cluster/tables.hpp"
-#include "core/state.hpp"
+#include "cluster/coordinator.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
 
-proto::JobEvent State::event_for(const CoordJob& cj, const std::string& id,
-                                 const std::string& node_id, uint64_t generation) const {
+proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id,
+                                       const std::string& node_id, uint64_t generation) const {
   proto::JobEvent e{id, cj.generation, "", ""};
   auto member = [&](const std::vector<RoundNode>& v) {
     return std::any_of(v.begin(), v.end(),
@@ -40,12 +39,12 @@ proto::JobEvent State::event_for(const CoordJob& cj, const std::string& id,
   return e;
 }
 
-proto::HeartbeatAck State::heartbeat(const proto::Heartbeat& m) {
+proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m) {
   proto::HeartbeatAck ack;
   auto now = Clock::now();
   for (const auto& jg : m.jobs) {
-    auto it = cluster_->coord.find(jg.job);
-    if (it == cluster_->coord.end()) {
+    auto it = rounds_.find(jg.job);
+    if (it == rounds_.end()) {
       ack.events.push_back({jg.job, jg.generation, "unknown",
                             "the coordinator has no job '" + jg.job + "' (did it restart?)"});
       continue;
@@ -58,8 +57,8 @@ proto::HeartbeatAck State::heartbeat(const proto::Heartbeat& m) {
   return ack;
 }
 
-void State::coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  for (auto it = cluster_->coord.begin(); it != cluster_->coord.end();) {
+void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  for (auto it = rounds_.begin(); it != rounds_.end();) {
     CoordJob& cj = it->second;
     const std::string& id = it->first;
     if (cj.closed) {
@@ -100,11 +99,16 @@ void State::coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out) 
     if (empty) {
       fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + id + "' has no nodes left",
                          out);
-      it = cluster_->coord.erase(it);
+      it = rounds_.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+void Coordinator::tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  rounds_tick(now, out);
+  bcast_tick(now, out);
 }
 
 }  // namespace muster::daemon

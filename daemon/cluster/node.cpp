@@ -259,8 +259,7 @@ void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
 }
 
 void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  coordinator_tick(now, out);
-  bcast_tick(now, out);
+  cluster_->coordinator.tick(now, out);
   for (auto lit = cluster_->links.begin(); lit != cluster_->links.end();) {
     const std::string& link = lit->first;
     Link& l = lit->second;

@@ -6,8 +6,8 @@
 
 namespace muster::daemon {
 
-ClusterTables* State::new_cluster_tables() {
-  return new ClusterTables;
+ClusterTables* State::new_cluster_tables(Store& store) {
+  return new ClusterTables(store);
 }
 
 void State::ClusterTablesDelete::operator()(ClusterTables* t) const {
@@ -15,7 +15,7 @@ void State::ClusterTablesDelete::operator()(ClusterTables* t) const {
 }
 
 size_t State::job_count() const {
-  return jobs_.size() + cluster_->coord.size();
+  return jobs_.size() + cluster_->coordinator.size();
 }
 
 bool State::has_link(const std::string& link) const {
@@ -23,12 +23,19 @@ bool State::has_link(const std::string& link) const {
 }
 
 bool State::cluster_active() const {
-  return !cluster_->coord.empty() || !cluster_->links.empty();
+  return !cluster_->coordinator.empty() || !cluster_->links.empty();
 }
 
 Job* State::global_store(const std::string& id) {
-  auto it = cluster_->coord.find(id);
-  return it == cluster_->coord.end() ? nullptr : &it->second.store;
+  return cluster_->coordinator.global_store(id);
+}
+
+void State::set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
+                        std::string unavailable, uint32_t tree_width) {
+  node_id_ = std::move(node_id);
+  peer_timeout_ = peer_timeout;
+  peering_unavailable_ = std::move(unavailable);
+  cluster_->coordinator.configure(peer_timeout, tree_width);
 }
 
 void State::keep_link(const std::string& coordinator) {

@@ -1,7 +1,6 @@
 // The multi-node side of a daemon's state: the node's links to coordinators
-// and its relays, and, where it coordinates, the jobs' rounds and
-// broadcasts. State holds one of these behind a pointer, so that the core
-// never sees these types.
+// and its relays, and the coordinator of the jobs coordinated here. State holds one of these behind
+// a pointer, so that the core never sees these types.
 #pragma once
 
 #include <cstdint>
@@ -10,18 +9,18 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/bcast_relay.hpp"
 #include "cluster/cluster.hpp"
+#include "cluster/coordinator.hpp"
 #include "protocol/envelope.hpp"
 
 namespace muster::daemon {
 
 struct ClusterTables {
+  explicit ClusterTables(Store& store) : coordinator(store) {}
+
   std::map<std::string, Link> links;         // node side, by coordinator host:port
   std::map<std::string, RelayState> relays;  // node side, by job id
-  std::map<std::string, CoordJob> coord;     // coordinator side, by job id
-  // Coordinator side of broadcasts across nodes, by job id.
-  std::map<std::string, BcastRelays> bcasts;
+  Coordinator coordinator;                   // the jobs coordinated here
   uint64_t next_link_id = 1;
 
   // Sends m to the coordinator at `link` and remembers what to do with

@@ -2,6 +2,7 @@
 // to two ranks.
 #include <algorithm>
 
+#include "core/out_answers.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 
@@ -227,30 +228,17 @@ void State::slot_ended(Job& job, uint32_t r, const char* why, std::vector<Outgoi
   // With one rank gone no barrier of the job can complete (new arrivals are
   // refused while a slot is exited): fail every waiting rank now, not at
   // its timeout, and forget who had arrived.
-  for (auto& [name, b] : job.barriers)
-    for (auto id : b.waiters)
-      if (auto it = waiters_.find(id); it != waiters_.end()) {
-        fail(it->second.to, ErrorCode::kPeerExited,
-             "barrier '" + name + "' of job '" + job.id + "' cannot complete: rank " +
-                 std::to_string(r) + " (pid " + std::to_string(job.slots[r].pid) + ") " + why,
-             out);
-        drop_waiter(it);
-      }
-  job.barriers.clear();
+  OutAnswers a(out);
+  store_.fail_barriers(
+      job, std::to_string(r) + " (pid " + std::to_string(job.slots[r].pid) + ") " + why, a);
 }
 
 void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.live()) return;
-  std::vector<uint64_t> ids = it->second.key_waiters;
-  for (auto& [name, b] : it->second.barriers)
-    ids.insert(ids.end(), b.waiters.begin(), b.waiters.end());
-  for (auto wid : ids) {
-    auto w = waiters_.find(wid);
-    if (w == waiters_.end()) continue;
-    fail(w->second.to, ErrorCode::kPeerExited, "job '" + id + "' ended: all its ranks exited", out);
-    drop_waiter(w);
-  }
+  OutAnswers a(out);
+  store_.fail_all(it->second, ErrorCode::kPeerExited,
+                  "job '" + id + "' ended: all its ranks exited", a);
   log::info("job=" + id + " ended");
   cluster_job_removed(it->second, out);
   shards_.drop(id);

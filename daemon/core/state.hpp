@@ -16,6 +16,7 @@
 #include "core/devices.hpp"
 #include "core/reply.hpp"
 #include "core/shard_cache.hpp"
+#include "core/store.hpp"
 #include "gpu/inventory.hpp"
 #include "jobs/job.hpp"
 #include "liveness/pidwatch.hpp"
@@ -29,8 +30,6 @@ namespace muster::daemon {
 struct ClusterTables;
 struct Link;
 struct LinkPending;
-struct CoordJob;
-struct BcastRelay;
 
 class State {
  public:
@@ -62,12 +61,7 @@ class State {
   // tree_width: children per daemon in the relay tree of the jobs this
   // daemon coordinates (0 = a flat star).
   void set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
-                   std::string unavailable, uint32_t tree_width) {
-    node_id_ = std::move(node_id);
-    peer_timeout_ = peer_timeout;
-    peering_unavailable_ = std::move(unavailable);
-    tree_width_ = tree_width;
-  }
+                   std::string unavailable, uint32_t tree_width);
   // host:port of our peer listener, told to coordinators for the tree.
   void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
   // Requests that arrived on the peer socket (the benchmark counts them).
@@ -94,19 +88,6 @@ class State {
   void restore(Job job);
 
  private:
-  enum class WaitKind { kGet, kWait, kBarrier };
-  struct Waiter {
-    ReplyTo to;
-    WaitKind kind;
-    std::string job;
-    std::vector<std::string> keys;
-    std::string barrier;
-    uint32_t rank = 0;
-    Clock::time_point deadline;
-    uint32_t count = 1;  // barrier: ranks this arrival stands for
-    std::multimap<Clock::time_point, uint64_t>::iterator deadline_it{};
-  };
-
   template <class M>
   void reply(const ReplyTo& to, const M& m, std::vector<Outgoing>& out) {
     out.push_back({to, proto::encode(to.request_id, m)});
@@ -158,20 +139,10 @@ class State {
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
 
-  // Coordinator side (cluster/coordinator.cpp).
+  // Requests of peer daemons (cluster/): to the coordinator, or inside a
+  // Forward to the store handlers.
   void peer_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<Outgoing>& out);
   void forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out);
-  proto::HeartbeatAck heartbeat(const proto::Heartbeat& m);
-  proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
-                            uint64_t generation) const;
-  void close_round(CoordJob& cj, std::vector<Outgoing>& out);
-  void break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
-                   bool fail_waiters = true);
-  void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
-                          std::vector<Outgoing>& out);
-  void coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out);
-  void barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out);
 
   // Relay (cluster/relay.cpp): a node's barriers and key waits, once per
   // subtree upstream.
@@ -184,46 +155,29 @@ class State {
   void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                   std::vector<Outgoing>& out);
 
-  // Broadcast across nodes, coordinator side (cluster/bcast_relay.cpp).
+  // Broadcast across nodes: to the coordinator.
   void bcast_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  // The round a broadcast request of the Forward being handled is for.
-  CoordJob& bcast_job(const std::string& job, uint64_t generation);
-  void bcast_push(const ReplyTo& to, proto::BcastPush m, std::vector<Outgoing>& out);
-  void bcast_pull(const ReplyTo& to, const proto::BcastPull& m, std::vector<Outgoing>& out);
-  void bcast_leave(const ReplyTo& to, const proto::BcastLeave& m, std::vector<Outgoing>& out);
-  void bcast_tick(Clock::time_point now, std::vector<Outgoing>& out);
-  BcastRelay& bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root,
-                          uint64_t size, uint64_t chunk, std::vector<Outgoing>& out);
-  void bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
-                  std::vector<Outgoing>& out);
-  void bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out);
   // Gives the rank's device back and forgets it in the slot.
   void release(Job& job, uint32_t local_rank);
   void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
   void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
+  // Answers the job's key waits that can complete now.
   void key_changed(Job& job, std::vector<Outgoing>& out);
-  uint64_t add_waiter(Waiter w);
-  // Forgets a waiter and its deadline entry (so the timer index never holds
-  // answered requests).
-  void drop_waiter(std::map<uint64_t, Waiter>::iterator it);
 
   DeviceLeases devices_;
   std::map<std::string, Job> jobs_;
-  std::map<uint64_t, Waiter> waiters_;
-  std::multimap<Clock::time_point, uint64_t> deadlines_;
-  uint64_t next_waiter_ = 1;
+  Store store_;  // the waits on keys and barriers
   ShardCache shards_;
   // Multi-node state.
   std::string node_id_;
   std::chrono::milliseconds peer_timeout_{10000};
-  static ClusterTables* new_cluster_tables();
+  static ClusterTables* new_cluster_tables(Store& store);
   struct ClusterTablesDelete {
     void operator()(ClusterTables* t) const;
   };
   std::unique_ptr<ClusterTables, ClusterTablesDelete> cluster_;
   std::string forwarding_job_;  // the job a Forward being handled may touch
   std::string peering_unavailable_;
-  uint32_t tree_width_ = 16;
   std::string peer_endpoint_;
   uint64_t peer_requests_ = 0;
   PidWatch& watch_;
