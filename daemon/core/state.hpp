@@ -1,12 +1,18 @@
-// The daemon's whole state and every request handler, free of sockets: the
-// server feeds it decoded requests and pid exits, and sends what it returns.
+// The daemon's state as the server sees it, free of sockets: the server
+// feeds it decoded requests and pid exits, and sends what it returns. State
+// owns the parts and routes each request, after the access checks, to the
+// handler that decodes it, calls the part and encodes the answer:
+//   - the jobs and their slots (here), the GPU leases (DeviceLeases),
+//   - the waits on keys and barriers (Store), the sampler permutations
+//     (ShardCache),
+//   - behind a pointer, the multi-node side (cluster/): the node's links
+//     and relays, and the Coordinator of the jobs coordinated here.
 // Every handler validates before it mutates, so a refused request changes
 // nothing.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
