@@ -1,11 +1,8 @@
 // Requests of peer daemons, decoded and handed to the coordinator, or (a
 // Forward) to the store handlers for the one job the Forward was checked
 // for.
-#include <algorithm>
-
 #include "cluster/tables.hpp"
 #include "core/state.hpp"
-#include "log.hpp"
 
 namespace muster::daemon {
 

@@ -1,7 +1,5 @@
 #include "core/state.hpp"
 
-#include <algorithm>
-
 #include "core/out_answers.hpp"
 #include "log.hpp"
 #include "muster_config.h"

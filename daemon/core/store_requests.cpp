@@ -1,12 +1,10 @@
 // The store and barrier requests: decoded here, parked in the Store when
 // they must wait.
 #include <algorithm>
-#include <charconv>
 
 #include "core/key_values.hpp"
 #include "core/out_answers.hpp"
 #include "core/state.hpp"
-#include "log.hpp"
 
 namespace muster::daemon {
 
