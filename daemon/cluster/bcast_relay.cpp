@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "core/state.hpp"
+#include "cluster/coordinator.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -30,6 +30,10 @@ std::string chunk_frame(uint64_t request_id, uint64_t index, const BcastRelay::C
   return frame;
 }
 
+Clock::time_point deadline(int64_t ms) {
+  return Clock::now() + std::chrono::milliseconds(ms);
+}
+
 std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
   return "broadcast #" + std::to_string(seq) + " of job '" + job + "' from rank " +
          std::to_string(root);
@@ -37,9 +41,9 @@ std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
 
 }  // namespace
 
-BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq,
-                               uint32_t root, uint64_t size, uint64_t chunk,
-                               std::vector<Outgoing>& out) {
+BcastRelay& Coordinator::bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq,
+                                     uint32_t root, uint64_t size, uint64_t chunk,
+                                     std::vector<Outgoing>& out) {
   auto name = [&] { return name_of(job, seq, root); };
   BcastRelays& rs = bcasts_[job];
   if (rs.generation != cj.generation) {
@@ -104,8 +108,8 @@ BcastRelay& State::bcast_relay(const CoordJob& cj, const std::string& job, uint6
   return r;
 }
 
-void State::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
-                       std::vector<Outgoing>& out) {
+void Coordinator::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
+                             std::vector<Outgoing>& out) {
   if (r.finished || r.failed != ErrorCode::kOk) return;
   for (const auto& p : r.pushes) fail(p.to, code, why, out);
   for (const auto& p : r.pulls) fail(p.to, code, why, out);
@@ -119,7 +123,7 @@ void State::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
 // Drops the chunks every pulling node holds, answers the pushes that fit the
 // window now, and ends the broadcast once the root pushed everything and no
 // node needs more.
-void State::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out) {
+void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out) {
   uint64_t low = r.chunks;
   for (auto h : r.have)
     if (h != BcastRelay::kGone) low = std::min(low, h);
@@ -149,131 +153,128 @@ void State::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& ou
             ": broadcast from rank " + std::to_string(r.root) + ", " + std::to_string(r.size) +
             " bytes, relayed " + std::to_string(r.relayed) + " bytes to " +
             std::to_string(r.have.size() - 1) + " node(s)");
-  key_changed(cj.store, out);
+  OutAnswers a(out);
+  store_.key_changed(cj.store, a);
 }
 
-void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
-  auto job_for = [&](const std::string& job, uint64_t generation) -> CoordJob& {
-    if (job != forwarding_job_)
-      throw Error(ErrorCode::kPermissionDenied, "a request forwarded for job '" + forwarding_job_ +
-                                                    "' may not touch job '" + job + "'");
-    CoordJob& cj = coord_.at(job);
-    if (generation != cj.generation)
-      throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +
-                                            " refused: job '" + job + "' is at generation " +
-                                            std::to_string(cj.generation));
-    return cj;
-  };
-  auto deadline = [](int64_t ms) { return Clock::now() + std::chrono::milliseconds(ms); };
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kBcastPush: {
-      auto m = proto::BcastPush::unpack(env.payload);
-      CoordJob& cj = job_for(m.job, m.generation);
-      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      auto name = [&] { return name_of(m.job, m.seq, m.root); };
-      if (r.root_done)
-        throw Error(ErrorCode::kConflict, name() + ": a chunk pushed after the root's last one");
-      if (m.index >= r.low + 2 * r.window)
-        throw Error(ErrorCode::kTooLarge,
-                    name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
-                        std::to_string(m.index - r.window) +
-                        " had room: wait for a push's answer before running further ahead");
-      r.pushed = std::max(r.pushed, m.index + 1);
-      if (m.index >= r.low && !r.held.count(m.index)) {
-        auto& c = r.held[m.index];
-        c.data = std::move(m.data);
-        c.sum = m.sum;
-        std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
-          if (p.index != m.index) return false;
-          out.push_back({p.to, chunk_frame(p.to.request_id, m.index, c)});
-          r.relayed += c.data.size();
-          return true;
-        });
-      }
-      if (m.index < r.low + r.window)
-        reply(to, proto::Ok{}, out);
-      else
-        r.pushes.push_back({to, m.index, deadline(m.timeout_ms), r.root_node});
-      return;
-    }
-    case MsgType::kBcastPull: {
-      auto m = proto::BcastPull::unpack(env.payload);
-      CoordJob& cj = job_for(m.job, m.generation);
-      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      auto name = [&] { return name_of(m.job, m.seq, m.root); };
-      if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
-        throw Error(ErrorCode::kInvalidArgument, name() + ": node " + std::to_string(m.node_rank) +
-                                                     " does not pull it (the root's node is " +
-                                                     std::to_string(r.root_node) + " of " +
-                                                     std::to_string(r.have.size()) + ")");
-      uint64_t& have = r.have[m.node_rank];
-      if (have == BcastRelay::kGone)
-        throw Error(ErrorCode::kConflict,
-                    name() + ": node " + std::to_string(m.node_rank) + " has left it");
-      if (m.index >= m.have + 2 * r.window)
-        throw Error(ErrorCode::kTooLarge, name() + ": chunk " + std::to_string(m.index) +
-                                              " asked for while holding only " +
-                                              std::to_string(m.have) + " chunk(s)");
-      have = std::max(have, m.have);
-      bcast_advance(cj, r, out);
-      if (auto c = r.held.find(m.index); c != r.held.end()) {
-        out.push_back({to, chunk_frame(to.request_id, m.index, c->second)});
-        r.relayed += c->second.data.size();
-      } else if (m.index < r.low) {
-        throw Error(ErrorCode::kConflict, name() + ": chunk " + std::to_string(m.index) +
-                                              " was dropped: every node said it holds it");
-      } else {
-        r.pulls.push_back({to, m.index, deadline(m.timeout_ms), m.node_rank});
-      }
-      return;
-    }
-    case MsgType::kBcastLeave: {
-      auto m = proto::BcastLeave::unpack(env.payload);
-      CoordJob& cj = job_for(m.job, m.generation);
-      BcastRelay& r = bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out);
-      auto name = [&] { return name_of(m.job, m.seq, m.root); };
-      if (m.node_rank >= r.have.size())
-        throw Error(ErrorCode::kInvalidArgument,
-                    name() + ": the job has no node " + std::to_string(m.node_rank));
-      if (m.node_rank == r.root_node) {
-        if (!m.why.empty()) {
-          bcast_fail(r, ErrorCode::kPeerExited, name() + " stopped on the root: " + m.why, out);
-          return reply(to, proto::Ok{}, out);
-        }
-        if (r.pushed != r.chunks)
-          throw Error(ErrorCode::kInvalidArgument, name() + ": the root is done after " +
-                                                       std::to_string(r.pushed) + " of " +
-                                                       std::to_string(r.chunks) + " chunk(s)");
-        r.root_done = true;
-      } else {
-        if (!m.why.empty())
-          log::info(name() + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
-        r.have[m.node_rank] = BcastRelay::kGone;
-        // Pipelined pulls of this node that it no longer waits for.
-        std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
-          if (p.node != m.node_rank) return false;
-          fail(p.to, ErrorCode::kConflict, name() + ": node " + std::to_string(p.node) + " left it",
-               out);
-          return true;
-        });
-      }
-      bcast_advance(cj, r, out);
-      return reply(to, proto::Ok{}, out);
-    }
-    default:
-      throw Error(ErrorCode::kInternal, "not a broadcast request");
+CoordJob& Coordinator::bcast_job(const std::string& job, uint64_t generation,
+                                 const std::string& forwarding) {
+  if (job != forwarding)
+    throw Error(ErrorCode::kPermissionDenied,
+                "a request forwarded for job '" + forwarding + "' may not touch job '" + job + "'");
+  CoordJob& cj = rounds_.at(job);
+  if (generation != cj.generation)
+    throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +
+                                          " refused: job '" + job + "' is at generation " +
+                                          std::to_string(cj.generation));
+  return cj;
+}
+
+std::string Coordinator::BcastOf::name() const {
+  return name_of(job, seq, root);
+}
+
+void Coordinator::bcast_push(const ReplyTo& to, proto::BcastPush m, const std::string& forwarding,
+                             std::vector<Outgoing>& out) {
+  BcastOf b = bcast_of(m, forwarding, out);
+  BcastRelay& r = b.r;
+  if (r.root_done)
+    throw Error(ErrorCode::kConflict, b.name() + ": a chunk pushed after the root's last one");
+  if (m.index >= r.low + 2 * r.window)
+    throw Error(ErrorCode::kTooLarge,
+                b.name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
+                    std::to_string(m.index - r.window) +
+                    " had room: wait for a push's answer before running further ahead");
+  r.pushed = std::max(r.pushed, m.index + 1);
+  if (m.index >= r.low && !r.held.count(m.index)) {
+    auto& c = r.held[m.index];
+    c.data = std::move(m.data);
+    c.sum = m.sum;
+    std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
+      if (p.index != m.index) return false;
+      out.push_back({p.to, chunk_frame(p.to.request_id, m.index, c)});
+      r.relayed += c.data.size();
+      return true;
+    });
+  }
+  if (m.index >= r.low + r.window) {
+    r.pushes.push_back({to, m.index, deadline(m.timeout_ms), r.root_node});
+    return;
+  }
+  reply(to, proto::Ok{}, out);
+}
+
+void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
+                             const std::string& forwarding, std::vector<Outgoing>& out) {
+  BcastOf b = bcast_of(m, forwarding, out);
+  BcastRelay& r = b.r;
+  if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
+    throw Error(ErrorCode::kInvalidArgument, b.name() + ": node " + std::to_string(m.node_rank) +
+                                                 " does not pull it (the root's node is " +
+                                                 std::to_string(r.root_node) + " of " +
+                                                 std::to_string(r.have.size()) + ")");
+  uint64_t& have = r.have[m.node_rank];
+  if (have == BcastRelay::kGone)
+    throw Error(ErrorCode::kConflict,
+                b.name() + ": node " + std::to_string(m.node_rank) + " has left it");
+  if (m.index >= m.have + 2 * r.window)
+    throw Error(ErrorCode::kTooLarge, b.name() + ": chunk " + std::to_string(m.index) +
+                                          " asked for while holding only " +
+                                          std::to_string(m.have) + " chunk(s)");
+  have = std::max(have, m.have);
+  bcast_advance(b.cj, r, out);
+  if (auto c = r.held.find(m.index); c != r.held.end()) {
+    out.push_back({to, chunk_frame(to.request_id, m.index, c->second)});
+    r.relayed += c->second.data.size();
+  } else if (m.index < r.low) {
+    throw Error(ErrorCode::kConflict, b.name() + ": chunk " + std::to_string(m.index) +
+                                          " was dropped: every node said it holds it");
+  } else {
+    r.pulls.push_back({to, m.index, deadline(m.timeout_ms), m.node_rank});
   }
 }
 
-void State::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+void Coordinator::bcast_leave(const ReplyTo& to, const proto::BcastLeave& m,
+                              const std::string& forwarding, std::vector<Outgoing>& out) {
+  BcastOf b = bcast_of(m, forwarding, out);
+  BcastRelay& r = b.r;
+  if (m.node_rank >= r.have.size())
+    throw Error(ErrorCode::kInvalidArgument,
+                b.name() + ": the job has no node " + std::to_string(m.node_rank));
+  if (m.node_rank == r.root_node) {
+    if (!m.why.empty()) {
+      bcast_fail(r, ErrorCode::kPeerExited, b.name() + " stopped on the root: " + m.why, out);
+      return reply(to, proto::Ok{}, out);
+    }
+    if (r.pushed != r.chunks)
+      throw Error(ErrorCode::kInvalidArgument, b.name() + ": the root is done after " +
+                                                   std::to_string(r.pushed) + " of " +
+                                                   std::to_string(r.chunks) + " chunk(s)");
+    r.root_done = true;
+  } else {
+    if (!m.why.empty())
+      log::info(b.name() + ": node " + std::to_string(m.node_rank) + " gave up: " + m.why);
+    r.have[m.node_rank] = BcastRelay::kGone;
+    // Pipelined pulls of this node that it no longer waits for.
+    std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
+      if (p.node != m.node_rank) return false;
+      fail(p.to, ErrorCode::kConflict, b.name() + ": node " + std::to_string(p.node) + " left it",
+           out);
+      return true;
+    });
+  }
+  bcast_advance(b.cj, r, out);
+  reply(to, proto::Ok{}, out);
+}
+
+void Coordinator::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
   for (auto it = bcasts_.begin(); it != bcasts_.end();) {
     BcastRelays& rs = it->second;
-    auto cit = coord_.find(it->first);
-    if (cit == coord_.end() || cit->second.generation != rs.generation) {
-      std::string why = cit == coord_.end() ? "job '" + it->first + "' ended"
-                                            : "generation " + std::to_string(rs.generation) +
-                                                  " of job '" + it->first + "' was replaced";
+    auto cit = rounds_.find(it->first);
+    if (cit == rounds_.end() || cit->second.generation != rs.generation) {
+      std::string why = cit == rounds_.end() ? "job '" + it->first + "' ended"
+                                             : "generation " + std::to_string(rs.generation) +
+                                                   " of job '" + it->first + "' was replaced";
       for (auto& [seq, r] : rs.by_seq) bcast_fail(r, ErrorCode::kPeerExited, why, out);
       it = bcasts_.erase(it);
       continue;

@@ -1,8 +1,7 @@
 // Multi-node bookkeeping, both sides of it. A node daemon keeps one Link per
 // coordinator it talks to (requests in flight, heartbeats); the coordinator
 // keeps, per job, the rendezvous round of the current generation and the
-// job's global store. The handlers are State members (cluster/node.cpp,
-// cluster/coordinator.cpp) so that the store code serves both.
+// job's global store.
 #pragma once
 
 #include <chrono>
@@ -13,38 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "core/reply.hpp"
 #include "jobs/job.hpp"
 
 namespace muster::daemon {
-
-// Where a reply goes, and who asked: filled in by the server.
-struct ReplyTo {
-  std::string routing_id;
-  bool delimiter = false;  // REQ-style peer: reply needs an empty frame
-  uint64_t request_id = 0;
-  bool from_peer = false;  // came in on the TCP peer socket, not the local one
-  // The sender's credentials (SO_PEERCRED of its ipc connection, see
-  // server.cpp). peer_uid = -1 means "an in-process caller" (the fuzz
-  // target, unit tests driving State directly): nothing to check against,
-  // so the ownership and pid checks are skipped and a job it creates has no
-  // owner. The server never passes -1 for the local socket: it refuses a
-  // request whose connection carries no credentials. Requests from peer
-  // daemons are authenticated by CURVE instead and act for no local user.
-  int64_t peer_uid = -1;
-  int64_t peer_pid = 0;
-  // The local connection the request came on (the server's token for it;
-  // 0 = none known). A reply is sent only while that connection lives: once
-  // it is gone, another uid may connect under the same routing id.
-  uint64_t conn = 0;
-};
-
-// What the server sends: a reply (to), or, when link is set, a request to
-// the coordinator daemon at that host:port over the node's own connection.
-struct Outgoing {
-  ReplyTo to;
-  std::string frame;
-  std::string link = {};
-};
 
 // A request this node sent to a coordinator, waiting for its answer.
 struct LinkPending {
@@ -97,6 +68,16 @@ struct RoundNode {
   uint32_t node_rank = 0;           // closed round only
   bool left = false;                // its ranks all ended
 };
+
+inline std::string node_name(const RoundNode& n) {
+  return "node " + std::to_string(n.node_rank) + " (" + n.node_id + ")";
+}
+
+inline RoundNode* find_node(std::vector<RoundNode>& v, const std::string& id) {
+  for (auto& n : v)
+    if (n.node_id == id) return &n;
+  return nullptr;
+}
 
 struct CoordJob {
   uint64_t generation = 0;

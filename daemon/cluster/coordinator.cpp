@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "core/state.hpp"
+#include "cluster/coordinator.hpp"
+
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -13,95 +14,94 @@ using proto::MsgType;
 
 namespace {
 
-std::string node_name(const RoundNode& n) {
-  return "node " + std::to_string(n.node_rank) + " (" + n.node_id + ")";
+// Where the coordinator runs a job of that name itself (node 0 usually
+// does), its owner is the job's owner: another uid cannot take the name by
+// joining first.
+void check_local_owner(const std::map<std::string, Job>& jobs, const proto::NodeJoin& m) {
+  auto local = jobs.find(m.job);
+  if (local == jobs.end() || local->second.owner_uid < 0 || local->second.owner_uid == m.owner_uid)
+    return;
+  throw Error(ErrorCode::kPermissionDenied, "job '" + m.job + "' on this node belongs to uid " +
+                                                std::to_string(local->second.owner_uid) +
+                                                "; on node " + m.node_id + " it belongs to uid " +
+                                                std::to_string(m.owner_uid));
 }
 
-RoundNode* find_node(std::vector<RoundNode>& v, const std::string& id) {
-  for (auto& n : v)
-    if (n.node_id == id) return &n;
-  return nullptr;
+RoundNode round_node(const ReplyTo& to, const proto::NodeJoin& m, Clock::time_point now) {
+  return {.node_id = m.node_id,
+          .to = to,
+          .nproc = m.nproc,
+          .want_rank = m.node_rank,
+          .master_addr = m.master_addr,
+          .master_port = m.master_port,
+          .peer_endpoint = m.peer_endpoint,
+          .last_seen = now,
+          .join_deadline = now + std::chrono::milliseconds(m.timeout_ms ? m.timeout_ms : 900000),
+          .node_rank = 0,
+          .left = false};
 }
 
 }  // namespace
 
-void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
-                         std::vector<Outgoing>& out) {
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kNodeJoin:
-      return node_join(to, proto::NodeJoin::unpack(env.payload), out);
-    case MsgType::kForward: {
-      auto f = proto::Forward::unpack(env.payload);
-      if (f.relay) return relay_from_child(to, env, out);
-      return forward_in(to, f, out);
-    }
-    case MsgType::kBarrierUp: {
-      auto b = proto::BarrierUp::unpack(env.payload);
-      if (b.relay) return relay_from_child(to, env, out);
-      return barrier_up(to, b, out);
-    }
-    case MsgType::kHeartbeat:
-      return reply(to, heartbeat(proto::Heartbeat::unpack(env.payload)), out);
-    case MsgType::kRankExited: {
-      auto m = proto::RankExited::unpack(env.payload);
-      auto it = coord_.find(m.job);
-      if (it != coord_.end() && it->second.closed && it->second.generation == m.generation &&
-          m.rank < it->second.store.global_world_size) {
-        Job& store = it->second.store;
-        store.exited_ranks.insert(m.rank);
-        for (auto& [name, b] : store.barriers)
-          for (auto id : b.waiters)
-            if (auto w = waiters_.find(id); w != waiters_.end()) {
-              fail(w->second.to, ErrorCode::kPeerExited,
-                   "barrier '" + name + "' of job '" + m.job + "' cannot complete: rank " +
-                       std::to_string(m.rank) + " " + m.why,
-                   out);
-              drop_waiter(w);
-            }
-        store.barriers.clear();
-      }
-      return reply(to, proto::Ok{}, out);
-    }
-    case MsgType::kNodeLeave: {
-      auto m = proto::NodeLeave::unpack(env.payload);
-      auto it = coord_.find(m.job);
-      if (it != coord_.end()) {
-        CoordJob& cj = it->second;
-        if (RoundNode* n = find_node(cj.nodes, m.node_id); n && cj.generation == m.generation) {
-          n->left = true;
-          log::info("job=" + m.job + " " + node_name(*n) + " is done");
-        }
-        bool all_left = std::all_of(cj.nodes.begin(), cj.nodes.end(),
-                                    [](const RoundNode& n) { return n.left; });
-        if (cj.closed && all_left && cj.waiting.empty()) {
-          fail_store_waiters(cj.store, ErrorCode::kPeerExited,
-                             "job '" + m.job + "' ended on every node", out);
-          log::info("job=" + m.job + " (coordinated here) ended on every node");
-          coord_.erase(it);
-        }
-      }
-      return reply(to, proto::Ok{}, out);
-    }
-    default:
-      fail(to, ErrorCode::kUnknownType,
-           std::string("message type '") + proto::type_name(env.type) +
-               "' is not something a peer daemon may ask",
-           out);
+Job* Coordinator::global_store(const std::string& job) {
+  auto it = rounds_.find(job);
+  return it == rounds_.end() ? nullptr : &it->second.store;
+}
+
+CoordJob& Coordinator::live_round(const std::string& job, uint64_t generation,
+                                  const std::string& what) {
+  auto it = rounds_.find(job);
+  if (it == rounds_.end())
+    throw Error(ErrorCode::kUnknownJob, "no multi-node job '" + job + "' is coordinated here");
+  CoordJob& cj = it->second;
+  if (!cj.closed || cj.generation != generation)
+    throw Error(ErrorCode::kStaleGeneration,
+                what + " from generation " + std::to_string(generation) + " refused: job '" + job +
+                    "' is at generation " + std::to_string(cj.generation) +
+                    (cj.closed || what != "request" ? "" : " (forming)"));
+  if (!cj.broken.empty())
+    throw Error(ErrorCode::kPeerExited, "job '" + job + "' generation " +
+                                            std::to_string(cj.generation) +
+                                            " cannot go on: " + cj.broken);
+  return cj;
+}
+
+void Coordinator::rank_exited(const proto::RankExited& m, std::vector<Outgoing>& out) {
+  auto it = rounds_.find(m.job);
+  if (it != rounds_.end() && it->second.closed && it->second.generation == m.generation &&
+      m.rank < it->second.store.global_world_size) {
+    Job& store = it->second.store;
+    store.exited_ranks.insert(m.rank);
+    OutAnswers a(out);
+    store_.fail_barriers(store, std::to_string(m.rank) + " " + m.why, a);
   }
 }
 
-void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<Outgoing>& out) {
+void Coordinator::node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& out) {
+  auto it = rounds_.find(m.job);
+  if (it != rounds_.end()) {
+    CoordJob& cj = it->second;
+    if (RoundNode* n = find_node(cj.nodes, m.node_id); n && cj.generation == m.generation) {
+      n->left = true;
+      log::info("job=" + m.job + " " + node_name(*n) + " is done");
+    }
+    bool all_left =
+        std::all_of(cj.nodes.begin(), cj.nodes.end(), [](const RoundNode& n) { return n.left; });
+    if (cj.closed && all_left && cj.waiting.empty()) {
+      fail_store_waiters(cj.store, ErrorCode::kPeerExited,
+                         "job '" + m.job + "' ended on every node", out);
+      log::info("job=" + m.job + " (coordinated here) ended on every node");
+      rounds_.erase(it);
+    }
+  }
+}
+
+void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
+                            const std::map<std::string, Job>& local_jobs,
+                            std::vector<Outgoing>& out) {
   auto now = Clock::now();
-  // Where the coordinator runs a job of that name itself (node 0 usually
-  // does), its owner is the job's owner: another uid cannot take the name
-  // by joining first.
-  if (auto local = jobs_.find(m.job); local != jobs_.end() && local->second.owner_uid >= 0 &&
-                                      local->second.owner_uid != m.owner_uid)
-    throw Error(ErrorCode::kPermissionDenied, "job '" + m.job + "' on this node belongs to uid " +
-                                                  std::to_string(local->second.owner_uid) +
-                                                  "; on node " + m.node_id + " it belongs to uid " +
-                                                  std::to_string(m.owner_uid));
-  auto [it, fresh] = coord_.try_emplace(m.job);
+  check_local_owner(local_jobs, m);
+  auto [it, fresh] = rounds_.try_emplace(m.job);
   CoordJob& cj = it->second;
   if (fresh) {
     cj.min_nodes = m.min_nodes;
@@ -124,19 +124,10 @@ void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<O
              std::to_string(cj.max_nodes) + " nodes, but node " + m.node_id + " asks for " +
              std::to_string(m.min_nodes) + ":" + std::to_string(m.max_nodes),
          out);
-    if (fresh) coord_.erase(it);
+    if (fresh) rounds_.erase(it);
     return;
   }
-  RoundNode n;
-  n.node_id = m.node_id;
-  n.to = to;
-  n.nproc = m.nproc;
-  n.want_rank = m.node_rank;
-  n.master_addr = m.master_addr;
-  n.master_port = m.master_port;
-  n.peer_endpoint = m.peer_endpoint;
-  n.last_seen = now;
-  n.join_deadline = now + std::chrono::milliseconds(m.timeout_ms ? m.timeout_ms : 900000);
+  RoundNode n = round_node(to, m, now);
   if (cj.closed) {
     bool member = find_node(cj.nodes, m.node_id) != nullptr;
     if (!member && cj.broken.empty()) {
@@ -181,7 +172,7 @@ void State::node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<O
     cj.last_call = now + std::chrono::milliseconds(cj.last_call_ms);
 }
 
-void State::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
+void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
   size_t n = cj.nodes.size();
   // Node ranks: the asked-for ones first, then the rest by the rank they
   // had before (stable across generations), then by node id: the same set
@@ -260,21 +251,14 @@ void State::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
   }
 }
 
-void State::fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
-                               std::vector<Outgoing>& out) {
-  std::vector<uint64_t> ids = store.key_waiters;
-  for (auto& [name, b] : store.barriers) ids.insert(ids.end(), b.waiters.begin(), b.waiters.end());
-  for (auto id : ids)
-    if (auto w = waiters_.find(id); w != waiters_.end()) {
-      fail(w->second.to, code, why, out);
-      drop_waiter(w);
-    }
-  store.key_waiters.clear();
-  store.barriers.clear();
+void Coordinator::fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
+                                     std::vector<Outgoing>& out) {
+  OutAnswers a(out);
+  store_.fail_all(store, code, why, a);
 }
 
-void State::break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
-                        bool fail_waiters) {
+void Coordinator::break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
+                              bool fail_waiters) {
   cj.broken = why;
   cj.store.broken = why;
   log::warning("job=" + cj.store.id + " generation " + std::to_string(cj.generation) +
@@ -288,60 +272,10 @@ void State::break_round(CoordJob& cj, const std::string& why, std::vector<Outgoi
       "job '" + cj.store.id + "' generation " + std::to_string(cj.generation) + ": " + why, out);
 }
 
-void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out) {
-  auto it = coord_.find(m.job);
-  if (it == coord_.end())
-    throw Error(ErrorCode::kUnknownJob, "no multi-node job '" + m.job + "' is coordinated here");
-  CoordJob& cj = it->second;
-  if (!cj.closed || cj.generation != m.generation)
-    throw Error(ErrorCode::kStaleGeneration,
-                "request from generation " + std::to_string(m.generation) + " refused: job '" +
-                    m.job + "' is at generation " + std::to_string(cj.generation) +
-                    (cj.closed ? "" : " (forming)"));
-  if (!cj.broken.empty())
-    throw Error(ErrorCode::kPeerExited, "job '" + m.job + "' generation " +
-                                            std::to_string(cj.generation) +
-                                            " cannot go on: " + cj.broken);
-  auto inner = proto::decode_envelope(m.frame.data(), m.frame.size(), true);  // m outlives it
-  ReplyTo inner_to = to;
-  inner_to.request_id = to.request_id;
-  // The inner request may only touch the job the Forward was checked for.
-  forwarding_job_ = m.job;
-  struct Reset {
-    std::string& s;
-    ~Reset() { s.clear(); }
-  } reset{forwarding_job_};
-  const proto::MessageTraits* t = proto::message_traits(inner.type);
-  if (!t || !t->forwardable)
-    throw Error(ErrorCode::kUnknownType,
-                std::string("a peer may not forward '") + (t ? t->name : "?") + "'");
-  switch (t->area) {
-    case proto::Area::kBarrier:
-      return barrier(inner_to, proto::Barrier::unpack(inner.payload), out);
-    case proto::Area::kStore:
-      return store_request(inner_to, inner, out);
-    case proto::Area::kBcast:
-      return bcast_request(inner_to, inner, out);  // cluster/bcast_relay.cpp
-    default:
-      throw Error(ErrorCode::kInternal, std::string("no handler for forwarded '") + t->name + "'");
-  }
-}
-
 // A subtree's arrivals at a barrier of the job's global store.
-void State::barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out) {
-  auto it = coord_.find(m.job);
-  if (it == coord_.end())
-    throw Error(ErrorCode::kUnknownJob, "no multi-node job '" + m.job + "' is coordinated here");
-  CoordJob& cj = it->second;
-  if (!cj.closed || cj.generation != m.generation)
-    throw Error(ErrorCode::kStaleGeneration,
-                "barrier from generation " + std::to_string(m.generation) + " refused: job '" +
-                    m.job + "' is at generation " + std::to_string(cj.generation));
-  if (!cj.broken.empty())
-    throw Error(ErrorCode::kPeerExited, "job '" + m.job + "' generation " +
-                                            std::to_string(cj.generation) +
-                                            " cannot go on: " + cj.broken);
-  Job& store = cj.store;
+void Coordinator::barrier_up(const ReplyTo& to, const proto::BarrierUp& m,
+                             std::vector<Outgoing>& out) {
+  Job& store = live_round(m.job, m.generation, "barrier").store;
   if (!store.exited_ranks.empty())
     throw Error(ErrorCode::kPeerExited,
                 "barrier '" + m.name + "' of job '" + m.job + "' cannot complete: rank " +
@@ -352,123 +286,9 @@ void State::barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector
                                           std::to_string(b.count + m.count) +
                                           " arrivals for a world of " +
                                           std::to_string(store.global_world_size));
-  b.count += m.count;
-  if (b.count < store.global_world_size) {
-    Waiter wt{to,
-              WaitKind::kBarrier,
-              m.job,
-              {},
-              m.name,
-              0,
-              Clock::now() + std::chrono::milliseconds(m.timeout_ms)};
-    wt.count = m.count;
-    b.waiters.push_back(add_waiter(std::move(wt)));
-    return;
-  }
-  for (auto id : b.waiters)
-    if (auto w = waiters_.find(id); w != waiters_.end()) {
-      reply(w->second.to, proto::Ok{}, out);
-      drop_waiter(w);
-    }
-  reply(to, proto::Ok{}, out);
-  store.barriers.erase(m.name);
-}
-
-proto::JobEvent State::event_for(const CoordJob& cj, const std::string& id,
-                                 const std::string& node_id, uint64_t generation) const {
-  proto::JobEvent e{id, cj.generation, "running", ""};
-  auto member = [&](const std::vector<RoundNode>& v) {
-    return std::any_of(v.begin(), v.end(),
-                       [&](const RoundNode& n) { return n.node_id == node_id; });
-  };
-  // Nodes left in an older generation restart: as a failure, or (membership
-  // change) not counted as one.
-  const char* left_behind = cj.membership_change ? "waiting" : "broken";
-  if (!cj.closed) {
-    e.state = member(cj.nodes) ? "forming" : left_behind;
-    if (e.state != "forming")
-      e.message = "generation " + std::to_string(cj.generation) + " is forming without this node" +
-                  (cj.broken.empty() ? "" : ": " + cj.broken);
-  } else if (generation != cj.generation || !member(cj.nodes)) {
-    e.state = member(cj.waiting) ? "forming" : left_behind;
-    e.message = "generation " + std::to_string(generation) + " was replaced by generation " +
-                std::to_string(cj.generation);
-  } else if (!cj.broken.empty()) {
-    e.state = "broken";
-    e.message = cj.broken;
-  } else if (!cj.waiting.empty() && cj.nodes.size() < cj.max_nodes) {
-    e.state = "waiting";
-    e.message = std::to_string(cj.waiting.size()) + " node(s) wait to join generation " +
-                std::to_string(cj.generation + 1);
-  }
-  return e;
-}
-
-proto::HeartbeatAck State::heartbeat(const proto::Heartbeat& m) {
-  proto::HeartbeatAck ack;
-  auto now = Clock::now();
-  for (const auto& jg : m.jobs) {
-    auto it = coord_.find(jg.job);
-    if (it == coord_.end()) {
-      ack.events.push_back({jg.job, jg.generation, "unknown",
-                            "the coordinator has no job '" + jg.job + "' (did it restart?)"});
-      continue;
-    }
-    CoordJob& cj = it->second;
-    if (RoundNode* n = find_node(cj.nodes, m.node_id)) n->last_seen = now;
-    if (RoundNode* n = find_node(cj.waiting, m.node_id)) n->last_seen = now;
-    ack.events.push_back(event_for(cj, jg.job, m.node_id, jg.generation));
-  }
-  return ack;
-}
-
-void State::coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  for (auto it = coord_.begin(); it != coord_.end();) {
-    CoordJob& cj = it->second;
-    const std::string& id = it->first;
-    if (cj.closed) {
-      if (cj.broken.empty())
-        for (const auto& n : cj.nodes)
-          if (!n.left && now - n.last_seen > peer_timeout_) {
-            break_round(cj,
-                        node_name(n) + " lost: no heartbeat for " +
-                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               now - n.last_seen)
-                                               .count()) +
-                            " ms",
-                        out);
-            break;
-          }
-    } else {
-      // Nodes of a forming round that went silent or ran out of time.
-      std::erase_if(cj.nodes, [&](const RoundNode& n) {
-        if (now - n.last_seen > peer_timeout_) {
-          log::warning("job=" + id + " node " + n.node_id + " went silent during the rendezvous");
-          return true;
-        }
-        if (now >= n.join_deadline) {
-          fail(n.to, ErrorCode::kTimeout,
-               "no world formed for job '" + id + "': " + std::to_string(cj.nodes.size()) +
-                   " node(s) joined, at least " + std::to_string(cj.min_nodes) + " needed",
-               out);
-          return true;
-        }
-        return false;
-      });
-      if (cj.nodes.size() < cj.min_nodes) cj.last_call.reset();
-      if (cj.last_call && now >= *cj.last_call) close_round(cj, out);
-    }
-    std::erase_if(cj.waiting,
-                  [&](const RoundNode& n) { return now - n.last_seen > peer_timeout_; });
-    bool empty = cj.nodes.empty() && cj.waiting.empty();
-    if (empty) {
-      fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + id + "' has no nodes left",
-                         out);
-      it = coord_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  OutAnswers a(out);
+  store_.arrive(store, to, m.name, 0, m.count, store.global_world_size,
+                Clock::now() + std::chrono::milliseconds(m.timeout_ms), a);
 }
 
 }  // namespace muster::daemon

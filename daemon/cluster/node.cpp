@@ -3,6 +3,7 @@
 // noticing when the coordinator goes silent.
 #include <algorithm>
 
+#include "cluster/tables.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 
@@ -37,7 +38,7 @@ bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     throw Error(ErrorCode::kUnavailable, "job '" + job.id +
                                              "' has not formed its world yet (rendezvous through " +
                                              c.coordinator + ")");
-  if (c.state == "broken")
+  if (c.phase == ClusterPhase::kBroken)
     throw Error(ErrorCode::kPeerExited, "job '" + job.id + "' generation " +
                                             std::to_string(job.generation) +
                                             " cannot go on: " + c.message);
@@ -59,7 +60,7 @@ bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     return true;
   }
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
-  send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
+  cluster_->send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
   return true;
 }
 
@@ -99,7 +100,7 @@ void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vecto
                     m.master_addr, m.master_port, advertised,           job.owner_uid};
   log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
             std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
-  send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
+  cluster_->send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
 }
 
 proto::JobEvent State::cluster_state(const std::string& id) const {
@@ -107,13 +108,13 @@ proto::JobEvent State::cluster_state(const std::string& id) const {
   if (it == jobs_.end()) throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
   const Job& job = it->second;
   if (!job.cluster) return {id, job.generation, "running", "a single-node job"};
-  return {id, job.generation, job.cluster->state, job.cluster->message};
+  return {id, job.generation, to_string(job.cluster->phase), job.cluster->message};
 }
 
 void State::on_link_frame(const std::string& link, const void* data, size_t size,
                           std::vector<Outgoing>& out) {
-  auto lit = links_.find(link);
-  if (lit == links_.end()) return;
+  auto lit = cluster_->links.find(link);
+  if (lit == cluster_->links.end()) return;
   Link& l = lit->second;
   l.last_heard = Clock::now();
   l.lost = false;
@@ -128,66 +129,15 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
   if (pit == l.pending.end()) return;  // answered already (e.g. after a loss)
   LinkPending p = std::move(pit->second);
   l.pending.erase(pit);
-  auto type = static_cast<MsgType>(env.type);
   try {
     switch (p.kind) {
       case LinkPending::Kind::kForward:
         out.push_back({p.to, proto::encode_object(p.to.request_id, env.type, env.payload), {}});
         return;
-      case LinkPending::Kind::kRendezvous: {
-        auto jit = jobs_.find(p.job);
-        if (type == MsgType::kErrorReply) {
-          auto e = proto::ErrorReply::unpack(env.payload);
-          if (jit != jobs_.end() && jit->second.cluster) jit->second.cluster.reset();
-          fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
-          return;
-        }
-        auto w = proto::World::unpack(env.payload);
-        if (jit == jobs_.end() || !jit->second.cluster) return;  // the launcher is gone
-        Job& job = jit->second;
-        ClusterInfo& c = *job.cluster;
-        c.formed = true;
-        c.node_rank = w.node_rank;
-        c.num_nodes = w.num_nodes;
-        c.rank_offset = w.rank_offset;
-        c.world_size = w.world_size;
-        c.parent = w.parent;
-        c.subtree_ranks = w.subtree_ranks ? w.subtree_ranks : job.local_world_size;
-        c.state = "running";
-        c.message.clear();
-        job.generation = w.generation;
-        log::info("job=" + job.id + " generation " + std::to_string(w.generation) + ": node rank " +
-                  std::to_string(w.node_rank) + " of " + std::to_string(w.num_nodes) + ", ranks " +
-                  std::to_string(w.rank_offset) + ".." +
-                  std::to_string(w.rank_offset + job.local_world_size - 1) + " of " +
-                  std::to_string(w.world_size));
-        reply(p.to, w, out);
-        return;
-      }
-      case LinkPending::Kind::kHeartbeat: {
-        if (type != MsgType::kHeartbeatAck) return;
-        for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events) {
-          auto jit = jobs_.find(e.job);
-          if (jit == jobs_.end() || !jit->second.cluster) continue;
-          ClusterInfo& c = *jit->second.cluster;
-          if (!c.formed) continue;  // the World will say
-          if (auto a = p.asked.find(e.job);
-              a == p.asked.end() || a->second != jit->second.generation)
-            continue;  // asked about a generation that is over here
-          if (c.state != e.state && e.state != "running")
-            log::notice("job=" + e.job + " is " + e.state + ": " + e.message);
-          c.state = e.state == "unknown" ? "broken" : e.state;
-          c.message = e.message;
-          // Waits relayed for a world that is over would never be answered.
-          // (Waiting nodes end the world only once a member restarts.)
-          if (c.state == "broken")
-            relay_fail(e.job, ErrorCode::kPeerExited,
-                       "job '" + e.job + "' generation " + std::to_string(jit->second.generation) +
-                           " cannot go on: " + e.message,
-                       out);
-        }
-        return;
-      }
+      case LinkPending::Kind::kRendezvous:
+        return world_arrived(p, env, out);
+      case LinkPending::Kind::kHeartbeat:
+        return heartbeat_answered(p, env, out);
       case LinkPending::Kind::kNotice:
         return;
       case LinkPending::Kind::kRelayBarrier:
@@ -204,6 +154,64 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
   }
 }
 
+// The coordinator's answer to a rendezvous: this node's place in the world.
+void State::world_arrived(const LinkPending& p, const proto::Envelope& env,
+                          std::vector<Outgoing>& out) {
+  auto jit = jobs_.find(p.job);
+  if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
+    auto e = proto::ErrorReply::unpack(env.payload);
+    if (jit != jobs_.end() && jit->second.cluster) jit->second.cluster.reset();
+    fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
+    return;
+  }
+  auto w = proto::World::unpack(env.payload);
+  if (jit == jobs_.end() || !jit->second.cluster) return;  // the launcher is gone
+  Job& job = jit->second;
+  ClusterInfo& c = *job.cluster;
+  c.formed = true;
+  c.node_rank = w.node_rank;
+  c.num_nodes = w.num_nodes;
+  c.rank_offset = w.rank_offset;
+  c.world_size = w.world_size;
+  c.parent = w.parent;
+  c.subtree_ranks = w.subtree_ranks ? w.subtree_ranks : job.local_world_size;
+  c.phase = ClusterPhase::kRunning;
+  c.message.clear();
+  job.generation = w.generation;
+  log::info("job=" + job.id + " generation " + std::to_string(w.generation) + ": node rank " +
+            std::to_string(w.node_rank) + " of " + std::to_string(w.num_nodes) + ", ranks " +
+            std::to_string(w.rank_offset) + ".." +
+            std::to_string(w.rank_offset + job.local_world_size - 1) + " of " +
+            std::to_string(w.world_size));
+  reply(p.to, w, out);
+}
+
+// What the coordinator says of this node's jobs in answer to a heartbeat.
+void State::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
+                               std::vector<Outgoing>& out) {
+  if (static_cast<MsgType>(env.type) != MsgType::kHeartbeatAck) return;
+  for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events) {
+    auto jit = jobs_.find(e.job);
+    if (jit == jobs_.end() || !jit->second.cluster) continue;
+    ClusterInfo& c = *jit->second.cluster;
+    if (!c.formed) continue;  // the World will say
+    if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != jit->second.generation)
+      continue;  // asked about a generation that is over here
+    if (to_string(c.phase) != e.state && e.state != "running")
+      log::notice("job=" + e.job + " is " + e.state + ": " + e.message);
+    // "unknown": the coordinator has no such job (it restarted, say).
+    c.phase = cluster_phase_from_string(e.state).value_or(ClusterPhase::kBroken);
+    c.message = e.message;
+    // Waits relayed for a world that is over would never be answered.
+    // (Waiting nodes end the world only once a member restarts.)
+    if (c.phase == ClusterPhase::kBroken)
+      relay_fail(e.job, ErrorCode::kPeerExited,
+                 "job '" + e.job + "' generation " + std::to_string(jit->second.generation) +
+                     " cannot go on: " + e.message,
+                 out);
+  }
+}
+
 void State::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out) {
   std::string why =
       "lost contact with the coordinator " + link + ": no answer for " +
@@ -216,7 +224,7 @@ void State::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& o
   l.pending.clear();
   for (auto& [id, job] : jobs_)
     if (job.cluster && job.cluster->coordinator == link && job.cluster->formed) {
-      job.cluster->state = "broken";
+      job.cluster->phase = ClusterPhase::kBroken;
       job.cluster->message = why;
       relay_fail(id, ErrorCode::kPeerExited, why, out);
     }
@@ -226,7 +234,7 @@ void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                                std::vector<Outgoing>& out) {
   if (!job.cluster || !job.cluster->formed) return;
   // No barrier of this node's subtree can complete now.
-  if (auto rit = relays_.find(job.id); rit != relays_.end()) {
+  if (auto rit = cluster_->relays.find(job.id); rit != cluster_->relays.end()) {
     std::string why_all = "barrier of job '" + job.id + "' cannot complete: rank " +
                           std::to_string(job.cluster->rank_offset + local_rank) + " " + why;
     for (auto& [name, b] : rit->second.barriers)
@@ -234,26 +242,25 @@ void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
     rit->second.barriers.clear();
   }
   proto::RankExited m{job.id, job.generation, job.cluster->rank_offset + local_rank, why};
-  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  cluster_->send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
 }
 
 void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
   if (!job.cluster) return;
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
   // A rendezvous still waiting for its world has nobody left to answer.
-  auto lit = links_.find(job.cluster->coordinator);
-  if (lit != links_.end())
+  auto lit = cluster_->links.find(job.cluster->coordinator);
+  if (lit != cluster_->links.end())
     std::erase_if(lit->second.pending, [&](const auto& kv) {
       return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == job.id;
     });
   proto::NodeLeave m{job.id, job.generation, node_id_};
-  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  cluster_->send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
 }
 
 void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  coordinator_tick(now, out);
-  bcast_tick(now, out);
-  for (auto lit = links_.begin(); lit != links_.end();) {
+  cluster_->coordinator.tick(now, out);
+  for (auto lit = cluster_->links.begin(); lit != cluster_->links.end();) {
     const std::string& link = lit->first;
     Link& l = lit->second;
     std::vector<proto::JobGeneration> mine;
@@ -267,7 +274,7 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
       // Nothing left to do with this coordinator: forget it (the server
       // closes the connection once no Outgoing names it any more).
       if (now - l.last_heard > peer_timeout_ || l.pending.empty()) {
-        lit = links_.erase(lit);
+        lit = cluster_->links.erase(lit);
         continue;
       }
     }
@@ -282,7 +289,7 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
                     [](const auto& kv) { return kv.second.kind == LinkPending::Kind::kHeartbeat; });
       LinkPending beat{LinkPending::Kind::kHeartbeat, {}, {}};
       for (const auto& jg : mine) beat.asked[jg.job] = jg.generation;
-      send_link(link, std::move(beat), proto::Heartbeat{node_id_, mine}, out);
+      cluster_->send_link(link, std::move(beat), proto::Heartbeat{node_id_, mine}, out);
     }
     ++lit;
   }

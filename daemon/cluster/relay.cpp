@@ -4,6 +4,7 @@
 // wait for the same key share one upstream wait. So the coordinator gets
 // O(tree width) messages per barrier or key wait, not O(ranks); the answer
 // fans back out along the same path.
+#include "cluster/tables.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 
@@ -27,7 +28,7 @@ std::string coalescing_key(const proto::Envelope& env) {
 void State::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
                           int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out) {
   ClusterInfo& c = *job.cluster;
-  RelayBarrier& b = relays_[job.id].barriers[name];
+  RelayBarrier& b = cluster_->relays[job.id].barriers[name];
   if (local_rank >= 0 && !b.local_ranks.insert(static_cast<uint32_t>(local_rank)).second)
     throw Error(ErrorCode::kConflict, "rank " + std::to_string(c.rank_offset + local_rank) +
                                           " is already waiting in barrier '" + name + "'");
@@ -42,19 +43,19 @@ void State::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, 
   b.waiters.push_back(to);
   if (b.arrived < c.subtree_ranks) return;
   proto::BarrierUp up{job.id, job.generation, name, c.subtree_ranks, timeout_ms, !c.parent.empty()};
-  send_link(c.upstream(), {LinkPending::Kind::kRelayBarrier, {}, job.id, name}, up, out);
+  cluster_->send_link(c.upstream(), {LinkPending::Kind::kRelayBarrier, {}, job.id, name}, up, out);
 }
 
 void State::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
                       std::vector<Outgoing>& out) {
   std::string key = coalescing_key(env);
-  auto& waiters = relays_[job.id].gets[key];
+  auto& waiters = cluster_->relays[job.id].gets[key];
   waiters.push_back(to);
   if (waiters.size() > 1) return;  // an upstream wait for these keys is out already
   const ClusterInfo& c = *job.cluster;
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload),
                    !c.parent.empty()};
-  send_link(c.upstream(), {LinkPending::Kind::kRelayGet, {}, job.id, key}, f, out);
+  cluster_->send_link(c.upstream(), {LinkPending::Kind::kRelayGet, {}, job.id, key}, f, out);
 }
 
 // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
@@ -80,7 +81,7 @@ void State::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
     throw Error(ErrorCode::kStaleGeneration,
                 "request from generation " + std::to_string(generation) + " refused: job '" + id +
                     "' is at generation " + std::to_string(job.generation) + " here");
-  if (job.cluster->state == "broken")
+  if (job.cluster->phase == ClusterPhase::kBroken)
     throw Error(ErrorCode::kPeerExited, "job '" + id + "' cannot go on: " + job.cluster->message);
   if (up) return relay_barrier(to, job, up->name, up->count, -1, up->timeout_ms, out);
   auto inner = proto::decode_envelope(fwd->frame.data(), fwd->frame.size());
@@ -99,8 +100,8 @@ void State::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
 // gets it, under their own request ids.
 void State::relay_answer(const LinkPending& p, const proto::Envelope& env,
                          std::vector<Outgoing>& out) {
-  auto rit = relays_.find(p.job);
-  if (rit == relays_.end()) return;
+  auto rit = cluster_->relays.find(p.job);
+  if (rit == cluster_->relays.end()) return;
   std::vector<ReplyTo> waiters;
   if (p.kind == LinkPending::Kind::kRelayBarrier) {
     auto b = rit->second.barriers.find(p.key);
@@ -119,14 +120,14 @@ void State::relay_answer(const LinkPending& p, const proto::Envelope& env,
 
 void State::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                        std::vector<Outgoing>& out) {
-  auto rit = relays_.find(job);
-  if (rit == relays_.end()) return;
+  auto rit = cluster_->relays.find(job);
+  if (rit == cluster_->relays.end()) return;
   for (auto& [name, b] : rit->second.barriers)
     for (const auto& w : b.waiters) fail(w, code, why, out);
   for (auto& [key, ws] : rit->second.gets)
     for (const auto& w : ws) fail(w, code, why, out);
-  relays_.erase(rit);
-  for (auto& [name, l] : links_)
+  cluster_->relays.erase(rit);
+  for (auto& [name, l] : cluster_->links)
     std::erase_if(l.pending, [&](const auto& kv) {
       return kv.second.job == job && (kv.second.kind == LinkPending::Kind::kRelayBarrier ||
                                       kv.second.kind == LinkPending::Kind::kRelayGet);

@@ -2,17 +2,45 @@
 // to two ranks.
 #include <algorithm>
 
+#include "core/out_answers.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
 
 namespace {
-std::string list(const std::vector<int64_t>& v) {
-  std::string s;
-  for (auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
+// The local rank a joining process gets, and whether it takes a free slot
+// (true) or one that is already its own (false). A requested local rank is
+// that slot: ours already (registered by muster run, or joined before) or
+// free. Several ranks may share one pid (threads). Without a request, a slot
+// this pid holds wins, else the lowest free one.
+std::pair<uint32_t, bool> choose_slot(const Job& job, const proto::Join& m) {
+  auto usable = [&](int64_t i) { return !slot_live(job.slots[i].state); };
+  // A worker may be a wrapper (shell, `conda run`) whose child joins: the
+  // slot is ours when its registered pid is the caller or an ancestor.
+  auto ours = [&](int64_t i) {
+    const Slot& s = job.slots[i];
+    return slot_live(s.state) &&
+           (s.pid == m.pid || s.joined_pid == m.pid ||
+            (s.state == SlotState::kRunning && PidWatch::is_ancestor(s.pid, m.pid)));
+  };
+  if (m.local_rank >= 0) {
+    auto r = static_cast<uint32_t>(m.local_rank);
+    if (ours(m.local_rank)) return {r, false};
+    if (usable(m.local_rank)) return {r, true};
+    throw Error(ErrorCode::kConflict, "local rank " + std::to_string(m.local_rank) + " of job '" +
+                                          m.job + "' is already held by pid " +
+                                          std::to_string(job.slots[m.local_rank].pid));
+  }
+  for (uint32_t i = 0; i < job.local_world_size; ++i)
+    if (ours(i)) return {i, false};
+  for (uint32_t i = 0; i < job.local_world_size; ++i)
+    if (usable(i)) return {i, true};
+  throw Error(ErrorCode::kConflict, "job '" + m.job + "' already has all " +
+                                        std::to_string(job.local_world_size) +
+                                        " local rank(s) taken");
 }
+
 }  // namespace
 
 Job* State::find_store_job(const ReplyTo& to, const std::string& id) {
@@ -20,8 +48,7 @@ Job* State::find_store_job(const ReplyTo& to, const std::string& id) {
     auto it = jobs_.find(id);
     return it == jobs_.end() ? nullptr : &it->second;
   }
-  auto it = coord_.find(id);
-  return it == coord_.end() ? nullptr : &it->second.store;
+  return global_store(id);
 }
 
 Job& State::store_job(const ReplyTo& to, const std::string& id) {
@@ -38,59 +65,9 @@ Job& State::job_or_throw(const std::string& id) {
   return it->second;
 }
 
-std::vector<int64_t> State::pick_devices(const std::string& job, size_t n, bool wants_gpu,
-                                         const std::vector<int64_t>& subset) const {
-  std::vector<int64_t> out(n, -1);
-  if (!subset.empty()) {
-    if (devices_.empty())
-      throw Error(ErrorCode::kNoDevice, "job '" + job + "' asks for devices " + list(subset) +
-                                            " but this daemon hands out no GPUs");
-    for (auto d : subset) {
-      bool known = std::any_of(devices_.begin(), devices_.end(),
-                               [&](const DeviceSlot& s) { return s.device.index == d; });
-      if (!known)
-        throw Error(ErrorCode::kInvalidArgument,
-                    "device " + std::to_string(d) + " is not among the GPUs this daemon hands out");
-    }
-  }
-  // CPU jobs, and nodes without GPUs, get no device rather than an error.
-  if (!wants_gpu || devices_.empty()) return out;
-  size_t got = 0;
-  std::string busy;
-  for (const auto& s : devices_) {
-    if (!subset.empty() && std::find(subset.begin(), subset.end(), s.device.index) == subset.end())
-      continue;
-    if (!s.job.empty()) {
-      busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
-              " is leased to job '" + s.job + "' local rank " + std::to_string(s.local_rank);
-      continue;
-    }
-    if (got < n) out[got++] = s.device.index;
-  }
-  if (got < n)
-    throw Error(ErrorCode::kNoDevice, "job '" + job + "' needs " + std::to_string(n) +
-                                          " GPU(s) but only " + std::to_string(got) +
-                                          " of the allowed ones are free" +
-                                          (busy.empty() ? "" : " (" + busy + ")") +
-                                          "; a GPU is never shared between ranks");
-  return out;
-}
-
-void State::lease(const std::string& job, uint32_t local_rank, int64_t device) {
-  if (device < 0) return;
-  for (auto& s : devices_)
-    if (s.device.index == device) {
-      s.job = job;
-      s.local_rank = local_rank;
-    }
-}
-
 void State::release(Job& job, uint32_t local_rank) {
   auto& slot = job.slots[local_rank];
-  for (auto& s : devices_)
-    if (slot.device >= 0 && s.device.index == slot.device && s.job == job.id &&
-        s.local_rank == local_rank)
-      s.job.clear();
+  devices_.release(job.id, local_rank, slot.device);
   slot.device = -1;
 }
 
@@ -99,7 +76,7 @@ proto::Reserved State::reserve(const proto::Reserve& m, int64_t owner_uid) {
     throw Error(ErrorCode::kConflict, "job '" + m.job + "' already runs on this daemon with " +
                                           std::to_string(it->second.local_world_size) +
                                           " local rank(s); pick another --job-id");
-  auto devices = pick_devices(m.job, m.local_world_size, m.wants_gpu, m.devices);
+  auto devices = devices_.pick(m.job, m.local_world_size, m.wants_gpu, m.devices);
   if (!watch_.watch(m.launcher_pid))
     throw Error(ErrorCode::kInvalidArgument,
                 "launcher pid " + std::to_string(m.launcher_pid) + " is not a running process");
@@ -112,16 +89,31 @@ proto::Reserved State::reserve(const proto::Reserve& m, int64_t owner_uid) {
   job.slots.resize(m.local_world_size);
   for (uint32_t i = 0; i < m.local_world_size; ++i) {
     job.slots[i] = {SlotState::kReserved, m.launcher_pid, 0, devices[i]};
-    lease(m.job, i, devices[i]);
+    devices_.lease(m.job, i, devices[i]);
   }
   // One watch per slot: the launcher's pid counts once for each.
   for (uint32_t i = 1; i < m.local_world_size; ++i) watch_.watch(m.launcher_pid);
   log::info("job=" + m.job + " reserved " + std::to_string(m.local_world_size) +
             " slot(s) for launcher pid=" + std::to_string(m.launcher_pid) + " devices=[" +
-            list(devices) + "] generation=" + std::to_string(m.generation) +
+            device_list(devices) + "] generation=" + std::to_string(m.generation) +
             " uid=" + std::to_string(owner_uid));
   jobs_.emplace(m.job, std::move(job));
   return {m.generation, devices};
+}
+
+void State::restore(Job job) {
+  for (uint32_t r = 0; r < job.local_world_size; ++r) {
+    int64_t d = job.slots[r].device;
+    if (d < 0) continue;
+    if (!devices_.hands_out(d))
+      log::warning("job=" + job.id + " rank=" + std::to_string(r) + " keeps device " +
+                   std::to_string(d) + ", which this musterd does not hand out");
+    devices_.lease(job.id, r, d);
+  }
+  // Heartbeats to the job's coordinator start again on their own.
+  if (job.cluster) keep_link(job.cluster->coordinator);
+  std::string id = job.id;
+  jobs_.emplace(std::move(id), std::move(job));
 }
 
 void State::attach(const proto::Attach& m) {
@@ -169,49 +161,15 @@ proto::RankInfo State::join(const proto::Join& m, int64_t owner_uid) {
     job.wants_gpu = m.wants_gpu;
     job.slots.resize(m.local_world_size);
   }
-  // A requested local rank is that slot: ours already (registered by muster
-  // run, or joined before) or free. Several ranks may share one pid (threads).
-  // Without a request, a slot this pid holds wins, else the lowest free one.
-  int64_t chosen = -1;
-  bool takes_free = true;
-  auto usable = [&](int64_t i) { return !slot_live(job.slots[i].state); };
-  // A worker may be a wrapper (shell, `conda run`) whose child joins: the
-  // slot is ours when its registered pid is the caller or an ancestor.
-  auto ours = [&](int64_t i) {
-    const Slot& s = job.slots[i];
-    return slot_live(s.state) &&
-           (s.pid == m.pid || s.joined_pid == m.pid ||
-            (s.state == SlotState::kRunning && PidWatch::is_ancestor(s.pid, m.pid)));
-  };
-  if (m.local_rank >= 0) {
-    if (ours(m.local_rank)) {
-      chosen = m.local_rank;
-      takes_free = false;
-    } else if (usable(m.local_rank)) {
-      chosen = m.local_rank;
-    } else {
-      throw Error(ErrorCode::kConflict, "local rank " + std::to_string(m.local_rank) + " of job '" +
-                                            m.job + "' is already held by pid " +
-                                            std::to_string(job.slots[m.local_rank].pid));
-    }
-  } else {
-    for (uint32_t i = 0; i < job.local_world_size && chosen < 0; ++i)
-      if (ours(i)) chosen = i, takes_free = false;
-    for (uint32_t i = 0; i < job.local_world_size && chosen < 0; ++i)
-      if (usable(i)) chosen = i;
-    if (chosen < 0)
-      throw Error(ErrorCode::kConflict, "job '" + m.job + "' already has all " +
-                                            std::to_string(job.local_world_size) +
-                                            " local rank(s) taken");
-  }
-  auto r = static_cast<uint32_t>(chosen);
+  auto [chosen, takes_free] = choose_slot(job, m);
+  auto r = chosen;
   if (takes_free) {
-    int64_t device = pick_devices(m.job, 1, m.wants_gpu, {})[0];
+    int64_t device = devices_.pick(m.job, 1, m.wants_gpu, {})[0];
     if (!watch_.watch(m.pid))
       throw Error(ErrorCode::kInvalidArgument,
                   "pid " + std::to_string(m.pid) + " is not a running process");
     job.slots[r] = {SlotState::kJoined, m.pid, m.pid, device};
-    lease(m.job, r, device);
+    devices_.lease(m.job, r, device);
   } else {
     job.slots[r].state = SlotState::kJoined;
     job.slots[r].joined_pid = m.pid;
@@ -270,33 +228,20 @@ void State::slot_ended(Job& job, uint32_t r, const char* why, std::vector<Outgoi
   // With one rank gone no barrier of the job can complete (new arrivals are
   // refused while a slot is exited): fail every waiting rank now, not at
   // its timeout, and forget who had arrived.
-  for (auto& [name, b] : job.barriers)
-    for (auto id : b.waiters)
-      if (auto it = waiters_.find(id); it != waiters_.end()) {
-        fail(it->second.to, ErrorCode::kPeerExited,
-             "barrier '" + name + "' of job '" + job.id + "' cannot complete: rank " +
-                 std::to_string(r) + " (pid " + std::to_string(job.slots[r].pid) + ") " + why,
-             out);
-        drop_waiter(it);
-      }
-  job.barriers.clear();
+  OutAnswers a(out);
+  store_.fail_barriers(
+      job, std::to_string(r) + " (pid " + std::to_string(job.slots[r].pid) + ") " + why, a);
 }
 
 void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.live()) return;
-  std::vector<uint64_t> ids = it->second.key_waiters;
-  for (auto& [name, b] : it->second.barriers)
-    ids.insert(ids.end(), b.waiters.begin(), b.waiters.end());
-  for (auto wid : ids) {
-    auto w = waiters_.find(wid);
-    if (w == waiters_.end()) continue;
-    fail(w->second.to, ErrorCode::kPeerExited, "job '" + id + "' ended: all its ranks exited", out);
-    drop_waiter(w);
-  }
+  OutAnswers a(out);
+  store_.fail_all(it->second, ErrorCode::kPeerExited,
+                  "job '" + id + "' ended: all its ranks exited", a);
   log::info("job=" + id + " ended");
   cluster_job_removed(it->second, out);
-  drop_shards(id);
+  shards_.drop(id);
   jobs_.erase(it);
 }
 

@@ -18,10 +18,8 @@
 // waits meanwhile. Acceptable for now; a worker thread is the fix.
 #include <bit>
 #include <cstring>
-#include <memory>
 
 #include "core/state.hpp"
-#include "log.hpp"
 #include "protocol/limits.hpp"
 #include "sampler/sampler.hpp"
 
@@ -29,8 +27,6 @@ namespace muster::daemon {
 
 namespace {
 
-constexpr size_t kPermsPerJob = 2;               // the current epoch and the one before
-constexpr size_t kCacheBytes = size_t{1} << 30;  // all jobs together
 // Room for the envelope and the reply's other fields within one frame.
 constexpr size_t kMaxShardBytes = limits::kMaxFrameBytes - 4096;
 
@@ -109,60 +105,9 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
   }
 
   const uint64_t seed = m.seed + m.epoch;  // wraps like shard_indices(); low 32 bits count
-  auto& perms = shard_cache_[m.job];
-  Permutation* hit = nullptr;
-  for (auto& p : perms)
-    if (p.generation == job.generation && p.n == n && p.seed == seed) hit = &p;
-  if (!hit) {
-    const uint64_t bytes = n * sizeof(uint32_t);  // n <= 2^28 < 2^32 past the check below
-    if (bytes > kCacheBytes)
-      throw Error(ErrorCode::kTooLarge, "a shuffled dataset of " + std::to_string(n) +
-                                            " samples needs a " + mib(bytes) +
-                                            " permutation, over musterd's " + mib(kCacheBytes) +
-                                            " limit; shuffle in the client instead");
-    // Evict the least recently used: this job's beyond its quota, then any
-    // job's until the new permutation fits the global budget.
-    auto evict = [&](std::vector<Permutation>& v, size_t i) {
-      shard_cache_bytes_ -= v[i].n * sizeof(uint32_t);
-      v.erase(v.begin() + static_cast<ptrdiff_t>(i));
-    };
-    auto oldest = [](const std::vector<Permutation>& v) {
-      size_t best = 0;
-      for (size_t i = 1; i < v.size(); ++i)
-        if (v[i].last_used < v[best].last_used) best = i;
-      return best;
-    };
-    while (perms.size() >= kPermsPerJob) evict(perms, oldest(perms));
-    while (shard_cache_bytes_ + bytes > kCacheBytes) {
-      std::vector<Permutation>* victim = nullptr;
-      size_t at = 0;
-      for (auto& [id, v] : shard_cache_) {
-        if (v.empty()) continue;
-        size_t i = oldest(v);
-        if (!victim || v[i].last_used < (*victim)[at].last_used) victim = &v, at = i;
-      }
-      if (!victim) break;
-      evict(*victim, at);
-    }
-    log::info("job=" + m.job + " computing sampler permutation n=" + std::to_string(n) +
-              " seed+epoch=" + std::to_string(seed));
-    auto perm = std::make_unique_for_overwrite<uint32_t[]>(n);
-    torch_randperm_u32(perm.get(), n, seed);
-    perms.push_back({job.generation, n, seed, std::move(perm), 0});
-    shard_cache_bytes_ += bytes;
-    hit = &perms.back();
-  }
-  hit->last_used = ++shard_clock_;
-  const uint32_t* perm = hit->perm.get();
+  const uint32_t* perm = shards_.permutation(m.job, job.generation, n, seed);
   out.push_back(
       {to, shard_frame(to.request_id, spec, count, width, [perm](uint64_t p) { return perm[p]; })});
-}
-
-void State::drop_shards(const std::string& job) {
-  auto it = shard_cache_.find(job);
-  if (it == shard_cache_.end()) return;
-  for (const auto& p : it->second) shard_cache_bytes_ -= p.n * sizeof(uint32_t);
-  shard_cache_.erase(it);
 }
 
 }  // namespace muster::daemon

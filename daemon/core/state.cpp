@@ -1,7 +1,6 @@
 #include "core/state.hpp"
 
-#include <algorithm>
-
+#include "core/out_answers.hpp"
 #include "log.hpp"
 #include "muster_config.h"
 
@@ -11,25 +10,10 @@ namespace muster::daemon {
 
 using proto::MsgType;
 
-const char* slot_state_name(SlotState s) {
-  switch (s) {
-    case SlotState::kFree:
-      return "free";
-    case SlotState::kReserved:
-      return "reserved";
-    case SlotState::kRunning:
-      return "running";
-    case SlotState::kJoined:
-      return "joined";
-    case SlotState::kExited:
-      return "exited";
-  }
-  return "?";
-}
+State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch)
+    : devices_(std::move(allowed_devices)), cluster_(new_cluster_tables(store_)), watch_(watch) {}
 
-State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch) : watch_(watch) {
-  for (auto& d : allowed_devices) devices_.push_back({std::move(d), "", 0});
-}
+State::~State() = default;
 
 void State::fail(const ReplyTo& to, ErrorCode code, const std::string& msg,
                  std::vector<Outgoing>& out) {
@@ -117,72 +101,19 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
   }
 }
 
-uint64_t State::add_waiter(Waiter w) {
-  uint64_t id = next_waiter_++;
-  w.deadline_it = deadlines_.emplace(w.deadline, id);
-  waiters_.emplace(id, std::move(w));
-  return id;
-}
-
-void State::drop_waiter(std::map<uint64_t, Waiter>::iterator it) {
-  deadlines_.erase(it->second.deadline_it);
-  waiters_.erase(it);
-}
-
 std::optional<Clock::time_point> State::next_deadline() const {
-  if (deadlines_.empty()) return std::nullopt;
-  return deadlines_.begin()->first;
+  return store_.next_deadline();
 }
 
 void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    uint64_t id = deadlines_.begin()->second;
-    auto it = waiters_.find(id);
-    const Waiter& w = it->second;
-    std::string what;
-    Job* job_p = find_store_job(w.to, w.job);
-    if (!job_p) {
-      what = "job '" + w.job + "' ended while waiting";
-    } else if (w.kind == WaitKind::kBarrier) {
-      auto& job = *job_p;
-      auto& b = job.barriers[w.barrier];
-      if (job.global) {
-        // Whole subtrees arrive as counts: say how many are missing.
-        what = "barrier '" + w.barrier + "' of job '" + w.job +
-               "' timed out: " + std::to_string(b.count) + " of " +
-               std::to_string(job.world_size()) + " rank(s) arrived";
-      } else {
-        std::string missing;
-        for (uint32_t r = 0; r < job.world_size(); ++r)
-          if (!b.arrived.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        what = "barrier '" + w.barrier + "' of job '" + w.job + "' timed out waiting for rank(s) " +
-               missing;
-        b.arrived.erase(w.rank);
-      }
-      // The waiter gave up: it (or its subtree) no longer counts as arrived.
-      b.count -= std::min<uint64_t>(b.count, w.count);
-    } else {
-      std::string missing;
-      const auto& kv = job_p->kv;
-      for (const auto& k : w.keys)
-        if (!kv.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-      what = "timed out waiting for key(s) " + missing + " in job '" + w.job + "'";
-    }
-    fail(w.to, ErrorCode::kTimeout, what, out);
-    if (job_p) {
-      // Keep the job's wait lists as short as what is still waiting.
-      auto& ids =
-          w.kind == WaitKind::kBarrier ? job_p->barriers[w.barrier].waiters : job_p->key_waiters;
-      ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
-    }
-    drop_waiter(it);
-  }
+  OutAnswers a(out);
+  store_.expire(
+      now, [this](const ReplyTo& to, const std::string& id) { return find_store_job(to, id); }, a);
 }
 
 void State::cancel_all(std::vector<Outgoing>& out) {
-  for (auto& [id, w] : waiters_) fail(w.to, ErrorCode::kShuttingDown, "musterd is stopping", out);
-  waiters_.clear();
-  deadlines_.clear();
+  OutAnswers a(out);
+  store_.cancel_all(a);
 }
 
 }  // namespace muster::daemon

@@ -1,20 +1,28 @@
-// The daemon's whole state and every request handler, free of sockets: the
-// server feeds it decoded requests and pid exits, and sends what it returns.
+// The daemon's state as the server sees it, free of sockets: the server
+// feeds it decoded requests and pid exits, and sends what it returns. State
+// owns the parts and routes each request, after the access checks, to the
+// handler that decodes it, calls the part and encodes the answer:
+//   - the jobs and their slots (here), the GPU leases (DeviceLeases),
+//   - the waits on keys and barriers (Store), the sampler permutations
+//     (ShardCache),
+//   - behind a pointer, the multi-node side (cluster/): the node's links
+//     and relays, and the Coordinator of the jobs coordinated here.
 // Every handler validates before it mutates, so a refused request changes
 // nothing.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "cluster/bcast_relay.hpp"
-#include "cluster/cluster.hpp"
+#include "core/devices.hpp"
+#include "core/reply.hpp"
+#include "core/shard_cache.hpp"
+#include "core/store.hpp"
 #include "gpu/inventory.hpp"
 #include "jobs/job.hpp"
 #include "liveness/pidwatch.hpp"
@@ -24,17 +32,17 @@
 
 namespace muster::daemon {
 
-class StateFile;  // persist/state_file.hpp
-
-struct DeviceSlot {
-  gpu::Device device;
-  std::string job;  // holder, empty when free
-  uint32_t local_rank = 0;
-};
+// The multi-node side (cluster/): core code holds it only by pointer.
+struct ClusterTables;
+struct Link;
+struct LinkPending;
 
 class State {
  public:
   State(std::vector<gpu::Device> allowed_devices, PidWatch& watch);
+  ~State();
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
 
   // Handles one decoded request; replies now (or later, for waits) go to out.
   void handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
@@ -50,7 +58,7 @@ class State {
   // everything; anyone else sees their own jobs, and other uids' GPUs only
   // as in use (access.cpp).
   proto::StatusReply status(int64_t viewer = -1) const;
-  size_t job_count() const { return jobs_.size() + coord_.size(); }
+  size_t job_count() const;
 
   // Multi-node (cluster/): this daemon's name among its peers and how long
   // a silent peer may stay silent.
@@ -59,42 +67,33 @@ class State {
   // tree_width: children per daemon in the relay tree of the jobs this
   // daemon coordinates (0 = a flat star).
   void set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
-                   std::string unavailable, uint32_t tree_width) {
-    node_id_ = std::move(node_id);
-    peer_timeout_ = peer_timeout;
-    peering_unavailable_ = std::move(unavailable);
-    tree_width_ = tree_width;
-  }
+                   std::string unavailable, uint32_t tree_width);
   // host:port of our peer listener, told to coordinators for the tree.
   void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
   // Requests that arrived on the peer socket (the benchmark counts them).
   uint64_t peer_requests() const { return peer_requests_; }
-  bool has_link(const std::string& link) const { return links_.count(link) != 0; }
+  bool has_link(const std::string& link) const;
   // A frame from the coordinator at `link` (the answer to something sent).
   void on_link_frame(const std::string& link, const void* data, size_t size,
                      std::vector<Outgoing>& out);
   // Heartbeats, lost peers, last calls and rendezvous timeouts.
   void cluster_tick(Clock::time_point now, std::vector<Outgoing>& out);
   // True while any multi-node work needs cluster_tick() called soon.
-  bool cluster_active() const { return !coord_.empty() || !links_.empty(); }
+  bool cluster_active() const;
+
+  // Restarts (the state file): what survives one, and putting it back into
+  // a fresh State before anyone is served.
+  const std::map<std::string, Job>& jobs() const { return jobs_; }
+  const DeviceLeases& devices() const { return devices_; }
+  // The pid watch this State was made with: a restored slot's pid is
+  // watched again, one reference per slot.
+  PidWatch& pid_watch() { return watch_; }
+  // Takes a job back as it was saved: its slots' devices leased again (a
+  // device this daemon no longer hands out stays with its rank), and, for a
+  // node's part of a multi-node job, heartbeats to its coordinator again.
+  void restore(Job job);
 
  private:
-  // Saves and restores jobs, stores and leases across daemon restarts.
-  friend class StateFile;
-
-  enum class WaitKind { kGet, kWait, kBarrier };
-  struct Waiter {
-    ReplyTo to;
-    WaitKind kind;
-    std::string job;
-    std::vector<std::string> keys;
-    std::string barrier;
-    uint32_t rank = 0;
-    Clock::time_point deadline;
-    uint32_t count = 1;  // barrier: ranks this arrival stands for
-    std::multimap<Clock::time_point, uint64_t>::iterator deadline_it{};
-  };
-
   template <class M>
   void reply(const ReplyTo& to, const M& m, std::vector<Outgoing>& out) {
     out.push_back({to, proto::encode(to.request_id, m)});
@@ -120,47 +119,36 @@ class State {
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
-  // Sampler shards (shards.cpp): permutations cached per job, dropped with it.
+  // Sampler shards: each rank's indices, from permutations cached per job.
   void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void drop_shards(const std::string& job);
 
   Job& job_or_throw(const std::string& id);
   // The job a store or barrier request works on: the local one, or for a
   // request from a peer, the coordinator's global store of that job.
   Job& store_job(const ReplyTo& to, const std::string& id);
   Job* find_store_job(const ReplyTo& to, const std::string& id);
+  // The global store of a job this daemon coordinates (cluster/), if any.
+  Job* global_store(const std::string& id);
+  // A node's part of a multi-node job keeps a link to its coordinator.
+  void keep_link(const std::string& coordinator);
 
   // Node side (cluster/node.cpp).
   bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
-  template <class M>
-  uint64_t send_link(const std::string& link, LinkPending p, const M& m,
-                     std::vector<Outgoing>& out) {
-    uint64_t id = next_link_id_++;
-    links_[link].pending.emplace(id, std::move(p));
-    out.push_back({{}, proto::encode(id, m), link});
-    return id;
-  }
+  // The answers to a node's requests (on_link_frame).
+  void world_arrived(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
+                          std::vector<Outgoing>& out);
   void link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out);
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
 
-  // Coordinator side (cluster/coordinator.cpp).
+  // Requests of peer daemons (cluster/): to the coordinator, or inside a
+  // Forward to the store handlers.
   void peer_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void node_join(const ReplyTo& to, const proto::NodeJoin& m, std::vector<Outgoing>& out);
   void forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out);
-  proto::HeartbeatAck heartbeat(const proto::Heartbeat& m);
-  proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
-                            uint64_t generation) const;
-  void close_round(CoordJob& cj, std::vector<Outgoing>& out);
-  void break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
-                   bool fail_waiters = true);
-  void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
-                          std::vector<Outgoing>& out);
-  void coordinator_tick(Clock::time_point now, std::vector<Outgoing>& out);
-  void barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out);
 
   // Relay (cluster/relay.cpp): a node's barriers and key waits, once per
   // subtree upstream.
@@ -173,56 +161,31 @@ class State {
   void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                   std::vector<Outgoing>& out);
 
-  // Broadcast across nodes, coordinator side (cluster/bcast_relay.cpp).
+  // Broadcast across nodes: to the coordinator.
   void bcast_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void bcast_tick(Clock::time_point now, std::vector<Outgoing>& out);
-  BcastRelay& bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root,
-                          uint64_t size, uint64_t chunk, std::vector<Outgoing>& out);
-  void bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
-                  std::vector<Outgoing>& out);
-  void bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out);
-  std::vector<int64_t> pick_devices(const std::string& job, size_t n, bool wants_gpu,
-                                    const std::vector<int64_t>& subset) const;
-  void lease(const std::string& job, uint32_t local_rank, int64_t device);
+  // Gives the rank's device back and forgets it in the slot.
   void release(Job& job, uint32_t local_rank);
   void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
   void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
+  // Answers the job's key waits that can complete now.
   void key_changed(Job& job, std::vector<Outgoing>& out);
-  uint64_t add_waiter(Waiter w);
-  // Forgets a waiter and its deadline entry (so the timer index never holds
-  // answered requests).
-  void drop_waiter(std::map<uint64_t, Waiter>::iterator it);
 
-  std::vector<DeviceSlot> devices_;
+  DeviceLeases devices_;
   std::map<std::string, Job> jobs_;
-  std::map<uint64_t, Waiter> waiters_;
-  std::multimap<Clock::time_point, uint64_t> deadlines_;
-  uint64_t next_waiter_ = 1;
-  struct Permutation {
-    uint64_t generation = 0;
-    uint64_t n = 0;
-    uint64_t seed = 0;                 // seed + epoch
-    std::unique_ptr<uint32_t[]> perm;  // n entries; shuffled shards need n <= 2^28
-    uint64_t last_used = 0;
-  };
-  std::map<std::string, std::vector<Permutation>> shard_cache_;  // by job
-  size_t shard_cache_bytes_ = 0;
-  uint64_t shard_clock_ = 0;
+  Store store_;  // the waits on keys and barriers
+  ShardCache shards_;
   // Multi-node state.
   std::string node_id_;
   std::chrono::milliseconds peer_timeout_{10000};
-  std::map<std::string, Link> links_;      // node side, by coordinator host:port
-  std::map<std::string, CoordJob> coord_;  // coordinator side, by job id
-  // Coordinator side of broadcasts across nodes, by job id.
-  std::map<std::string, BcastRelays> bcasts_;
-  uint64_t next_link_id_ = 1;
-  std::string forwarding_job_;
+  static ClusterTables* new_cluster_tables(Store& store);
+  struct ClusterTablesDelete {
+    void operator()(ClusterTables* t) const;
+  };
+  std::unique_ptr<ClusterTables, ClusterTablesDelete> cluster_;
+  std::string forwarding_job_;  // the job a Forward being handled may touch
   std::string peering_unavailable_;
-  uint32_t tree_width_ = 16;
   std::string peer_endpoint_;
   uint64_t peer_requests_ = 0;
-  std::map<std::string, RelayState>
-      relays_;  // node side, by job id  // the job a Forward being handled may touch
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
 };

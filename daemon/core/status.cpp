@@ -11,7 +11,7 @@ proto::StatusReply State::status(int64_t viewer) const {
   s.pid = ::getpid();
   s.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
   s.peer_requests = peer_requests_;
-  for (const auto& d : devices_) {
+  for (const auto& d : devices_.slots()) {
     proto::DeviceStatus ds{d.device.index, d.device.name, "", -1, 0, !d.job.empty()};
     // Another uid's GPU is only "in use": who holds it is theirs to know.
     if (const auto& job = d.job; !job.empty() && may_see(viewer, jobs_.at(job))) {

@@ -1,14 +1,9 @@
-// The per-job key/value store and barriers. Waits are parked as waiters and
-// answered from key_changed() the moment they can complete: no polling.
 #include <algorithm>
-#include <charconv>
 
-#include "core/state.hpp"
-#include "log.hpp"
+#include "core/key_values.hpp"
+#include "core/store.hpp"
 
 namespace muster::daemon {
-
-using proto::MsgType;
 
 namespace {
 bool all_present(const Job& job, const std::vector<std::string>& keys) {
@@ -16,93 +11,44 @@ bool all_present(const Job& job, const std::vector<std::string>& keys) {
 }
 }  // namespace
 
-void State::store_request(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
-  auto now = Clock::now();
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kStoreSet: {
-      auto m = proto::StoreSet::unpack(env.payload);
-      Job& job = store_job(to, m.job);
-      job.kv[m.key] = std::move(m.value);
-      reply(to, proto::Ok{}, out);
-      key_changed(job, out);
-      return;
-    }
-    case MsgType::kStoreGet: {
-      auto m = proto::StoreGet::unpack(env.payload);
-      Job& job = store_job(to, m.job);
-      if (auto it = job.kv.find(m.key); it != job.kv.end())
-        return reply(to, proto::Value{it->second}, out);
-      if (m.timeout_ms == 0)
-        throw Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'");
-      job.key_waiters.push_back(add_waiter({to,
-                                            WaitKind::kGet,
-                                            m.job,
-                                            {m.key},
-                                            "",
-                                            0,
-                                            now + std::chrono::milliseconds(m.timeout_ms)}));
-      return;
-    }
-    case MsgType::kStoreAdd: {
-      auto m = proto::StoreAdd::unpack(env.payload);
-      Job& job = store_job(to, m.job);
-      int64_t v = 0;
-      auto it = job.kv.find(m.key);
-      if (it != job.kv.end()) {
-        const auto& s = it->second;
-        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (ec != std::errc() || p != s.data() + s.size())
-          throw Error(ErrorCode::kInvalidArgument,
-                      "key '" + m.key + "' does not hold a decimal integer; add() cannot use it");
-      }
-      if (__builtin_add_overflow(v, m.delta, &v))
-        throw Error(ErrorCode::kInvalidArgument, "add() on key '" + m.key + "' would overflow");
-      job.kv[m.key] = std::to_string(v);
-      reply(to, proto::Int{v}, out);
-      key_changed(job, out);
-      return;
-    }
-    case MsgType::kStoreCompareSet: {
-      auto m = proto::StoreCompareSet::unpack(env.payload);
-      Job& job = store_job(to, m.job);
-      auto it = job.kv.find(m.key);
-      if (it == job.kv.end()) {
-        if (!m.expected.empty()) return reply(to, proto::Value{m.expected}, out);
-        job.kv[m.key] = m.desired;
-      } else if (it->second == m.expected) {
-        it->second = m.desired;
-      }
-      reply(to, proto::Value{job.kv[m.key]}, out);
-      key_changed(job, out);
-      return;
-    }
-    case MsgType::kStoreDelete: {
-      auto m = proto::StoreDelete::unpack(env.payload);
-      Job& job = store_job(to, m.job);
-      reply(to, proto::Bool{job.kv.erase(m.key) != 0}, out);
-      return;
-    }
-    case MsgType::kStoreWait: {
-      auto m = proto::StoreWait::unpack(env.payload);
-      Job& job = store_job(to, m.job);
-      if (all_present(job, m.keys)) return reply(to, proto::Ok{}, out);
-      if (m.timeout_ms == 0) {
-        std::string missing;
-        for (const auto& k : m.keys)
-          if (!job.kv.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-        throw Error(ErrorCode::kTimeout, "key(s) " + missing + " not set in job '" + m.job + "'");
-      }
-      job.key_waiters.push_back(add_waiter({to, WaitKind::kWait, m.job, std::move(m.keys), "", 0,
-                                            now + std::chrono::milliseconds(m.timeout_ms)}));
-      return;
-    }
-    default:
-      throw Error(ErrorCode::kInternal, "not a store request");
-  }
+uint64_t Store::add(Waiter w) {
+  uint64_t id = next_++;
+  w.deadline_it = deadlines_.emplace(w.deadline, id);
+  waiters_.emplace(id, std::move(w));
+  return id;
 }
 
-void State::key_changed(Job& job, std::vector<Outgoing>& out) {
+void Store::drop(std::map<uint64_t, Waiter>::iterator it) {
+  deadlines_.erase(it->second.deadline_it);
+  waiters_.erase(it);
+}
+
+void Store::wait_keys(Job& job, const ReplyTo& to, KeyWait kind, std::vector<std::string> keys,
+                      Clock::time_point deadline) {
+  Kind k = kind == KeyWait::kGet ? Kind::kGet : Kind::kWait;
+  job.key_waiters.push_back(add({to, k, job.id, std::move(keys), "", 0, deadline}));
+}
+
+void Store::arrive(Job& job, const ReplyTo& to, const std::string& name, uint32_t rank,
+                   uint32_t count, uint64_t world, Clock::time_point deadline, Answers& a) {
+  auto& b = job.barriers[name];
+  b.count += count;
+  if (b.count < world) {
+    Waiter w{to, Kind::kBarrier, job.id, {}, name, rank, deadline};
+    w.count = count;
+    b.waiters.push_back(add(std::move(w)));
+    return;
+  }
+  for (auto id : b.waiters)
+    if (auto it = waiters_.find(id); it != waiters_.end()) {
+      a.ok(it->second.to);
+      drop(it);
+    }
+  a.ok(to);
+  job.barriers.erase(name);
+}
+
+void Store::key_changed(Job& job, Answers& a) {
   auto& ids = job.key_waiters;
   std::vector<uint64_t> keep;
   for (auto id : ids) {
@@ -113,60 +59,91 @@ void State::key_changed(Job& job, std::vector<Outgoing>& out) {
       keep.push_back(id);
       continue;
     }
-    if (w.kind == WaitKind::kGet)
-      reply(w.to, proto::Value{job.kv[w.keys[0]]}, out);
+    if (w.kind == Kind::kGet)
+      a.value(w.to, job.kv[w.keys[0]]);
     else
-      reply(w.to, proto::Ok{}, out);
-    drop_waiter(it);
+      a.ok(w.to);
+    drop(it);
   }
   ids = std::move(keep);
 }
 
-void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out) {
-  Job& job = store_job(to, m.job);
-  if (m.rank >= job.world_size())
-    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) +
-                                                 " is outside job '" + m.job + "' of world size " +
-                                                 std::to_string(job.world_size()));
-  if (job.global) {
-    // The coordinator's store of a multi-node job: ranks live elsewhere;
-    // their daemons report exits (RankExited).
-    if (!job.exited_ranks.empty())
-      throw Error(ErrorCode::kPeerExited,
-                  "barrier '" + m.name + "' of job '" + m.job + "' cannot complete: rank " +
-                      std::to_string(*job.exited_ranks.begin()) + " has exited");
-  } else if (!slot_live(job.slots[m.rank].state))
-    throw Error(ErrorCode::kPeerExited, "rank " + std::to_string(m.rank) + " of job '" + m.job +
-                                            "' is " + slot_state_name(job.slots[m.rank].state));
-  for (uint32_t r = 0; r < job.slots.size() && !job.global; ++r)
-    if (job.slots[r].state == SlotState::kExited)
-      throw Error(ErrorCode::kPeerExited, "barrier '" + m.name + "' of job '" + m.job +
-                                              "' cannot complete: rank " + std::to_string(r) +
-                                              " has exited");
-  auto& b = job.barriers[m.name];
-  if (b.arrived.count(m.rank))
-    throw Error(ErrorCode::kConflict, "rank " + std::to_string(m.rank) +
-                                          " is already waiting in barrier '" + m.name + "'");
-  b.arrived.insert(m.rank);
-  b.count += 1;
-  if (b.count < job.world_size()) {
-    b.waiters.push_back(add_waiter({to,
-                                    WaitKind::kBarrier,
-                                    m.job,
-                                    {},
-                                    m.name,
-                                    m.rank,
-                                    Clock::now() + std::chrono::milliseconds(m.timeout_ms)}));
-    return;
+void Store::fail_ids(const std::vector<uint64_t>& ids, ErrorCode code, const std::string& why,
+                     Answers& a) {
+  for (auto id : ids)
+    if (auto it = waiters_.find(id); it != waiters_.end()) {
+      a.error(it->second.to, code, why);
+      drop(it);
+    }
+}
+
+void Store::fail_barriers(Job& job, const std::string& rank_what, Answers& a) {
+  for (auto& [name, b] : job.barriers)
+    fail_ids(b.waiters, ErrorCode::kPeerExited,
+             "barrier '" + name + "' of job '" + job.id + "' cannot complete: rank " + rank_what,
+             a);
+  job.barriers.clear();
+}
+
+void Store::fail_all(Job& job, ErrorCode code, const std::string& why, Answers& a) {
+  std::vector<uint64_t> ids = job.key_waiters;
+  for (auto& [name, b] : job.barriers) ids.insert(ids.end(), b.waiters.begin(), b.waiters.end());
+  fail_ids(ids, code, why, a);
+  job.key_waiters.clear();
+  job.barriers.clear();
+}
+
+std::optional<Clock::time_point> Store::next_deadline() const {
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.begin()->first;
+}
+
+// What a wait that timed out missed. A barrier arrival that gave up no
+// longer counts as arrived.
+std::string Store::timeout_message(const Waiter& w, Job* job) const {
+  if (!job) return "job '" + w.job + "' ended while waiting";
+  if (w.kind != Kind::kBarrier)
+    return "timed out waiting for key(s) " + missing_keys(job->kv, w.keys) + " in job '" + w.job +
+           "'";
+  auto& b = job->barriers[w.barrier];
+  std::string what;
+  if (job->global) {
+    // Whole subtrees arrive as counts: say how many are missing.
+    what = "barrier '" + w.barrier + "' of job '" + w.job +
+           "' timed out: " + std::to_string(b.count) + " of " + std::to_string(job->world_size()) +
+           " rank(s) arrived";
+  } else {
+    std::string missing;
+    for (uint32_t r = 0; r < job->world_size(); ++r)
+      if (!b.arrived.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    what = "barrier '" + w.barrier + "' of job '" + w.job + "' timed out waiting for rank(s) " +
+           missing;
+    b.arrived.erase(w.rank);
   }
-  for (auto id : b.waiters) {
+  b.count -= std::min<uint64_t>(b.count, w.count);
+  return what;
+}
+
+void Store::expire(Clock::time_point now, const FindJob& find, Answers& a) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    uint64_t id = deadlines_.begin()->second;
     auto it = waiters_.find(id);
-    if (it == waiters_.end()) continue;
-    reply(it->second.to, proto::Ok{}, out);
-    drop_waiter(it);
+    const Waiter& w = it->second;
+    Job* job = find(w.to, w.job);
+    a.error(w.to, ErrorCode::kTimeout, timeout_message(w, job));
+    if (job) {
+      // Keep the job's wait lists as short as what is still waiting.
+      auto& ids = w.kind == Kind::kBarrier ? job->barriers[w.barrier].waiters : job->key_waiters;
+      ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+    }
+    drop(it);
   }
-  reply(to, proto::Ok{}, out);
-  job.barriers.erase(m.name);
+}
+
+void Store::cancel_all(Answers& a) {
+  for (auto& [id, w] : waiters_) a.error(w.to, ErrorCode::kShuttingDown, "musterd is stopping");
+  waiters_.clear();
+  deadlines_.clear();
 }
 
 }  // namespace muster::daemon

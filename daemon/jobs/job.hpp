@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -25,7 +26,10 @@ enum class SlotState {
   kExited,    // the process ended (or left); its lease is gone
 };
 
+// The names status replies and the state file use: "free", "reserved",
+// "running", "joined", "exited".
 const char* slot_state_name(SlotState s);
+std::optional<SlotState> slot_state_from_string(std::string_view s);
 inline bool slot_live(SlotState s) {
   return s == SlotState::kReserved || s == SlotState::kRunning || s == SlotState::kJoined;
 }
@@ -43,6 +47,18 @@ struct BarrierState {
   std::vector<uint64_t> waiters;
 };
 
+// Where a node's part of a multi-node job stands, as its coordinator last
+// said (cluster_state replies, heartbeat events and the state file spell it
+// "forming", "running", "broken", "waiting").
+enum class ClusterPhase {
+  kForming,  // no World yet for this generation
+  kRunning,  // the world is formed and healthy
+  kBroken,   // a node failed: this generation cannot go on
+  kWaiting,  // nodes wait to join: the next generation forms once this ends
+};
+const char* to_string(ClusterPhase p);
+std::optional<ClusterPhase> cluster_phase_from_string(std::string_view s);
+
 // A node's view of a multi-node job: where its coordinator is and what
 // world the last rendezvous gave this node.
 struct ClusterInfo {
@@ -52,7 +68,7 @@ struct ClusterInfo {
   uint32_t num_nodes = 1;
   uint32_t rank_offset = 0;
   uint32_t world_size = 0;
-  std::string state = "forming";  // running | broken | waiting | forming
+  ClusterPhase phase = ClusterPhase::kForming;
   std::string message;
   // The relay tree: where barriers and key waits go ("" = the coordinator)
   // and how many ranks this node answers for (its own and its subtree's).

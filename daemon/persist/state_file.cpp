@@ -26,9 +26,7 @@ using codec::put_bin;
 using codec::put_str;
 
 SlotState parse_slot_state(const std::string& s) {
-  for (auto st : {SlotState::kFree, SlotState::kReserved, SlotState::kRunning, SlotState::kJoined,
-                  SlotState::kExited})
-    if (s == slot_state_name(st)) return st;
+  if (auto st = slot_state_from_string(s)) return *st;
   throw Error(ErrorCode::kBadMessage, "unknown slot state '" + s + "'");
 }
 
@@ -43,6 +41,118 @@ struct Loaded {
   };
   std::vector<Reply> replies;
 };
+
+ClusterInfo decode_cluster(const msgpack::object& o, const std::string& job) {
+  MapReader cr(o, "job '" + job + "' cluster");
+  ClusterInfo c;
+  c.coordinator = cr.str("coordinator", 256);
+  c.formed = cr.boolean("formed");
+  c.node_rank = static_cast<uint32_t>(cr.u64("node_rank", 0, UINT32_MAX));
+  c.num_nodes = static_cast<uint32_t>(cr.u64("num_nodes", 1, UINT32_MAX));
+  c.rank_offset = static_cast<uint32_t>(cr.u64("rank_offset", 0, UINT32_MAX));
+  c.world_size = static_cast<uint32_t>(cr.u64("world_size", 0, UINT32_MAX));
+  c.parent = cr.str("parent", 256);
+  c.subtree_ranks = static_cast<uint32_t>(cr.u64("subtree_ranks", 0, UINT32_MAX));
+  auto phase = cr.str("state", 32);
+  c.phase = cluster_phase_from_string(phase).value_or(ClusterPhase::kBroken);
+  if (c.coordinator.empty())
+    throw Error(ErrorCode::kBadMessage, "job '" + job + "' has no coordinator");
+  return c;
+}
+
+// What the jobs read so far hold: no id or device may repeat.
+struct Seen {
+  std::set<std::string> ids;
+  std::map<int64_t, std::pair<std::string, uint32_t>> held;  // device -> (job, local rank)
+};
+
+// One job, its slots' start times into `started`.
+Job decode_job(const msgpack::object& o, uint32_t j, std::vector<uint64_t>& started, Seen& seen) {
+  MapReader jr(o, "state.jobs[" + std::to_string(j) + "]");
+  Job job;
+  job.id = jr.str("id", limits::kMaxJobIdBytes);
+  if (job.id.empty() || !seen.ids.insert(job.id).second)
+    throw Error(ErrorCode::kBadMessage, "empty or repeated job id '" + job.id + "'");
+  job.generation = jr.u64("generation", 0, UINT64_MAX);
+  job.local_world_size =
+      static_cast<uint32_t>(jr.u64("local_world_size", 1, limits::kMaxLocalWorldSize));
+  job.wants_gpu = jr.boolean("wants_gpu");
+  if (jr.has("owner")) job.owner_uid = jr.i64("owner", -1, INT32_MAX);
+  if (jr.has("cluster")) job.cluster = decode_cluster(jr.map("cluster"), job.id);
+  const auto& slots = jr.array("slots", limits::kMaxLocalWorldSize);
+  if (slots.size != job.local_world_size)
+    throw Error(ErrorCode::kBadMessage, "job '" + job.id + "' has " + std::to_string(slots.size) +
+                                            " slot(s) for " + std::to_string(job.local_world_size) +
+                                            " rank(s)");
+  for (uint32_t i = 0; i < slots.size; ++i) {
+    MapReader sr(slots.ptr[i], "job '" + job.id + "' slot " + std::to_string(i));
+    Slot s;
+    s.state = parse_slot_state(sr.str("state", 16));
+    s.pid = sr.i64("pid", 0, INT32_MAX);
+    s.joined_pid = sr.i64("joined_pid", 0, INT32_MAX);
+    s.device = sr.i64("device", -1, INT32_MAX);
+    started.push_back(sr.u64("started", 0, UINT64_MAX));
+    if (slot_live(s.state) && s.pid <= 0)
+      throw Error(ErrorCode::kBadMessage,
+                  "job '" + job.id + "' slot " + std::to_string(i) + " is live without a pid");
+    if (s.device >= 0) {
+      if (!slot_live(s.state))
+        throw Error(ErrorCode::kBadMessage, "job '" + job.id + "' slot " + std::to_string(i) +
+                                                " holds device " + std::to_string(s.device) +
+                                                " without a live process");
+      auto [it, fresh] = seen.held.try_emplace(s.device, job.id, i);
+      if (!fresh)
+        throw Error(ErrorCode::kBadMessage,
+                    "device " + std::to_string(s.device) + " is held by job '" + it->second.first +
+                        "' and by job '" + job.id + "': a device is never leased twice");
+    }
+    job.slots.push_back(s);
+  }
+  const auto& kv = jr.array("kv", 1u << 24);
+  for (uint32_t k = 0; k < kv.size; ++k) {
+    MapReader kr(kv.ptr[k], "job '" + job.id + "' key " + std::to_string(k));
+    job.kv[kr.bin("k", limits::kMaxKeyBytes)] = kr.bin("v", limits::kMaxValueBytes);
+  }
+  return job;
+}
+
+// The leases, written beside the slots, must say the same.
+void check_leases(const MapReader& top,
+                  const std::map<int64_t, std::pair<std::string, uint32_t>>& held) {
+  const auto& leases = top.array("leases", limits::kMaxDevices);
+  if (leases.size != held.size())
+    throw Error(ErrorCode::kBadMessage, std::to_string(leases.size) + " lease(s) for " +
+                                            std::to_string(held.size()) + " device(s) held");
+  for (uint32_t i = 0; i < leases.size; ++i) {
+    MapReader lr(leases.ptr[i], "state.leases[" + std::to_string(i) + "]");
+    auto d = lr.i64("device", 0, INT32_MAX);
+    auto job = lr.str("job", limits::kMaxJobIdBytes);
+    auto r = lr.u64("local_rank", 0, limits::kMaxLocalWorldSize);
+    auto it = held.find(d);
+    if (it == held.end() || it->second.first != job || it->second.second != r)
+      throw Error(ErrorCode::kBadMessage, "lease of device " + std::to_string(d) + " to job '" +
+                                              job + "' local rank " + std::to_string(r) +
+                                              " matches no slot");
+  }
+}
+
+void decode_replies(const MapReader& top, std::vector<Loaded::Reply>& out) {
+  const auto& replies = top.array("replies", ReplyCache::kMaxClients * ReplyCache::kPerClient);
+  for (uint32_t i = 0; i < replies.size; ++i) {
+    MapReader rr(replies.ptr[i], "state.replies[" + std::to_string(i) + "]");
+    ReplyCache::Entry e;
+    auto client = rr.bin("client", 255);
+    // A reply belongs to its client's uid; one saved without it (an older
+    // musterd) is not handed out to whoever presents the routing id.
+    if (!rr.has("uid")) continue;
+    int64_t uid = rr.i64("uid", -1, UINT32_MAX);
+    e.request_id = rr.u64("id", 0, UINT64_MAX);
+    e.hash = rr.u64("hash", 0, UINT64_MAX);
+    e.type = static_cast<uint16_t>(rr.u64("type", 0, 0xffff));
+    e.frame = rr.bin("frame", ReplyCache::kMaxFrameBytes);
+    out.push_back({std::move(client), uid, std::move(e)});
+  }
+}
 
 Loaded decode(const std::string& bytes) {
   // Limits bound what msgpack allocates before anything is checked.
@@ -60,108 +170,62 @@ Loaded decode(const std::string& bytes) {
                                             ", this musterd reads version " +
                                             std::to_string(StateFile::kFormatVersion));
   Loaded l;
-  std::set<std::string> ids;
-  std::map<int64_t, std::pair<std::string, uint32_t>> held;  // device -> (job, local rank)
+  Seen seen;
   const auto& jobs = top.array("jobs", 1u << 20);
   for (uint32_t j = 0; j < jobs.size; ++j) {
-    MapReader jr(jobs.ptr[j], "state.jobs[" + std::to_string(j) + "]");
-    Job job;
-    job.id = jr.str("id", limits::kMaxJobIdBytes);
-    if (job.id.empty() || !ids.insert(job.id).second)
-      throw Error(ErrorCode::kBadMessage, "empty or repeated job id '" + job.id + "'");
-    job.generation = jr.u64("generation", 0, UINT64_MAX);
-    job.local_world_size =
-        static_cast<uint32_t>(jr.u64("local_world_size", 1, limits::kMaxLocalWorldSize));
-    job.wants_gpu = jr.boolean("wants_gpu");
-    if (jr.has("owner")) job.owner_uid = jr.i64("owner", -1, INT32_MAX);
-    if (jr.has("cluster")) {
-      MapReader cr(jr.map("cluster"), "job '" + job.id + "' cluster");
-      ClusterInfo c;
-      c.coordinator = cr.str("coordinator", 256);
-      c.formed = cr.boolean("formed");
-      c.node_rank = static_cast<uint32_t>(cr.u64("node_rank", 0, UINT32_MAX));
-      c.num_nodes = static_cast<uint32_t>(cr.u64("num_nodes", 1, UINT32_MAX));
-      c.rank_offset = static_cast<uint32_t>(cr.u64("rank_offset", 0, UINT32_MAX));
-      c.world_size = static_cast<uint32_t>(cr.u64("world_size", 0, UINT32_MAX));
-      c.parent = cr.str("parent", 256);
-      c.subtree_ranks = static_cast<uint32_t>(cr.u64("subtree_ranks", 0, UINT32_MAX));
-      c.state = cr.str("state", 32);
-      if (c.coordinator.empty())
-        throw Error(ErrorCode::kBadMessage, "job '" + job.id + "' has no coordinator");
-      job.cluster = std::move(c);
-    }
-    const auto& slots = jr.array("slots", limits::kMaxLocalWorldSize);
-    if (slots.size != job.local_world_size)
-      throw Error(ErrorCode::kBadMessage, "job '" + job.id + "' has " + std::to_string(slots.size) +
-                                              " slot(s) for " +
-                                              std::to_string(job.local_world_size) + " rank(s)");
     std::vector<uint64_t> started;
-    for (uint32_t i = 0; i < slots.size; ++i) {
-      MapReader sr(slots.ptr[i], "job '" + job.id + "' slot " + std::to_string(i));
-      Slot s;
-      s.state = parse_slot_state(sr.str("state", 16));
-      s.pid = sr.i64("pid", 0, INT32_MAX);
-      s.joined_pid = sr.i64("joined_pid", 0, INT32_MAX);
-      s.device = sr.i64("device", -1, INT32_MAX);
-      started.push_back(sr.u64("started", 0, UINT64_MAX));
-      if (slot_live(s.state) && s.pid <= 0)
-        throw Error(ErrorCode::kBadMessage,
-                    "job '" + job.id + "' slot " + std::to_string(i) + " is live without a pid");
-      if (s.device >= 0) {
-        if (!slot_live(s.state))
-          throw Error(ErrorCode::kBadMessage, "job '" + job.id + "' slot " + std::to_string(i) +
-                                                  " holds device " + std::to_string(s.device) +
-                                                  " without a live process");
-        auto [it, fresh] = held.try_emplace(s.device, job.id, i);
-        if (!fresh)
-          throw Error(ErrorCode::kBadMessage, "device " + std::to_string(s.device) +
-                                                  " is held by job '" + it->second.first +
-                                                  "' and by job '" + job.id +
-                                                  "': a device is never leased twice");
-      }
-      job.slots.push_back(s);
-    }
-    const auto& kv = jr.array("kv", 1u << 24);
-    for (uint32_t k = 0; k < kv.size; ++k) {
-      MapReader kr(kv.ptr[k], "job '" + job.id + "' key " + std::to_string(k));
-      job.kv[kr.bin("k", limits::kMaxKeyBytes)] = kr.bin("v", limits::kMaxValueBytes);
-    }
+    Job job = decode_job(jobs.ptr[j], j, started, seen);
     if (!job.live()) continue;  // nothing left of it (not written that way)
     l.jobs.push_back(std::move(job));
     l.started.push_back(std::move(started));
   }
-  // The leases, written beside the slots, must say the same.
-  const auto& leases = top.array("leases", limits::kMaxDevices);
-  if (leases.size != held.size())
-    throw Error(ErrorCode::kBadMessage, std::to_string(leases.size) + " lease(s) for " +
-                                            std::to_string(held.size()) + " device(s) held");
-  for (uint32_t i = 0; i < leases.size; ++i) {
-    MapReader lr(leases.ptr[i], "state.leases[" + std::to_string(i) + "]");
-    auto d = lr.i64("device", 0, INT32_MAX);
-    auto job = lr.str("job", limits::kMaxJobIdBytes);
-    auto r = lr.u64("local_rank", 0, limits::kMaxLocalWorldSize);
-    auto it = held.find(d);
-    if (it == held.end() || it->second.first != job || it->second.second != r)
-      throw Error(ErrorCode::kBadMessage, "lease of device " + std::to_string(d) + " to job '" +
-                                              job + "' local rank " + std::to_string(r) +
-                                              " matches no slot");
-  }
-  const auto& replies = top.array("replies", ReplyCache::kMaxClients * ReplyCache::kPerClient);
-  for (uint32_t i = 0; i < replies.size; ++i) {
-    MapReader rr(replies.ptr[i], "state.replies[" + std::to_string(i) + "]");
-    ReplyCache::Entry e;
-    auto client = rr.bin("client", 255);
-    // A reply belongs to its client's uid; one saved without it (an older
-    // musterd) is not handed out to whoever presents the routing id.
-    if (!rr.has("uid")) continue;
-    int64_t uid = rr.i64("uid", -1, UINT32_MAX);
-    e.request_id = rr.u64("id", 0, UINT64_MAX);
-    e.hash = rr.u64("hash", 0, UINT64_MAX);
-    e.type = static_cast<uint16_t>(rr.u64("type", 0, 0xffff));
-    e.frame = rr.bin("frame", ReplyCache::kMaxFrameBytes);
-    l.replies.push_back({std::move(client), uid, std::move(e)});
-  }
+  check_leases(top, seen.held);
+  decode_replies(top, l.replies);
   return l;
+}
+
+// One job: its slots (with their pids' start times, from `started`) and
+// its store.
+template <class Started>
+void encode_job(codec::Packer& p, const Job& job, Started started) {
+  p.pack_map(job.cluster ? 8 : 7);
+  key(p, "id"), put_str(p, job.id);
+  key(p, "owner"), p.pack(job.owner_uid);
+  if (job.cluster) {
+    // A node's part of a multi-node job: where its world is, so that the
+    // restarted daemon relays to the coordinator again and heartbeats.
+    const ClusterInfo& c = *job.cluster;
+    key(p, "cluster"), p.pack_map(9);
+    key(p, "coordinator"), put_str(p, c.coordinator);
+    key(p, "formed"), p.pack(c.formed);
+    key(p, "node_rank"), p.pack(c.node_rank);
+    key(p, "num_nodes"), p.pack(c.num_nodes);
+    key(p, "rank_offset"), p.pack(c.rank_offset);
+    key(p, "world_size"), p.pack(c.world_size);
+    key(p, "parent"), put_str(p, c.parent);
+    key(p, "subtree_ranks"), p.pack(c.subtree_ranks);
+    key(p, "state"), put_str(p, to_string(c.phase));
+  }
+  key(p, "generation"), p.pack(job.generation);
+  key(p, "local_world_size"), p.pack(job.local_world_size);
+  key(p, "wants_gpu"), p.pack(job.wants_gpu);
+  key(p, "slots"), p.pack_array(static_cast<uint32_t>(job.slots.size()));
+  for (const auto& s : job.slots) {
+    p.pack_map(5);
+    key(p, "state"), put_str(p, slot_state_name(s.state));
+    key(p, "pid"), p.pack(s.pid);
+    key(p, "joined_pid"), p.pack(s.joined_pid);
+    key(p, "device"), p.pack(s.device);
+    key(p, "started"), p.pack(slot_live(s.state) ? started(s.pid) : uint64_t{0});
+  }
+  // Sorted, so that the same store encodes the same bytes.
+  std::map<std::string_view, std::string_view> kv(job.kv.begin(), job.kv.end());
+  key(p, "kv"), p.pack_array(static_cast<uint32_t>(kv.size()));
+  for (const auto& [k, v] : kv) {
+    p.pack_map(2);
+    key(p, "k"), put_bin(p, k);
+    key(p, "v"), put_bin(p, v);
+  }
 }
 
 bool read_file(const std::string& path, std::string& out) {
@@ -236,52 +300,13 @@ std::string StateFile::encode(const State& st, const ReplyCache& replies) {
   p.pack_map(5);
   key(p, "format"), put_str(p, kFormatName);
   key(p, "version"), p.pack(kFormatVersion);
-  key(p, "jobs"), p.pack_array(static_cast<uint32_t>(st.jobs_.size()));
-  for (const auto& [id, job] : st.jobs_) {
-    p.pack_map(job.cluster ? 8 : 7);
-    key(p, "id"), put_str(p, id);
-    key(p, "owner"), p.pack(job.owner_uid);
-    if (job.cluster) {
-      // A node's part of a multi-node job: where its world is, so that the
-      // restarted daemon relays to the coordinator again and heartbeats.
-      const ClusterInfo& c = *job.cluster;
-      key(p, "cluster"), p.pack_map(9);
-      key(p, "coordinator"), put_str(p, c.coordinator);
-      key(p, "formed"), p.pack(c.formed);
-      key(p, "node_rank"), p.pack(c.node_rank);
-      key(p, "num_nodes"), p.pack(c.num_nodes);
-      key(p, "rank_offset"), p.pack(c.rank_offset);
-      key(p, "world_size"), p.pack(c.world_size);
-      key(p, "parent"), put_str(p, c.parent);
-      key(p, "subtree_ranks"), p.pack(c.subtree_ranks);
-      key(p, "state"), put_str(p, c.state);
-    }
-    key(p, "generation"), p.pack(job.generation);
-    key(p, "local_world_size"), p.pack(job.local_world_size);
-    key(p, "wants_gpu"), p.pack(job.wants_gpu);
-    key(p, "slots"), p.pack_array(static_cast<uint32_t>(job.slots.size()));
-    for (const auto& s : job.slots) {
-      p.pack_map(5);
-      key(p, "state"), put_str(p, slot_state_name(s.state));
-      key(p, "pid"), p.pack(s.pid);
-      key(p, "joined_pid"), p.pack(s.joined_pid);
-      key(p, "device"), p.pack(s.device);
-      key(p, "started"), p.pack(slot_live(s.state) ? started(s.pid) : uint64_t{0});
-    }
-    // Sorted, so that the same store encodes the same bytes.
-    std::map<std::string_view, std::string_view> kv(job.kv.begin(), job.kv.end());
-    key(p, "kv"), p.pack_array(static_cast<uint32_t>(kv.size()));
-    for (const auto& [k, v] : kv) {
-      p.pack_map(2);
-      key(p, "k"), put_bin(p, k);
-      key(p, "v"), put_bin(p, v);
-    }
-  }
+  key(p, "jobs"), p.pack_array(static_cast<uint32_t>(st.jobs().size()));
+  for (const auto& [id, job] : st.jobs()) encode_job(p, job, started);
   uint32_t leased = 0;
-  for (const auto& d : st.devices_)
+  for (const auto& d : st.devices().slots())
     if (!d.job.empty()) ++leased;
   key(p, "leases"), p.pack_array(leased);
-  for (const auto& d : st.devices_) {
+  for (const auto& d : st.devices().slots()) {
     if (d.job.empty()) continue;
     p.pack_map(3);
     key(p, "device"), p.pack(static_cast<int64_t>(d.device.index));
@@ -373,20 +398,6 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
     set_aside(e.what());
     return 0;
   }
-  // Leases: a device this daemon no longer hands out (--devices changed)
-  // stays with its rank, and nobody else can get it anyway.
-  for (auto& job : l.jobs) {
-    for (uint32_t r = 0; r < job.local_world_size; ++r) {
-      int64_t d = job.slots[r].device;
-      if (d < 0) continue;
-      bool allowed = false;
-      for (const auto& s : st.devices_) allowed = allowed || s.device.index == d;
-      if (!allowed)
-        log::warning("job=" + job.id + " rank=" + std::to_string(r) + " keeps device " +
-                     std::to_string(d) + ", which this musterd does not hand out");
-      st.lease(job.id, r, d);
-    }
-  }
   // Watch every live slot's pid again (one reference per slot, as when it
   // was taken); a pid that is gone, or now names another process, ends its
   // slots below, the way an exit seen while running would.
@@ -402,15 +413,11 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
         it->second = PidWatch::alive(s.pid) && (saved == 0 || start_time(s.pid) == saved);
         if (it->second && saved) start_times_[s.pid] = saved;
       }
-      if (it->second && !st.watch_.watch(s.pid)) it->second = false;
+      if (it->second && !st.pid_watch().watch(s.pid)) it->second = false;
     }
   }
   size_t restored = l.jobs.size();
-  for (auto& job : l.jobs) {
-    // Heartbeats to the job's coordinator start again on their own.
-    if (job.cluster) st.links_[job.cluster->coordinator];
-    st.jobs_.emplace(job.id, std::move(job));
-  }
+  for (auto& job : l.jobs) st.restore(std::move(job));
   for (auto& r : l.replies) replies.restore(r.client, r.uid, std::move(r.e));
   std::vector<Outgoing> out;  // nobody waits yet: stays empty
   size_t gone = 0;

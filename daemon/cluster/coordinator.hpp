@@ -1,0 +1,105 @@
+// The coordinator side of multi-node jobs (torchrun's c10d rendezvous
+// host): per job, the rounds of NodeJoin that form each generation's world,
+// the job's global store (whose waits the core's Store keeps), node
+// liveness by heartbeat, and the relay of broadcasts across nodes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cluster/bcast_relay.hpp"
+#include "cluster/cluster.hpp"
+#include "core/out_answers.hpp"
+#include "core/store.hpp"
+#include "protocol/cluster_messages.hpp"
+
+namespace muster::daemon {
+
+class Coordinator {
+ public:
+  explicit Coordinator(Store& store) : store_(store) {}
+
+  // How long a silent node may stay silent; children per daemon in the
+  // relay tree (0 = a flat star).
+  void configure(std::chrono::milliseconds peer_timeout, uint32_t tree_width) {
+    peer_timeout_ = peer_timeout;
+    tree_width_ = tree_width;
+  }
+  bool empty() const { return rounds_.empty(); }
+  size_t size() const { return rounds_.size(); }
+  // The global store of a job coordinated here, if any.
+  Job* global_store(const std::string& job);
+  // The round of a job coordinated here whose world is formed and healthy
+  // at `generation`, for a request (`what`) from a node of it; throws Error
+  // otherwise.
+  CoordJob& live_round(const std::string& job, uint64_t generation, const std::string& what);
+
+  // Requests of node daemons. local_jobs: this daemon's own jobs (one of
+  // the same name must belong to the same uid).
+  void node_join(const ReplyTo& to, const proto::NodeJoin& m,
+                 const std::map<std::string, Job>& local_jobs, std::vector<Outgoing>& out);
+  void barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out);
+  proto::HeartbeatAck heartbeat(const proto::Heartbeat& m);
+  void rank_exited(const proto::RankExited& m, std::vector<Outgoing>& out);
+  void node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& out);
+  // Broadcast requests, inside a Forward for `forwarding` (the only job
+  // they may touch).
+  void bcast_push(const ReplyTo& to, proto::BcastPush m, const std::string& forwarding,
+                  std::vector<Outgoing>& out);
+  void bcast_pull(const ReplyTo& to, const proto::BcastPull& m, const std::string& forwarding,
+                  std::vector<Outgoing>& out);
+  void bcast_leave(const ReplyTo& to, const proto::BcastLeave& m, const std::string& forwarding,
+                   std::vector<Outgoing>& out);
+  // Lost nodes, last calls, rendezvous and broadcast timeouts.
+  void tick(Clock::time_point now, std::vector<Outgoing>& out);
+
+ private:
+  template <class M>
+  void reply(const ReplyTo& to, const M& m, std::vector<Outgoing>& out) {
+    send_reply(out, to, m);
+  }
+  void fail(const ReplyTo& to, ErrorCode code, const std::string& why, std::vector<Outgoing>& out) {
+    send_error(out, to, code, why);
+  }
+  proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
+                            uint64_t generation) const;
+  void close_round(CoordJob& cj, std::vector<Outgoing>& out);
+  void break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
+                   bool fail_waiters = true);
+  void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
+                          std::vector<Outgoing>& out);
+  void rounds_tick(Clock::time_point now, std::vector<Outgoing>& out);
+
+  CoordJob& bcast_job(const std::string& job, uint64_t generation, const std::string& forwarding);
+  // The round and the broadcast a push, pull or leave is for.
+  struct BcastOf {
+    CoordJob& cj;
+    BcastRelay& r;
+    const std::string& job;
+    uint64_t seq;
+    uint32_t root;
+    std::string name() const;  // for messages
+  };
+  template <class M>
+  BcastOf bcast_of(const M& m, const std::string& forwarding, std::vector<Outgoing>& out) {
+    CoordJob& cj = bcast_job(m.job, m.generation, forwarding);
+    return {cj, bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out), m.job, m.seq, m.root};
+  }
+  BcastRelay& bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root,
+                          uint64_t size, uint64_t chunk, std::vector<Outgoing>& out);
+  void bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
+                  std::vector<Outgoing>& out);
+  void bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out);
+  void bcast_tick(Clock::time_point now, std::vector<Outgoing>& out);
+
+  Store& store_;
+  std::map<std::string, CoordJob> rounds_;     // by job id
+  std::map<std::string, BcastRelays> bcasts_;  // by job id, of its current generation
+  std::chrono::milliseconds peer_timeout_{10000};
+  uint32_t tree_width_ = 16;
+};
+
+}  // namespace muster::daemon

@@ -1,0 +1,114 @@
+// The coordinator's view of its nodes' liveness: heartbeats answered with
+// what became of each job, and rounds whose nodes went silent.
+#include <algorithm>
+
+#include "cluster/coordinator.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id,
+                                       const std::string& node_id, uint64_t generation) const {
+  proto::JobEvent e{id, cj.generation, "", ""};
+  auto member = [&](const std::vector<RoundNode>& v) {
+    return std::any_of(v.begin(), v.end(),
+                       [&](const RoundNode& n) { return n.node_id == node_id; });
+  };
+  // Nodes left in an older generation restart: as a failure, or (membership
+  // change) not counted as one.
+  ClusterPhase left_behind = cj.membership_change ? ClusterPhase::kWaiting : ClusterPhase::kBroken;
+  ClusterPhase phase = ClusterPhase::kRunning;
+  if (!cj.closed) {
+    phase = member(cj.nodes) ? ClusterPhase::kForming : left_behind;
+    if (phase != ClusterPhase::kForming)
+      e.message = "generation " + std::to_string(cj.generation) + " is forming without this node" +
+                  (cj.broken.empty() ? "" : ": " + cj.broken);
+  } else if (generation != cj.generation || !member(cj.nodes)) {
+    phase = member(cj.waiting) ? ClusterPhase::kForming : left_behind;
+    e.message = "generation " + std::to_string(generation) + " was replaced by generation " +
+                std::to_string(cj.generation);
+  } else if (!cj.broken.empty()) {
+    phase = ClusterPhase::kBroken;
+    e.message = cj.broken;
+  } else if (!cj.waiting.empty() && cj.nodes.size() < cj.max_nodes) {
+    phase = ClusterPhase::kWaiting;
+    e.message = std::to_string(cj.waiting.size()) + " node(s) wait to join generation " +
+                std::to_string(cj.generation + 1);
+  }
+  e.state = to_string(phase);
+  return e;
+}
+
+proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m) {
+  proto::HeartbeatAck ack;
+  auto now = Clock::now();
+  for (const auto& jg : m.jobs) {
+    auto it = rounds_.find(jg.job);
+    if (it == rounds_.end()) {
+      ack.events.push_back({jg.job, jg.generation, "unknown",
+                            "the coordinator has no job '" + jg.job + "' (did it restart?)"});
+      continue;
+    }
+    CoordJob& cj = it->second;
+    if (RoundNode* n = find_node(cj.nodes, m.node_id)) n->last_seen = now;
+    if (RoundNode* n = find_node(cj.waiting, m.node_id)) n->last_seen = now;
+    ack.events.push_back(event_for(cj, jg.job, m.node_id, jg.generation));
+  }
+  return ack;
+}
+
+void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  for (auto it = rounds_.begin(); it != rounds_.end();) {
+    CoordJob& cj = it->second;
+    const std::string& id = it->first;
+    if (cj.closed) {
+      if (cj.broken.empty())
+        for (const auto& n : cj.nodes)
+          if (!n.left && now - n.last_seen > peer_timeout_) {
+            break_round(cj,
+                        node_name(n) + " lost: no heartbeat for " +
+                            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               now - n.last_seen)
+                                               .count()) +
+                            " ms",
+                        out);
+            break;
+          }
+    } else {
+      // Nodes of a forming round that went silent or ran out of time.
+      std::erase_if(cj.nodes, [&](const RoundNode& n) {
+        if (now - n.last_seen > peer_timeout_) {
+          log::warning("job=" + id + " node " + n.node_id + " went silent during the rendezvous");
+          return true;
+        }
+        if (now >= n.join_deadline) {
+          fail(n.to, ErrorCode::kTimeout,
+               "no world formed for job '" + id + "': " + std::to_string(cj.nodes.size()) +
+                   " node(s) joined, at least " + std::to_string(cj.min_nodes) + " needed",
+               out);
+          return true;
+        }
+        return false;
+      });
+      if (cj.nodes.size() < cj.min_nodes) cj.last_call.reset();
+      if (cj.last_call && now >= *cj.last_call) close_round(cj, out);
+    }
+    std::erase_if(cj.waiting,
+                  [&](const RoundNode& n) { return now - n.last_seen > peer_timeout_; });
+    bool empty = cj.nodes.empty() && cj.waiting.empty();
+    if (empty) {
+      fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + id + "' has no nodes left",
+                         out);
+      it = rounds_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Coordinator::tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  rounds_tick(now, out);
+  bcast_tick(now, out);
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,76 @@
+#include "core/devices.hpp"
+
+#include <algorithm>
+
+#include "muster/error.hpp"
+
+namespace muster::daemon {
+
+std::string device_list(const std::vector<int64_t>& v) {
+  std::string s;
+  for (auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+DeviceLeases::DeviceLeases(std::vector<gpu::Device> allowed) {
+  for (auto& d : allowed) slots_.push_back({std::move(d), "", 0});
+}
+
+std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool wants_gpu,
+                                        const std::vector<int64_t>& subset) const {
+  std::vector<int64_t> out(n, -1);
+  if (!subset.empty()) {
+    if (slots_.empty())
+      throw Error(ErrorCode::kNoDevice, "job '" + job + "' asks for devices " +
+                                            device_list(subset) +
+                                            " but this daemon hands out no GPUs");
+    for (auto d : subset) {
+      if (!hands_out(d))
+        throw Error(ErrorCode::kInvalidArgument,
+                    "device " + std::to_string(d) + " is not among the GPUs this daemon hands out");
+    }
+  }
+  // CPU jobs, and nodes without GPUs, get no device rather than an error.
+  if (!wants_gpu || slots_.empty()) return out;
+  size_t got = 0;
+  std::string busy;
+  for (const auto& s : slots_) {
+    if (!subset.empty() && std::find(subset.begin(), subset.end(), s.device.index) == subset.end())
+      continue;
+    if (!s.job.empty()) {
+      busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
+              " is leased to job '" + s.job + "' local rank " + std::to_string(s.local_rank);
+      continue;
+    }
+    if (got < n) out[got++] = s.device.index;
+  }
+  if (got < n)
+    throw Error(ErrorCode::kNoDevice, "job '" + job + "' needs " + std::to_string(n) +
+                                          " GPU(s) but only " + std::to_string(got) +
+                                          " of the allowed ones are free" +
+                                          (busy.empty() ? "" : " (" + busy + ")") +
+                                          "; a GPU is never shared between ranks");
+  return out;
+}
+
+void DeviceLeases::lease(const std::string& job, uint32_t local_rank, int64_t device) {
+  if (device < 0) return;
+  for (auto& s : slots_)
+    if (s.device.index == device) {
+      s.job = job;
+      s.local_rank = local_rank;
+    }
+}
+
+void DeviceLeases::release(const std::string& job, uint32_t local_rank, int64_t device) {
+  if (device < 0) return;
+  for (auto& s : slots_)
+    if (s.device.index == device && s.job == job && s.local_rank == local_rank) s.job.clear();
+}
+
+bool DeviceLeases::hands_out(int64_t device) const {
+  return std::any_of(slots_.begin(), slots_.end(),
+                     [&](const DeviceSlot& s) { return s.device.index == device; });
+}
+
+}  // namespace muster::daemon

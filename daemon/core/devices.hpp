@@ -1,0 +1,44 @@
+// The GPUs a daemon hands out and who holds each: the table that must never
+// give one GPU to two ranks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/inventory.hpp"
+
+namespace muster::daemon {
+
+struct DeviceSlot {
+  gpu::Device device;
+  std::string job;  // holder, empty when free
+  uint32_t local_rank = 0;
+};
+
+// "0,2,3": device indices as logs and errors show them.
+std::string device_list(const std::vector<int64_t>& v);
+
+class DeviceLeases {
+ public:
+  explicit DeviceLeases(std::vector<gpu::Device> allowed);
+
+  // A device for each of n ranks of `job`, from `subset` when it is not
+  // empty: -1 each for CPU jobs and on a daemon without GPUs. Throws
+  // Error(kNoDevice) when too few are free, Error(kInvalidArgument) for a
+  // subset device this daemon does not hand out. Changes nothing.
+  std::vector<int64_t> pick(const std::string& job, size_t n, bool wants_gpu,
+                            const std::vector<int64_t>& subset) const;
+  // Gives device (-1: none) to the job's local rank.
+  void lease(const std::string& job, uint32_t local_rank, int64_t device);
+  // Takes device back from the job's local rank, if that rank holds it.
+  void release(const std::string& job, uint32_t local_rank, int64_t device);
+  bool hands_out(int64_t device) const;
+  // Every allowed device, in the order given, held or not.
+  const std::vector<DeviceSlot>& slots() const { return slots_; }
+
+ private:
+  std::vector<DeviceSlot> slots_;
+};
+
+}  // namespace muster::daemon

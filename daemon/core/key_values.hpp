@@ -1,0 +1,22 @@
+// A job's key/value store, the operations that need more than the map's
+// own: plain keys and values, no protocol types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace muster::daemon {
+
+using KeyValues = std::unordered_map<std::string, std::string>;
+
+// Adds delta to the decimal integer under key (0 when unset) and stores
+// the sum. Throws Error(kInvalidArgument) when the value is not a decimal
+// integer or the sum overflows; nothing changes then.
+int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta);
+
+// The keys that are not set, quoted and comma-separated ("'a', 'b'").
+std::string missing_keys(const KeyValues& kv, const std::vector<std::string>& keys);
+
+}  // namespace muster::daemon

@@ -1,0 +1,90 @@
+// The waits of the jobs' key/value stores and barriers: requests parked
+// until a key is set, a barrier fills or their deadline passes, and
+// answered then, with no polling. Plain keys, values and deadlines: the
+// request handlers decode the protocol and encode what the Store answers
+// through Answers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/reply.hpp"
+#include "jobs/job.hpp"
+#include "muster/error.hpp"
+
+namespace muster::daemon {
+
+// How the Store answers a parked request.
+class Answers {
+ public:
+  virtual void ok(const ReplyTo& to) = 0;
+  virtual void value(const ReplyTo& to, const std::string& v) = 0;
+  virtual void error(const ReplyTo& to, ErrorCode code, const std::string& why) = 0;
+
+ protected:
+  ~Answers() = default;
+};
+
+class Store {
+ public:
+  enum class KeyWait {
+    kGet,   // one key, answered with its value
+    kWait,  // every key, answered ok
+  };
+  // Parks a wait for keys of the job until deadline.
+  void wait_keys(Job& job, const ReplyTo& to, KeyWait kind, std::vector<std::string> keys,
+                 Clock::time_point deadline);
+  // An arrival at the job's barrier `name` that stands for `count` ranks (a
+  // whole subtree) or for `rank`: parked until deadline while fewer than
+  // `world` ranks are in; the one that fills the barrier answers every
+  // arrival (ok), itself last, and the barrier is forgotten.
+  void arrive(Job& job, const ReplyTo& to, const std::string& name, uint32_t rank, uint32_t count,
+              uint64_t world, Clock::time_point deadline, Answers& a);
+  // Answers the job's key waits whose keys are all set now.
+  void key_changed(Job& job, Answers& a);
+  // Fails every parked arrival at the job's barriers, with "barrier '<name>'
+  // of job '<id>' cannot complete: rank <rank_what>", and forgets them.
+  void fail_barriers(Job& job, const std::string& rank_what, Answers& a);
+  // Fails every wait of the job, keys and barriers, and forgets them.
+  void fail_all(Job& job, ErrorCode code, const std::string& why, Answers& a);
+
+  // The store a parked wait is in, if it still exists.
+  using FindJob = std::function<Job*(const ReplyTo& to, const std::string& job)>;
+  // Fails the waits whose deadline passed, saying what they missed.
+  void expire(Clock::time_point now, const FindJob& find, Answers& a);
+  std::optional<Clock::time_point> next_deadline() const;
+  // Fails every wait (the daemon is stopping).
+  void cancel_all(Answers& a);
+
+ private:
+  enum class Kind { kGet, kWait, kBarrier };
+  struct Waiter {
+    ReplyTo to;
+    Kind kind;
+    std::string job;
+    std::vector<std::string> keys;
+    std::string barrier;
+    uint32_t rank = 0;
+    Clock::time_point deadline;
+    uint32_t count = 1;  // barrier: ranks this arrival stands for
+    std::multimap<Clock::time_point, uint64_t>::iterator deadline_it{};
+  };
+  uint64_t add(Waiter w);
+  // Forgets a waiter and its deadline entry (so the timer index never holds
+  // answered requests).
+  void drop(std::map<uint64_t, Waiter>::iterator it);
+  // Answers (or fails, when why is set) the waiters of `ids` still parked.
+  void fail_ids(const std::vector<uint64_t>& ids, ErrorCode code, const std::string& why,
+                Answers& a);
+  std::string timeout_message(const Waiter& w, Job* job) const;
+
+  std::map<uint64_t, Waiter> waiters_;
+  std::multimap<Clock::time_point, uint64_t> deadlines_;
+  uint64_t next_ = 1;
+};
+
+}  // namespace muster::daemon

@@ -1,0 +1,121 @@
+// The store and barrier requests: decoded here, parked in the Store when
+// they must wait.
+#include <algorithm>
+
+#include "core/key_values.hpp"
+#include "core/out_answers.hpp"
+#include "core/state.hpp"
+
+namespace muster::daemon {
+
+using proto::MsgType;
+
+namespace {
+bool all_present(const Job& job, const std::vector<std::string>& keys) {
+  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return job.kv.count(k) != 0; });
+}
+}  // namespace
+
+void State::store_request(const ReplyTo& to, const proto::Envelope& env,
+                          std::vector<Outgoing>& out) {
+  auto now = Clock::now();
+  switch (static_cast<MsgType>(env.type)) {
+    case MsgType::kStoreSet: {
+      auto m = proto::StoreSet::unpack(env.payload);
+      Job& job = store_job(to, m.job);
+      job.kv[m.key] = std::move(m.value);
+      reply(to, proto::Ok{}, out);
+      key_changed(job, out);
+      return;
+    }
+    case MsgType::kStoreGet: {
+      auto m = proto::StoreGet::unpack(env.payload);
+      Job& job = store_job(to, m.job);
+      if (auto it = job.kv.find(m.key); it != job.kv.end())
+        return reply(to, proto::Value{it->second}, out);
+      if (m.timeout_ms == 0)
+        throw Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'");
+      store_.wait_keys(job, to, Store::KeyWait::kGet, {m.key},
+                       now + std::chrono::milliseconds(m.timeout_ms));
+      return;
+    }
+    case MsgType::kStoreAdd: {
+      auto m = proto::StoreAdd::unpack(env.payload);
+      Job& job = store_job(to, m.job);
+      reply(to, proto::Int{add_to(job.kv, m.key, m.delta)}, out);
+      key_changed(job, out);
+      return;
+    }
+    case MsgType::kStoreCompareSet: {
+      auto m = proto::StoreCompareSet::unpack(env.payload);
+      Job& job = store_job(to, m.job);
+      auto it = job.kv.find(m.key);
+      if (it == job.kv.end()) {
+        if (!m.expected.empty()) return reply(to, proto::Value{m.expected}, out);
+        job.kv[m.key] = m.desired;
+      } else if (it->second == m.expected) {
+        it->second = m.desired;
+      }
+      reply(to, proto::Value{job.kv[m.key]}, out);
+      key_changed(job, out);
+      return;
+    }
+    case MsgType::kStoreDelete: {
+      auto m = proto::StoreDelete::unpack(env.payload);
+      Job& job = store_job(to, m.job);
+      reply(to, proto::Bool{job.kv.erase(m.key) != 0}, out);
+      return;
+    }
+    case MsgType::kStoreWait: {
+      auto m = proto::StoreWait::unpack(env.payload);
+      Job& job = store_job(to, m.job);
+      if (all_present(job, m.keys)) return reply(to, proto::Ok{}, out);
+      if (m.timeout_ms == 0)
+        throw Error(ErrorCode::kTimeout,
+                    "key(s) " + missing_keys(job.kv, m.keys) + " not set in job '" + m.job + "'");
+      store_.wait_keys(job, to, Store::KeyWait::kWait, std::move(m.keys),
+                       now + std::chrono::milliseconds(m.timeout_ms));
+      return;
+    }
+    default:
+      throw Error(ErrorCode::kInternal, "not a store request");
+  }
+}
+
+void State::key_changed(Job& job, std::vector<Outgoing>& out) {
+  OutAnswers a(out);
+  store_.key_changed(job, a);
+}
+
+void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out) {
+  Job& job = store_job(to, m.job);
+  if (m.rank >= job.world_size())
+    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) +
+                                                 " is outside job '" + m.job + "' of world size " +
+                                                 std::to_string(job.world_size()));
+  if (job.global) {
+    // The coordinator's store of a multi-node job: ranks live elsewhere;
+    // their daemons report exits (RankExited).
+    if (!job.exited_ranks.empty())
+      throw Error(ErrorCode::kPeerExited,
+                  "barrier '" + m.name + "' of job '" + m.job + "' cannot complete: rank " +
+                      std::to_string(*job.exited_ranks.begin()) + " has exited");
+  } else if (!slot_live(job.slots[m.rank].state))
+    throw Error(ErrorCode::kPeerExited, "rank " + std::to_string(m.rank) + " of job '" + m.job +
+                                            "' is " + slot_state_name(job.slots[m.rank].state));
+  for (uint32_t r = 0; r < job.slots.size() && !job.global; ++r)
+    if (job.slots[r].state == SlotState::kExited)
+      throw Error(ErrorCode::kPeerExited, "barrier '" + m.name + "' of job '" + m.job +
+                                              "' cannot complete: rank " + std::to_string(r) +
+                                              " has exited");
+  auto& b = job.barriers[m.name];
+  if (b.arrived.count(m.rank))
+    throw Error(ErrorCode::kConflict, "rank " + std::to_string(m.rank) +
+                                          " is already waiting in barrier '" + m.name + "'");
+  b.arrived.insert(m.rank);
+  OutAnswers a(out);
+  store_.arrive(job, to, m.name, m.rank, 1, job.world_size(),
+                Clock::now() + std::chrono::milliseconds(m.timeout_ms), a);
+}
+
+}  // namespace muster::daemon
