@@ -19,12 +19,6 @@ inline constexpr uint32_t kMaxWorldSize = 1u << 24;
 // Checked job id (printable, bounded), shared with messages.cpp.
 std::string read_job_id(const codec::MapReader& r);
 
-#define MUSTER_MESSAGE(Name)                         \
-  static constexpr MsgType kType = MsgType::k##Name; \
-  void pack(codec::Packer& p) const;                 \
-  static Name unpack(const msgpack::object& o);      \
-  bool operator==(const Name&) const = default
-
 // muster run -> its daemon, after Reserve: join the job's world through the
 // coordinator daemon at `coordinator` (host:port). Answered with World once
 // the world of a generation forms (torchrun's c10d rendezvous).
@@ -110,6 +104,7 @@ struct BarrierUp {
 struct JobGeneration {
   std::string job;
   uint64_t generation = 0;
+  MUSTER_FIELDS;
   bool operator==(const JobGeneration&) const = default;
 };
 
@@ -127,6 +122,7 @@ struct JobEvent {
   uint64_t generation = 0;  // the coordinator's current one
   std::string state;        // running | broken | waiting | forming | unknown
   std::string message;      // why, for humans
+  MUSTER_FIELDS;
   bool operator==(const JobEvent&) const = default;
 };
 
@@ -228,6 +224,7 @@ struct BcastChunkView {
   uint64_t sum = 0;
   std::string_view data;
   static BcastChunkView unpack(const msgpack::object& o);
+  MUSTER_FIELDS;
 };
 
 // A node needs no more chunks of a broadcast: it has them all (why empty)
@@ -245,7 +242,5 @@ struct BcastLeave {
   std::string why;
   MUSTER_MESSAGE(BcastLeave);
 };
-
-#undef MUSTER_MESSAGE
 
 }  // namespace muster::proto

@@ -29,26 +29,33 @@ const msgpack::object& MapReader::need(std::string_view name) const {
   return *o;
 }
 
-std::string MapReader::str(std::string_view name, size_t max_bytes) const {
+std::string_view MapReader::bytes(std::string_view name, size_t max_bytes, bool binary) const {
   const auto& o = need(name);
-  if (o.type != msgpack::type::STR) fail(name, "expected a string");
-  if (o.via.str.size > max_bytes)
-    throw Error(ErrorCode::kTooLarge, what_ + "." + std::string(name) + " is longer than " +
+  if (o.type != (binary ? msgpack::type::BIN : msgpack::type::STR))
+    fail(name, binary ? "expected binary data" : "expected a string");
+  auto v = binary ? std::string_view(o.via.bin.ptr, o.via.bin.size)
+                  : std::string_view(o.via.str.ptr, o.via.str.size);
+  if (v.size() > max_bytes)
+    throw Error(ErrorCode::kTooLarge, what_ + "." + std::string(name) +
+                                          (binary ? " is larger than " : " is longer than ") +
                                           std::to_string(max_bytes) + " bytes");
-  return std::string(o.via.str.ptr, o.via.str.size);
+  return v;
+}
+
+std::string MapReader::str(std::string_view name, size_t max_bytes) const {
+  return std::string(bytes(name, max_bytes, false));
+}
+
+std::string_view MapReader::str_view(std::string_view name, size_t max_bytes) const {
+  return bytes(name, max_bytes, false);
 }
 
 std::string MapReader::bin(std::string_view name, size_t max_bytes) const {
-  return std::string(bin_view(name, max_bytes));
+  return std::string(bytes(name, max_bytes, true));
 }
 
 std::string_view MapReader::bin_view(std::string_view name, size_t max_bytes) const {
-  const auto& o = need(name);
-  if (o.type != msgpack::type::BIN) fail(name, "expected binary data");
-  if (o.via.bin.size > max_bytes)
-    throw Error(ErrorCode::kTooLarge, what_ + "." + std::string(name) + " is larger than " +
-                                          std::to_string(max_bytes) + " bytes");
-  return std::string_view(o.via.bin.ptr, o.via.bin.size);
+  return bytes(name, max_bytes, true);
 }
 
 bool MapReader::boolean(std::string_view name) const {

@@ -36,8 +36,11 @@ class MapReader {
  public:
   MapReader(const msgpack::object& obj, std::string_view what);
 
+  const std::string& what() const { return what_; }
   bool has(std::string_view name) const { return find(name) != nullptr; }
   std::string str(std::string_view name, size_t max_bytes) const;
+  // The same, without a copy: valid while the object's memory is.
+  std::string_view str_view(std::string_view name, size_t max_bytes) const;
   std::string bin(std::string_view name, size_t max_bytes) const;
   // The same, without a copy: valid while the object's memory is.
   std::string_view bin_view(std::string_view name, size_t max_bytes) const;
@@ -57,6 +60,8 @@ class MapReader {
  private:
   const msgpack::object* find(std::string_view name) const;
   const msgpack::object& need(std::string_view name) const;
+  // A string's or binary field's bytes, in place.
+  std::string_view bytes(std::string_view name, size_t max_bytes, bool binary) const;
   [[noreturn]] void fail(std::string_view name, std::string_view why) const;
 
   const msgpack::object_map* map_;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "protocol/names.hpp"
+
 namespace muster::proto {
 
 namespace {
@@ -96,68 +98,29 @@ const char* type_name(uint16_t type) {
   return t ? t->name : nullptr;
 }
 
+namespace {
+// By value of each enum.
+constexpr const char* kSenderNames[] = {"nobody (a reply)", "anyone", "job owner", "peer daemon"};
+constexpr const char* kAreaNames[] = {"daemon",  "jobs",  "store", "barrier", "shard",
+                                      "cluster", "bcast", "peer",  "reply"};
+constexpr const char* kKeptNames[] = {"no", "kept", "saved"};
+constexpr const char* kClaimedPidsNames[] = {"-", "pid", "launcher_pid", "pids"};
+static_assert(names_all(kSenderNames, Sender::kPeer) && names_all(kAreaNames, Area::kReply) &&
+              names_all(kKeptNames, Kept::kSaved) &&
+              names_all(kClaimedPidsNames, ClaimedPids::kPidList));
+}  // namespace
+
 const char* sender_name(Sender s) {
-  switch (s) {
-    case Sender::kNone:
-      return "nobody (a reply)";
-    case Sender::kAnyone:
-      return "anyone";
-    case Sender::kJobOwner:
-      return "job owner";
-    case Sender::kPeer:
-      return "peer daemon";
-  }
-  return "?";
+  return name_in(kSenderNames, s, "?");
 }
-
 const char* area_name(Area a) {
-  switch (a) {
-    case Area::kDaemon:
-      return "daemon";
-    case Area::kJobs:
-      return "jobs";
-    case Area::kStore:
-      return "store";
-    case Area::kBarrier:
-      return "barrier";
-    case Area::kShard:
-      return "shard";
-    case Area::kCluster:
-      return "cluster";
-    case Area::kBcast:
-      return "bcast";
-    case Area::kPeer:
-      return "peer";
-    case Area::kReply:
-      return "reply";
-  }
-  return "?";
+  return name_in(kAreaNames, a, "?");
 }
-
 const char* kept_name(Kept k) {
-  switch (k) {
-    case Kept::kNo:
-      return "no";
-    case Kept::kYes:
-      return "kept";
-    case Kept::kSaved:
-      return "saved";
-  }
-  return "?";
+  return name_in(kKeptNames, k, "?");
 }
-
 const char* claimed_pids_name(ClaimedPids p) {
-  switch (p) {
-    case ClaimedPids::kNone:
-      return "-";
-    case ClaimedPids::kPid:
-      return "pid";
-    case ClaimedPids::kLauncherPid:
-      return "launcher_pid";
-    case ClaimedPids::kPidList:
-      return "pids";
-  }
-  return "?";
+  return name_in(kClaimedPidsNames, p, "?");
 }
 
 std::string scope_name(uint8_t scope) {

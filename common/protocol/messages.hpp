@@ -64,11 +64,22 @@ enum class MsgType : uint16_t {
 // (message_table.hpp).
 const char* type_name(uint16_t type);
 
+// The field list (fields.hpp) that pack() and unpack() walk is defined
+// with the codec, not here.
+#define MUSTER_FIELDS \
+  template <class IO> \
+  void fields(IO& io)
 #define MUSTER_MESSAGE(Name)                         \
   static constexpr MsgType kType = MsgType::k##Name; \
   void pack(codec::Packer& p) const;                 \
   static Name unpack(const msgpack::object& o);      \
+  MUSTER_FIELDS;                                     \
   bool operator==(const Name&) const = default
+
+// The generation fence of store requests and barriers (optional on the wire,
+// absent = no check): the generation of the caller's RankInfo. A job at
+// another generation refuses the request with stale_generation.
+using GenerationFence = std::optional<uint64_t>;
 
 struct Ping {
   MUSTER_MESSAGE(Ping);
@@ -145,10 +156,7 @@ struct StoreSet {
   std::string job;
   std::string key;
   std::string value;
-  // Generation fence (optional on the wire, absent = no check): the
-  // generation of the caller's RankInfo. A job at another generation refuses
-  // the request with stale_generation.
-  std::optional<uint64_t> generation = std::nullopt;
+  GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(StoreSet);
 };
 
@@ -157,10 +165,7 @@ struct StoreGet {
   std::string job;
   std::string key;
   int64_t timeout_ms = 0;
-  // Generation fence (optional on the wire, absent = no check): the
-  // generation of the caller's RankInfo. A job at another generation refuses
-  // the request with stale_generation.
-  std::optional<uint64_t> generation = std::nullopt;
+  GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(StoreGet);
 };
 
@@ -169,10 +174,7 @@ struct StoreAdd {
   std::string job;
   std::string key;
   int64_t delta = 0;
-  // Generation fence (optional on the wire, absent = no check): the
-  // generation of the caller's RankInfo. A job at another generation refuses
-  // the request with stale_generation.
-  std::optional<uint64_t> generation = std::nullopt;
+  GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(StoreAdd);
 };
 
@@ -183,20 +185,14 @@ struct StoreCompareSet {
   std::string key;
   std::string expected;
   std::string desired;
-  // Generation fence (optional on the wire, absent = no check): the
-  // generation of the caller's RankInfo. A job at another generation refuses
-  // the request with stale_generation.
-  std::optional<uint64_t> generation = std::nullopt;
+  GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(StoreCompareSet);
 };
 
 struct StoreDelete {
   std::string job;
   std::string key;
-  // Generation fence (optional on the wire, absent = no check): the
-  // generation of the caller's RankInfo. A job at another generation refuses
-  // the request with stale_generation.
-  std::optional<uint64_t> generation = std::nullopt;
+  GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(StoreDelete);
 };
 
@@ -204,10 +200,7 @@ struct StoreWait {
   std::string job;
   std::vector<std::string> keys;
   int64_t timeout_ms = 0;
-  // Generation fence (optional on the wire, absent = no check): the
-  // generation of the caller's RankInfo. A job at another generation refuses
-  // the request with stale_generation.
-  std::optional<uint64_t> generation = std::nullopt;
+  GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(StoreWait);
 };
 
@@ -217,10 +210,7 @@ struct Barrier {
   uint32_t rank = 0;
   std::string name;
   int64_t timeout_ms = 0;
-  // Generation fence (optional on the wire, absent = no check): the
-  // generation of the caller's RankInfo. A job at another generation refuses
-  // the request with stale_generation.
-  std::optional<uint64_t> generation = std::nullopt;
+  GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(Barrier);
 };
 
@@ -262,6 +252,7 @@ struct DeviceStatus {
   // Leased. A device leased to a job the caller may not see is in_use with
   // no job, rank or pid (status privacy: PROTOCOL.md, "Who may do what").
   bool in_use = false;
+  MUSTER_FIELDS;
   bool operator==(const DeviceStatus&) const = default;
 };
 
@@ -271,6 +262,7 @@ struct RankStatus {
   int64_t pid = 0;
   int64_t device = -1;
   std::string state;  // reserved | running | joined | exited
+  MUSTER_FIELDS;
   bool operator==(const RankStatus&) const = default;
 };
 
@@ -281,6 +273,7 @@ struct JobStatus {
   uint32_t local_world_size = 0;
   std::vector<RankStatus> ranks;
   int64_t uid = -1;  // the owner; -1 = none (made by an in-process caller)
+  MUSTER_FIELDS;
   bool operator==(const JobStatus&) const = default;
 };
 
@@ -321,7 +314,5 @@ struct ShardReply {
   // follow: lets the daemon write a multi-MB shard straight into the frame.
   static void pack_head(codec::Packer& p, uint64_t count, uint32_t width, size_t bytes);
 };
-
-#undef MUSTER_MESSAGE
 
 }  // namespace muster::proto
