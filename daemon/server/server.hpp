@@ -1,5 +1,6 @@
-// The daemon's one event loop: a ZeroMQ ROUTER on the ipc:// socket, the
-// pidfds of watched processes and a wake-up eventfd, all in one poll.
+// The daemon: a ZeroMQ ROUTER on the ipc:// socket (and, when peering, a
+// TCP one), served together with the pidfds of watched processes and a
+// wake-up eventfd in one event loop (event/loop.hpp).
 #pragma once
 
 #include <atomic>
@@ -12,14 +13,7 @@
 #include "gpu/inventory.hpp"
 #include "server/config.hpp"
 
-namespace zmq {
-class socket_t;
-}
-
 namespace muster::daemon {
-
-class State;
-struct Outgoing;
 
 // What the loop tells the service manager, through daemon/systemd/ (which
 // main() wires in); the loop itself knows nothing of systemd.
@@ -44,6 +38,7 @@ class Server {
   // (kConflict when another daemon holds the directory).
   void bind();
   // Runs until stop(); then fails pending waits and removes the socket.
+  // Called once.
   void run();
   // Safe from any thread and from a signal handler.
   void stop() noexcept;
@@ -58,14 +53,16 @@ class Server {
 
  private:
   void bind_peer();
-  void receive(zmq::socket_t& sock, bool from_peer, State& state, std::vector<Outgoing>& out);
-  // Sends out's frames, taking the large ones (out is cleared after).
-  void deliver(std::vector<Outgoing>& out);
   // Locks the state dir (when it is not the runtime dir) and restores it.
   void load_state();
+  // run()'s parts: what bounds the loop's wait, and each round's end.
+  void watch_deadlines();
+  void end_round();
 
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // What a bound server runs on: its sockets, the job state they serve and
+  // the file that keeps it.
+  struct Runtime;
+  std::unique_ptr<Runtime> rt_;
   Config cfg_;
   gpu::Inventory inventory_;
   std::vector<gpu::Device> allowed_;
