@@ -86,6 +86,7 @@ class Loop {
  public:
   // How long the loop may wait, in milliseconds (-1 = no limit); asked
   // before every wait. For deadlines kept elsewhere and periodic checks.
+  // Kept as long as the loop: what a hint refers to must outlive run().
   using WakeHint = std::function<long()>;
   using Hook = std::function<void()>;
 

@@ -2,7 +2,6 @@
 // steps over it. Only the server's own files include this.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
