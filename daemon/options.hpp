@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "server/server.hpp"
+#include "server/config.hpp"
 
 namespace muster::daemon {
 

@@ -21,27 +21,30 @@ PidWatch::~PidWatch() {
     if (e.fd >= 0) ::close(e.fd);
 }
 
+std::optional<std::string> PidWatch::stat_fields(int64_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return std::nullopt;
+  auto close_paren = line.rfind(')');
+  if (close_paren == std::string::npos || close_paren + 2 >= line.size()) return std::nullopt;
+  return line.substr(close_paren + 2);
+}
+
 bool PidWatch::alive(int64_t pid) {
   if (pid <= 0) return false;
   // kill(pid, 0) succeeds for zombies too; /proc tells them apart.
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return false;
-  auto close_paren = line.rfind(')');
-  if (close_paren == std::string::npos || close_paren + 2 >= line.size()) return false;
-  char state = line[close_paren + 2];
+  auto fields = stat_fields(pid);
+  if (!fields) return false;
+  char state = (*fields)[0];
   return state != 'Z' && state != 'X';
 }
 
 namespace {
 int64_t parent_of(int64_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return 0;
-  auto close_paren = line.rfind(')');
-  if (close_paren == std::string::npos) return 0;
-  // After ") ": the state letter, then the parent pid.
-  std::istringstream rest(line.substr(close_paren + 2));
+  auto fields = PidWatch::stat_fields(pid);
+  if (!fields) return 0;
+  // The state letter, then the parent pid.
+  std::istringstream rest(*fields);
   char state;
   int64_t ppid = 0;
   rest >> state >> ppid;
@@ -67,6 +70,7 @@ bool PidWatch::watch(int64_t pid) {
   int fd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
   if (fd < 0 && errno == ESRCH) return false;
   watched_[pid] = Entry{fd, 1};  // fd < 0: no pidfd support, swept instead
+  if (fd >= 0 && listener_) listener_(pid, fd, true);
   return true;
 }
 
@@ -74,22 +78,29 @@ void PidWatch::unwatch(int64_t pid) {
   auto it = watched_.find(pid);
   if (it == watched_.end()) return;
   if (--it->second.refs > 0) return;
-  if (it->second.fd >= 0) ::close(it->second.fd);
+  close_fd(pid, it->second);
   watched_.erase(it);
 }
 
 void PidWatch::forget(int64_t pid) {
   auto it = watched_.find(pid);
   if (it == watched_.end()) return;
-  if (it->second.fd >= 0) ::close(it->second.fd);
+  close_fd(pid, it->second);
   watched_.erase(it);
 }
 
-std::vector<PidWatch::Fd> PidWatch::fds() const {
-  std::vector<Fd> out;
+void PidWatch::close_fd(int64_t pid, Entry& e) {
+  if (e.fd < 0) return;
+  if (listener_) listener_(pid, e.fd, false);
+  ::close(e.fd);
+  e.fd = -1;
+}
+
+void PidWatch::set_listener(Listener listener) {
+  listener_ = std::move(listener);
+  if (!listener_) return;
   for (const auto& [pid, e] : watched_)
-    if (e.fd >= 0) out.push_back({e.fd, pid});
-  return out;
+    if (e.fd >= 0) listener_(pid, e.fd, true);
 }
 
 bool PidWatch::needs_sweep() const {

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace muster::daemon {
@@ -21,11 +24,10 @@ class PidWatch {
   void unwatch(int64_t pid);
   bool watched(int64_t pid) const { return watched_.count(pid) != 0; }
 
-  struct Fd {
-    int fd;
-    int64_t pid;
-  };
-  std::vector<Fd> fds() const;
+  // Told of every pidfd opened (open = true) and about to be closed, so
+  // that the event loop polls exactly these; told of the open ones at once.
+  using Listener = std::function<void(int64_t pid, int fd, bool open)>;
+  void set_listener(Listener listener);
   bool needs_sweep() const;  // some pid has no pidfd
   std::vector<int64_t> sweep_dead() const;
 
@@ -33,6 +35,10 @@ class PidWatch {
   void forget(int64_t pid);
 
   static bool alive(int64_t pid);
+  // What /proc/<pid>/stat says after the command name's ") ", from the
+  // state letter (field 3) on; nullopt when the pid is gone or the line
+  // is malformed. The name may hold blanks and parentheses, hence rfind.
+  static std::optional<std::string> stat_fields(int64_t pid);
   // Whether ancestor is pid's parent, grandparent, ... (from /proc).
   static bool is_ancestor(int64_t ancestor, int64_t pid);
 
@@ -41,7 +47,9 @@ class PidWatch {
     int fd = -1;
     int refs = 0;
   };
+  void close_fd(int64_t pid, Entry& e);
   std::map<int64_t, Entry> watched_;
+  Listener listener_;
 };
 
 }  // namespace muster::daemon

@@ -17,7 +17,7 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "server/server.hpp"
+#include "server/config.hpp"
 
 namespace muster::daemon::peer {
 

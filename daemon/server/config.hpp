@@ -1,0 +1,50 @@
+// What a daemon is told to do: where it lives, which GPUs it hands out, and
+// how it peers with other daemons. Filled by the command line (options.hpp)
+// or by an embedding launcher; checked by Server and peer::Security.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace muster::daemon {
+
+struct Config {
+  std::string runtime_dir;  // where musterd.sock and musterd.lock live
+  // Where state.msgpack (jobs, leases, stores; persist/state_file.hpp)
+  // lives; empty = runtime_dir, which is tmpfs under /run: the state
+  // survives a daemon restart but not a reboot.
+  std::string state_dir;
+  std::vector<int64_t> devices;  // allowed subset; empty = all discovered
+  bool devices_given = false;
+  int simulate_gpus = -1;
+  // An embedded daemon (started by muster run) ends once it has had no job
+  // for a moment, so it outlives its launcher only while others use it.
+  bool exit_when_idle = false;
+  // Group that may use the socket (chown to it, mode 0660); -1 = leave it.
+  int64_t socket_gid = -1;
+
+  // Peering with other daemons (multi-node jobs). Listening on the network
+  // is opt-in: no listener while peer_bind is empty; outgoing links to a
+  // job's coordinator work either way. Port 0 = any free port (tests).
+  std::string peer_bind;
+  int peer_port = 29400;
+  // A peer silent for this long is lost (heartbeats every quarter of it).
+  std::chrono::milliseconds peer_timeout{10000};
+  // CURVE between daemons. Unencrypted peering only when peer_plain is set
+  // explicitly; otherwise a key pair is required to peer at all.
+  bool peer_plain = false;
+  std::string peer_public_key;  // Z85, 40 characters
+  std::string peer_secret_key;  // Z85, 40 characters
+  // Public keys (Z85) of daemons allowed to connect to us; our own is
+  // always allowed (one key pair shared by a cluster is the simple setup).
+  std::vector<std::string> peer_authorized_keys;
+  // The public key we expect of the daemons we connect to; empty = ours.
+  std::string peer_server_key;
+  // Children per daemon in the relay tree of the jobs we coordinate; a job
+  // of at most this many nodes is a flat star. 0 = always a star.
+  uint32_t tree_width = 16;
+};
+
+}  // namespace muster::daemon

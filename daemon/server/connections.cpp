@@ -1,0 +1,85 @@
+#include "server/connections.hpp"
+
+#include <charconv>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "muster/error.hpp"
+
+namespace muster::daemon {
+
+namespace {
+constexpr const char* kRouterEvents = "inproc://musterd-router-events";
+}
+
+void ClientConnections::monitor(zmq::socket_t& router) {
+  if (zmq_socket_monitor(router.handle(), kRouterEvents, ZMQ_EVENT_DISCONNECTED) != 0)
+    throw Error(ErrorCode::kInternal,
+                std::string("cannot monitor the socket: ") + zmq_strerror(zmq_errno()));
+  events_.set(zmq::sockopt::linger, 0);
+  // Unbounded, and polled by the loop: a full event pipe would block
+  // ZeroMQ's one I/O thread (every socket of the daemon) until it is read,
+  // and connections that never send anything would not wake us to read it.
+  events_.set(zmq::sockopt::rcvhwm, 0);
+  events_.connect(kRouterEvents);
+}
+
+void ClientConnections::drain() {
+  for (;;) {
+    zmq::message_t ev;
+    if (!events_.recv(ev, zmq::recv_flags::dontwait)) return;
+    for (bool more = ev.more(); more;) {  // the endpoint frame
+      zmq::message_t rest;
+      more = events_.recv(rest, zmq::recv_flags::dontwait) && rest.more();
+    }
+    // libzmq 4.3's event frame: uint16 event, uint32 value (the fd).
+    if (ev.size() < 6) continue;
+    uint16_t event;
+    uint32_t fd;
+    std::memcpy(&event, ev.data(), sizeof event);
+    std::memcpy(&fd, static_cast<const char*>(ev.data()) + 2, sizeof fd);
+    if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    if (auto it = of_fd_.find(static_cast<int>(fd)); it != of_fd_.end()) {
+      live_.erase(it->second);
+      of_fd_.erase(it);
+    }
+  }
+}
+
+uint64_t ClientConnections::token_of(const zmq::message_t& frame) {
+  // ZMQ_SRCFD is deprecated but kept in 4.3: the fd a frame came in on.
+  int fd = zmq_msg_get(const_cast<zmq_msg_t*>(frame.handle()), ZMQ_SRCFD);
+  if (fd < 0) return 0;
+  auto [it, fresh] = of_fd_.try_emplace(fd, 0);
+  if (fresh) {
+    it->second = next_++;
+    live_.insert(it->second);
+  }
+  return it->second;
+}
+
+// For an ipc:// connection libzmq (4.3, built with SO_PEERCRED support, as
+// Debian's is) appends the peer's credentials, taken by the kernel when the
+// peer connected, to every frame's "Peer-Address" property:
+// "<address>:<uid>:<gid>:<pid>" ("localhost:1000:1000:4242" with 4.3.4).
+bool peer_credentials(const zmq::message_t& frame, int64_t& uid, int64_t& pid) {
+  const char* prop = zmq_msg_gets(frame.handle(), "Peer-Address");
+  if (!prop) return false;
+  std::string_view s(prop);
+  int64_t fields[3];  // uid, gid, pid, read from the end
+  for (int i = 2; i >= 0; --i) {
+    auto colon = s.rfind(':');
+    if (colon == std::string_view::npos) return false;
+    auto digits = s.substr(colon + 1);
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), fields[i]);
+    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || fields[i] < 0)
+      return false;
+    s = s.substr(0, colon);
+  }
+  uid = fields[0];
+  pid = fields[2];
+  return true;
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,39 @@
+// The local socket's connections, as ReplyTo::conn tokens: one per
+// connection, keyed by the fd its requests come from, dropped when ZeroMQ
+// reports the connection gone (a monitor on the ROUTER), so that no reply
+// follows a routing id to whoever connects under it next.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <unordered_set>
+#include <zmq.hpp>
+
+namespace muster::daemon {
+
+class ClientConnections {
+ public:
+  explicit ClientConnections(zmq::context_t& ctx) : events_(ctx, zmq::socket_type::pair) {}
+
+  // Monitors router's disconnections; call before it binds.
+  void monitor(zmq::socket_t& router);
+  // The monitor's PAIR socket, for the loop to poll.
+  zmq::socket_t& events() { return events_; }
+  // Forgets the connections ZeroMQ reported gone; never blocks.
+  void drain();
+  // The token of the connection a frame came in on (0 = unknown).
+  uint64_t token_of(const zmq::message_t& frame);
+  bool live(uint64_t token) const { return live_.count(token) != 0; }
+
+ private:
+  zmq::socket_t events_;
+  std::unordered_map<int, uint64_t> of_fd_;
+  std::unordered_set<uint64_t> live_;
+  uint64_t next_ = 1;
+};
+
+// The sender's uid and pid, as the kernel saw them when it connected; false
+// when the frame carries no (well-formed) credentials.
+bool peer_credentials(const zmq::message_t& frame, int64_t& uid, int64_t& pid);
+
+}  // namespace muster::daemon

@@ -1,0 +1,96 @@
+// The requests the server takes in: framing, the sender's credentials, the
+// reply cache, then the state.
+#include <string>
+#include <vector>
+
+#include "log.hpp"
+#include "server/runtime.hpp"
+
+namespace muster::daemon {
+
+void Server::Runtime::receive(zmq::socket_t& sock, bool from_peer) {
+  // A disconnect reported first keeps a new connection on a reused fd from
+  // inheriting the old one's token.
+  if (!from_peer) conns.drain();
+  for (int n = 0; n < 1024; ++n) {
+    std::vector<zmq::message_t> frames;
+    zmq::message_t part;
+    if (!sock.recv(part, zmq::recv_flags::dontwait)) break;
+    frames.push_back(std::move(part));
+    while (frames.back().more()) {
+      zmq::message_t next;
+      (void)sock.recv(next);
+      frames.push_back(std::move(next));
+    }
+    take(frames, from_peer);
+  }
+}
+
+void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) {
+  ReplyTo to;
+  to.routing_id = frames[0].to_string();
+  to.from_peer = from_peer;
+  if (!from_peer) to.conn = conns.token_of(frames.back());
+  const zmq::message_t* body = nullptr;
+  if (frames.size() == 2) {
+    body = &frames[1];
+  } else if (frames.size() == 3 && frames[1].size() == 0 && !from_peer) {
+    to.delimiter = true;
+    body = &frames[2];
+  }
+  if (!body) {
+    out.push_back({to, proto::encode_error(0, ErrorCode::kBadMessage,
+                                           "expected one frame per request, got " +
+                                               std::to_string(frames.size() - 1))});
+    return;
+  }
+  try {
+    // Binary fields point into the frame, which outlives the handling.
+    auto env = proto::decode_envelope(body->data(), body->size(), true);
+    to.request_id = env.request_id;
+    // Every local request is checked against its sender's uid (access.cpp),
+    // the reply cache's answers included; a sender the daemon cannot
+    // identify is refused, never trusted. Peers are daemons, authenticated
+    // by CURVE instead.
+    if (!from_peer && !peer_credentials(*body, to.peer_uid, to.peer_pid)) {
+      out.push_back({to, proto::encode_error(env.request_id, ErrorCode::kPermissionDenied,
+                                             "musterd cannot tell which user sent this "
+                                             "request: the connection carries no peer "
+                                             "credentials (only ipc:// clients are served)")});
+      return;
+    }
+    // Peers' requests are not tracked.
+    if (!from_peer && answered(to, *body, env.type)) return;
+    state->handle(to, env, out);
+  } catch (const proto::EnvelopeError& e) {
+    log::debug(std::string("refused a frame: ") + e.what());
+    out.push_back({to, proto::encode_error(e.request_id, e.code(), e.what())});
+  }
+}
+
+bool Server::Runtime::answered(ReplyTo& to, const zmq::message_t& body, uint16_t type) {
+  uint64_t hash = ReplyCache::hash({static_cast<const char*>(body.data()), body.size()});
+  // A request sent again (same client, same id): answered once.
+  std::string again;
+  switch (replies.check(to, hash, &again)) {
+    case ReplyCache::Seen::kAnswered:
+      out.push_back({to, std::move(again)});
+      return true;
+    case ReplyCache::Seen::kPending:
+      return true;  // still waiting: its one reply comes when the wait ends
+    case ReplyCache::Seen::kForeign:
+      log::warning("refused a request from uid " + std::to_string(to.peer_uid) + " (pid " +
+                   std::to_string(to.peer_pid) + ") under another uid's routing id");
+      out.push_back({to, proto::encode_error(to.request_id, ErrorCode::kPermissionDenied,
+                                             "this connection's routing id belongs to another "
+                                             "user's client; choose another (libmuster picks a "
+                                             "random one)")});
+      return true;
+    case ReplyCache::Seen::kNew:
+      break;
+  }
+  replies.begin(to, type, hash);
+  return false;
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,55 @@
+// This node's connections to the coordinators of its multi-node jobs: one
+// DEALER per coordinator (host:port), made on first use, each polled by the
+// event loop for the coordinator's answers.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <zmq.hpp>
+
+#include "event/loop.hpp"
+
+namespace muster::daemon {
+
+namespace peer {
+struct Security;
+}
+
+class PeerLinks {
+ public:
+  // Called with each frame a coordinator sends (name = its host:port).
+  using OnFrame = std::function<void(const std::string& name, const void* data, size_t size)>;
+  // Links are served at `order` in the loop; security is null where
+  // peering is unavailable (nothing is then sent).
+  PeerLinks(zmq::context_t& ctx, event::Loop& loop, int order, const peer::Security* security,
+            OnFrame on_frame);
+
+  // Sends a request to the coordinator at `name`, connecting first if
+  // needed. Dropped when no connection can be made: the state gives up on
+  // it after the peer timeout.
+  void send(const std::string& name, std::string& frame);
+  // Closes the links `keep` says no to.
+  void prune(const std::function<bool(const std::string&)>& keep);
+
+ private:
+  // Not movable (the loop holds its event): lives in its map node.
+  struct Link {
+    Link(PeerLinks& owner, std::string name, zmq::socket_t s);
+    std::string name;
+    zmq::socket_t sock;
+    event::SocketEvent event;
+  };
+  zmq::socket_t* connect(const std::string& name);
+  void read(Link& link);
+
+  zmq::context_t& ctx_;
+  event::Loop& loop_;
+  int order_;
+  const peer::Security* security_;
+  OnFrame on_frame_;
+  std::map<std::string, Link> links_;
+};
+
+}  // namespace muster::daemon

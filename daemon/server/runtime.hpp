@@ -1,0 +1,65 @@
+// Inside Server (server.hpp): what a bound server runs on, and the loop's
+// steps over it. Only the server's own files include this.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "core/state.hpp"
+#include "event/loop.hpp"
+#include "liveness/pidwatch.hpp"
+#include "peer/secure.hpp"
+#include "persist/reply_cache.hpp"
+#include "persist/state_file.hpp"
+#include "server/connections.hpp"
+#include "server/peer_links.hpp"
+#include "server/pid_events.hpp"
+#include "server/server.hpp"
+
+namespace muster::daemon {
+
+struct Server::Runtime {
+  zmq::context_t ctx{1};
+  zmq::socket_t router{ctx, zmq::socket_type::router};
+  ClientConnections conns{ctx};
+  PidWatch watch;
+  std::unique_ptr<State> state;
+  std::string socket_path;
+  // Peering: our listener (when peer_bind is set), its ZAP handler (CURVE).
+  std::optional<peer::Security> security;
+  std::unique_ptr<peer::ZapHandler> zap;
+  std::optional<zmq::socket_t> peer;
+  std::string peer_endpoint_file;
+  ReplyCache replies;
+  std::unique_ptr<StateFile> state_file;
+  int state_lock_fd = -1;  // when the state dir is not the runtime dir
+
+  // The loop and what only it uses (made by run()).
+  event::Loop loop;
+  std::optional<PeerLinks> links;
+  std::optional<PidEvents> pids;
+  std::unique_ptr<event::TimerEvent> watchdog;
+  std::vector<Outgoing> out;  // what this round produced
+  bool dirty = true;          // something to save before the next replies go out
+  std::string last_status;    // the service manager's, as last told
+  bool had_job = false;       // exit_when_idle: whether a job ever ran
+  Clock::time_point idle_since;
+
+  // Reads up to a bounded batch of requests from a ROUTER (the local socket
+  // or the peer one) so that pid exits and timeouts are never starved.
+  void receive(zmq::socket_t& sock, bool from_peer);
+  // Sends out's frames, taking the large ones; out is cleared after.
+  void deliver();
+
+ private:
+  // One request, framed as [routing id, (empty,) body].
+  void take(std::vector<zmq::message_t>& frames, bool from_peer);
+  // A local request seen before: answered from the reply cache (true), or
+  // new (false); the cache starts tracking a new one.
+  bool answered(ReplyTo& to, const zmq::message_t& body, uint16_t type);
+};
+
+}  // namespace muster::daemon
