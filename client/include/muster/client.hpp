@@ -16,6 +16,12 @@
 
 namespace muster {
 
+namespace detail {
+// A client's connection to its daemon and the rank it joined; internal to
+// libmuster.
+class Session;
+}  // namespace detail
+
 struct RankInfo {
   std::string job;
   uint32_t rank = 0;
@@ -225,9 +231,7 @@ class Client {
   static uint32_t nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size);
 
  private:
-  friend class NodeBroadcast;  // broadcasts across nodes (client/lib/broadcast_nodes.cpp)
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<detail::Session> session_;
 };
 
 }  // namespace muster
