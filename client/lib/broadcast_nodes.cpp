@@ -41,445 +41,403 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <deque>
 #include <exception>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
 
 #include "broadcast_checksum.hpp"
-#include "broadcast_layout.hpp"
 #include "broadcast_meta.hpp"
 #include "broadcast_pool.hpp"
-#include "broadcast_shm.hpp"
 #include "broadcast_stream.hpp"
-#include "client_impl.hpp"
 #include "protocol/cluster_messages.hpp"
+#include "session.hpp"
 
-namespace muster {
-
-using namespace bcast;
-using Piece = NodeBroadcast::Piece;
+namespace muster::bcast {
 
 namespace {
 
 constexpr size_t kInFlight = 4;  // pushes or pulls a rank has on the way at once
 
-// Requests on the client's socket with several in flight: their replies may
-// come in any order; ones nobody waits for any more are dropped (like call()
-// does). Replies are decoded in place (binary fields point into the frame,
-// which a Got keeps). Impl is Client::Impl (a template, so that only
-// NodeBroadcast, Client's friend, names it).
-template <class Impl>
-class Wire {
- public:
-  explicit Wire(Impl& im) : im_(im) {}
-
-  struct Got {
-    zmq::message_t frame;
-    proto::Envelope env;  // points into frame
-  };
-
-  template <class M>
-  uint64_t send(const M& msg) {
-    uint64_t id = im_.next_id++;
-    auto frame = proto::encode(id, msg);
-    send_frame(zmq::message_t(frame.data(), frame.size()));
-    waiting_.insert(id);
+// Requests in flight on the connection; the ones still there when it goes
+// (after an error) are given up.
+struct InFlight {
+  detail::Connection& conn;
+  std::deque<uint64_t> ids;
+  ~InFlight() {
+    for (uint64_t id : ids) conn.forget(id);
+  }
+  uint64_t pop() {
+    uint64_t id = ids.front();
+    ids.pop_front();
     return id;
   }
-
-  // A bcast_push whose chunk is written into the frame once, and the frame
-  // handed to ZeroMQ as it is.
-  uint64_t push(const proto::BcastPush& head, const uint8_t* data, size_t n) {
-    uint64_t id = im_.next_id++;
-    codec::Buffer buf(n + 512);
-    codec::Packer p(buf);
-    proto::pack_envelope_head(p, id, static_cast<uint16_t>(proto::MsgType::kBcastPush));
-    head.pack_head(p, n);
-    buf.write(reinterpret_cast<const char*>(data), n);
-    const size_t size = buf.size();
-    send_frame(zmq::message_t(
-        buf.release(), size, [](void* d, void*) { ::free(d); }, nullptr));
-    waiting_.insert(id);
-    return id;
-  }
-
-  // The reply to request id, or the daemon's error thrown.
-  template <class Reply>
-  Reply take(uint64_t id, std::chrono::milliseconds extra_wait) {
-    auto got = take_got(id, Reply::kType, extra_wait);
-    return Reply::unpack(got->env.payload);
-  }
-  std::unique_ptr<Got> take_got(uint64_t id, proto::MsgType type,
-                                std::chrono::milliseconds extra_wait) {
-    auto got = wait(id, im_.opts.request_timeout + extra_wait);
-    const auto& env = got->env;
-    if (env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply)) {
-      auto err = proto::ErrorReply::unpack(env.payload);
-      throw Error(static_cast<ErrorCode>(err.code), err.message);
-    }
-    if (env.type != static_cast<uint16_t>(type))
-      throw Error(ErrorCode::kBadMessage, std::string("musterd answered ") +
-                                              proto::type_name(env.type) + " instead of " +
-                                              proto::type_name(static_cast<uint16_t>(type)));
-    return got;
-  }
-
- private:
-  void send_frame(zmq::message_t msg) {
-    for (;;) {
-      try {
-        im_.sock.send(msg, zmq::send_flags::none);
-        return;
-      } catch (const zmq::error_t& e) {
-        if (e.num() != EINTR) throw Error(ErrorCode::kInternal, e.what());
-      }
-    }
-  }
-
-  std::unique_ptr<Got> wait(uint64_t id, std::chrono::milliseconds timeout) {
-    waiting_.erase(id);
-    if (auto it = early_.find(id); it != early_.end()) {
-      auto got = std::move(it->second);
-      early_.erase(it);
-      return got;
-    }
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() < 0) left = std::chrono::milliseconds(0);
-      zmq::pollitem_t item{im_.sock.handle(), 0, ZMQ_POLLIN, 0};
-      try {
-        zmq::poll(&item, 1, left);
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        throw Error(ErrorCode::kInternal, e.what());
-      }
-      if (!(item.revents & ZMQ_POLLIN))
-        throw Error(ErrorCode::kUnavailable, "no reply from musterd at " + im_.opts.endpoint +
-                                                 " within " + std::to_string(timeout.count()) +
-                                                 " ms");
-      auto got = std::make_unique<Got>();  // on the heap: env points into frame
-      if (!im_.sock.recv(got->frame, zmq::recv_flags::dontwait)) continue;
-      im_.check_reply(got->frame);  // another uid's daemon gets no say (common/trust.hpp)
-      try {
-        got->env = proto::decode_envelope(got->frame.data(), got->frame.size(), true);
-      } catch (const Error& e) {
-        throw Error(ErrorCode::kBadMessage, std::string("bad reply from musterd: ") + e.what());
-      }
-      const uint64_t rid = got->env.request_id;
-      if (rid == id) return got;
-      if (waiting_.count(rid)) early_.emplace(rid, std::move(got));
-    }
-  }
-
-  Impl& im_;
-  std::set<uint64_t> waiting_;                      // sent, not yet taken
-  std::map<uint64_t, std::unique_ptr<Got>> early_;  // replies that came before they were taken
 };
 
-}  // namespace
+// A bcast_push whose chunk is written into the frame once, and the frame
+// handed to ZeroMQ as it is.
+zmq::message_t push_frame(uint64_t id, const proto::BcastPush& head, const uint8_t* data,
+                          size_t n) {
+  codec::Buffer buf(n + 512);
+  codec::Packer p(buf);
+  proto::pack_envelope_head(p, id, static_cast<uint16_t>(proto::MsgType::kBcastPush));
+  head.pack_head(p, n);
+  buf.write(reinterpret_cast<const char*>(data), n);
+  const size_t size = buf.size();
+  return zmq::message_t(
+      buf.release(), size, [](void* d, void*) { ::free(d); }, nullptr);
+}
 
-void NodeBroadcast::run(Client& c, const std::vector<Piece>& pieces, size_t total,
-                        uint64_t signature, uint32_t root, const char* what_kind,
-                        std::optional<Error> local) {
-  Client::Impl& im = *c.impl_;
-  const RankInfo info = c.rank_info();
-  const uint32_t me = info.rank;
-  const auto wait = std::chrono::milliseconds(im.wait_ms(std::nullopt));
-  const uint64_t seq = static_cast<uint64_t>(c.add("muster/coll/seq/" + std::to_string(me), 1));
-  const std::string prefix =
-      "muster/coll/" + std::to_string(info.generation) + "/" + std::to_string(seq);
-  const std::string what =
-      std::string(what_kind) + " #" + std::to_string(seq) + " of job '" + info.job + "'";
-  const uint32_t node_base = me - info.local_rank;  // global rank of local rank 0
-  const bool root_here = root >= node_base && root < node_base + info.local_world_size;
-  const uint32_t source = root_here ? root : node_base;  // who feeds this node's stream
-  const std::string root_key = prefix + "/" + std::to_string(root);
-  const std::string node_key =
-      root_here ? root_key : prefix + "/node/" + std::to_string(info.node_rank);
-  const std::string from =
-      what + " from rank " + std::to_string(root) +
-      (root_here || me == source ? "" : " through rank " + std::to_string(source));
-  for (const auto& p : pieces)
-    if (!local && !p.data && p.size)
-      local =
-          Error(ErrorCode::kInvalidArgument, what + ": data is NULL on rank " + std::to_string(me));
+Error as_error(const std::exception& e, const std::string& what) {
+  if (auto* err = dynamic_cast<const Error*>(&e)) return *err;
+  return Error(ErrorCode::kInternal, what + ": " + e.what());
+}
+
+std::string error_meta(const Error& e) {
+  Meta m;
+  m.status = e.code();
+  m.message = e.what();
+  return encode(m);
+}
+
+// One rank's part in one broadcast across nodes (see the top of this file).
+class NodeBroadcast {
+ public:
+  NodeBroadcast(Client& c, detail::Session& s, const std::vector<Piece>& pieces, size_t total,
+                uint64_t signature, uint32_t root, const char* what_kind,
+                std::optional<Error> local);
+  void run();
+
+ private:
+  void publish();
+  void push();
+  void pull();
+  void pull_chunks(const Meta& rm);
+  void read();
+  void read_stream(const Meta& rm, const Meta& m);
+  void finish(std::exception_ptr err);
+  // The root's metadata, or the error it published thrown.
+  Meta root_meta();
   // A rank's buffers must match the root's (Meta::size and signature).
-  auto agrees = [&](const Meta& m) {
-    if (local) return;
-    if (m.size != total)
-      local = Error(ErrorCode::kInvalidArgument,
-                    what + ": this rank's buffer has " + std::to_string(total) + " bytes, root " +
-                        std::to_string(root) + "'s " + std::to_string(m.size));
-    else if (m.signature != signature)
-      local = Error(ErrorCode::kInvalidArgument,
-                    what + ": rank " + std::to_string(root) +
-                        " passed other buffers (sizes, types, order or reduce flags) than rank " +
-                        std::to_string(me));
-  };
-  Layout layout(pieces, total);
-  Wire<Client::Impl> wire(im);
-  auto bcast_leave = [&](uint64_t size, uint64_t chunk, const std::string& why) {
-    proto::BcastLeave l{info.job, info.generation, seq, root, info.node_rank, size, chunk, why};
-    if (why.empty())
-      wire.template take<proto::Ok>(wire.send(l), {});
-    else
-      wire.send(l);  // best effort: the broadcast failed anyway
-  };
-  // This rank's stream for the other ranks of its node: header first, then
-  // the metadata that names it.
-  std::shared_ptr<Pool> pool;
-  auto open_stream = [&](Meta& m) {
-    m.offset = stream_offset(m.size, m.chunk);
-    m.tag = nonce() | 1;
-    pool = Pool::of(info.job, me);
-    pool->reserve(m.offset + m.size);
-    auto* h = reinterpret_cast<StreamHeader*>(pool->data());
-    __atomic_store_n(&h->ready, 0u, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->tag, m.tag, __ATOMIC_RELEASE);
-    m.segment = pool->name();
-    m.pooled = 2;
-    m.pid = ::getpid();
-    m.fd = pool->fd();
-    m.dev = pool->dev();
-    m.ino = pool->ino();
-  };
-  auto error_meta = [](const Error& e) {
-    Meta m;
-    m.status = e.code();
-    m.message = e.what();
-    return encode(m);
-  };
-  std::string published;  // the key this rank set, removed after a completed broadcast
-  std::exception_ptr err;
-  auto as_error = [&](const std::exception& e) {
-    if (auto* me_err = dynamic_cast<const Error*>(&e)) return *me_err;
-    return Error(ErrorCode::kInternal, what + ": " + e.what());
-  };
-  // Before the ready barrier, the root and each relay with readers publish
-  // their metadata (or their error), so that after it every get is answered
-  // at once: a rank that dies before it publishes fails the barrier rather
-  // than leaving the others waiting for a key.
-  std::optional<Error> failed;  // this rank's own failure, to report after the barrier
-  Meta mine;                    // the root's, or the relay's stream
-  if (me == root || (me == source && info.local_world_size > 1)) {
-    const std::string& key = me == root ? root_key : node_key;
+  void agrees(const Meta& m);
+  // Tells the coordinator this node is done with the broadcast (why: the
+  // error that stopped it, else empty).
+  void leave(uint64_t size, uint64_t chunk, const std::string& why);
+
+  Client& c_;
+  detail::Connection& conn_;
+  const RankInfo info_;
+  const std::vector<Piece>& pieces_;
+  const size_t total_;
+  const uint64_t signature_;
+  const uint32_t root_, me_;
+  const std::chrono::milliseconds wait_;
+  const uint64_t seq_;
+  std::string prefix_, what_;
+  uint32_t source_ = 0;  // who feeds this node's stream
+  bool root_here_ = false;
+  std::string root_key_, node_key_, from_;
+  std::optional<Error> local_;   // an error of this rank, reported through the collective
+  std::optional<Error> failed_;  // this rank's own failure, to report after the barrier
+  Layout layout_;
+  std::shared_ptr<Pool> pool_;  // this rank's stream for the other ranks of its node
+  Meta mine_;                   // the root's, or the relay's stream
+  std::string published_;       // the key this rank set, removed after a completed broadcast
+};
+
+NodeBroadcast::NodeBroadcast(Client& c, detail::Session& s, const std::vector<Piece>& pieces,
+                             size_t total, uint64_t signature, uint32_t root, const char* what_kind,
+                             std::optional<Error> local)
+    : c_(c),
+      conn_(s.connection()),
+      info_(c.rank_info()),
+      pieces_(pieces),
+      total_(total),
+      signature_(signature),
+      root_(root),
+      me_(info_.rank),
+      wait_(s.wait_ms(std::nullopt)),
+      seq_(static_cast<uint64_t>(c.add("muster/coll/seq/" + std::to_string(me_), 1))),
+      local_(std::move(local)),
+      layout_(pieces, total) {
+  prefix_ = "muster/coll/" + std::to_string(info_.generation) + "/" + std::to_string(seq_);
+  what_ = std::string(what_kind) + " #" + std::to_string(seq_) + " of job '" + info_.job + "'";
+  const uint32_t node_base = me_ - info_.local_rank;  // global rank of local rank 0
+  root_here_ = root >= node_base && root < node_base + info_.local_world_size;
+  source_ = root_here_ ? root : node_base;
+  root_key_ = prefix_ + "/" + std::to_string(root);
+  node_key_ = root_here_ ? root_key_ : prefix_ + "/node/" + std::to_string(info_.node_rank);
+  from_ = what_ + " from rank " + std::to_string(root) +
+          (root_here_ || me_ == source_ ? "" : " through rank " + std::to_string(source_));
+  for (const auto& p : pieces_)
+    if (!local_ && !p.data && p.size)
+      local_ = Error(ErrorCode::kInvalidArgument,
+                     what_ + ": data is NULL on rank " + std::to_string(me_));
+}
+
+void NodeBroadcast::agrees(const Meta& m) {
+  if (local_) return;
+  if (m.size != total_)
+    local_ = Error(ErrorCode::kInvalidArgument,
+                   what_ + ": this rank's buffer has " + std::to_string(total_) + " bytes, root " +
+                       std::to_string(root_) + "'s " + std::to_string(m.size));
+  else if (m.signature != signature_)
+    local_ = Error(ErrorCode::kInvalidArgument,
+                   what_ + ": rank " + std::to_string(root_) +
+                       " passed other buffers (sizes, types, order or reduce flags) than rank " +
+                       std::to_string(me_));
+}
+
+void NodeBroadcast::leave(uint64_t size, uint64_t chunk, const std::string& why) {
+  proto::BcastLeave l{info_.job, info_.generation, seq_, root_, info_.node_rank, size, chunk, why};
+  if (why.empty())
+    conn_.call<proto::Ok>(l);
+  else
+    conn_.post(l);  // best effort: the broadcast failed anyway
+}
+
+Meta NodeBroadcast::root_meta() {
+  Meta rm = decode(c_.get(root_key_, wait_));
+  if (rm.status != ErrorCode::kOk)
+    throw Error(rm.status, what_ + " failed on rank " + std::to_string(root_) + ": " + rm.message);
+  return rm;
+}
+
+// Before the ready barrier, the root and each relay with readers publish
+// their metadata (or their error), so that after it every get is answered at
+// once: a rank that dies before it publishes fails the barrier rather than
+// leaving the others waiting for a key.
+void NodeBroadcast::publish() {
+  if (me_ != root_ && (me_ != source_ || info_.local_world_size <= 1)) return;
+  const std::string& key = me_ == root_ ? root_key_ : node_key_;
+  try {
+    mine_.size = total_;
+    mine_.algo = preferred_algo();
+    mine_.signature = signature_;
+    if (me_ == root_ && local_) throw *local_;
+    if (total_ && info_.local_world_size > 1) {
+      mine_.offset = stream_offset(mine_.size, mine_.chunk);
+      pool_ = stream_open(info_.job, me_, mine_);
+    } else if (total_) {
+      mine_.pooled = 3;  // nobody here reads a stream: the other nodes get chunks
+    }
+    c_.set(key, encode(mine_));
+    published_ = key;
+  } catch (const std::exception& e) {
+    failed_ = as_error(e, what_);
+    pool_.reset();
     try {
-      mine.size = total;
-      mine.algo = preferred_algo();
-      mine.signature = signature;
-      if (me == root && local) throw *local;
-      if (total && info.local_world_size > 1)
-        open_stream(mine);
-      else if (total)
-        mine.pooled = 3;  // nobody here reads a stream: the other nodes get chunks
-      c.set(key, encode(mine));
-      published = key;
-    } catch (const std::exception& e) {
-      failed = as_error(e);
-      pool.reset();
-      try {
-        c.set(key, error_meta(*failed));
-        published = key;
-      } catch (...) {
-        // the barrier below reports what keeps the store from us
-      }
+      c_.set(key, error_meta(*failed_));
+      published_ = key;
+    } catch (...) {
+      // the barrier below reports what keeps the store from us
     }
   }
+}
+
+// The root: pushes every chunk (and writes its stream).
+void NodeBroadcast::push() {
+  if (failed_) throw *failed_;
+  const Meta& m = mine_;
+  const size_t chunks = (total_ + m.chunk - 1) / m.chunk;
+  std::unique_ptr<uint8_t[]> staging;
+  InFlight inflight{conn_, {}};
   try {
-    c.barrier(prefix + "/ready");
-    if (me == root) {
-      // The root: push every chunk (and write its stream).
-      if (failed) throw *failed;
-      const Meta& m = mine;
-      const size_t chunks = (total + m.chunk - 1) / m.chunk;
-      std::unique_ptr<uint8_t[]> staging;
-      std::deque<uint64_t> inflight;
-      try {
-        Hasher hs(m.algo);
-        for (size_t k = 0; k < chunks; ++k) {
-          const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, total - o);
-          const uint8_t* src = layout.in_one(o, n);
-          if (!src) {  // sync_model's buffers: gather the chunk
-            if (!staging) staging.reset(new uint8_t[m.chunk]);
-            layout.gather(o, n, staging.get());
-            src = staging.get();
-          }
-          hs.reset();
-          if (pool) {
-            hs.copy_update(pool->data() + m.offset + o, src, n);
-            stream_publish(pool->data(), k, hs.final(), k + 1 == chunks);
-          } else {
-            hs.update(src, n);
-          }
-          if (inflight.size() == kInFlight) {
-            wire.take<proto::Ok>(inflight.front(), wait);
-            inflight.pop_front();
-          }
-          inflight.push_back(wire.push({info.job,
-                                        info.generation,
-                                        seq,
-                                        root,
-                                        total,
-                                        m.chunk,
-                                        k,
-                                        hs.final(),
-                                        {},
-                                        wait.count()},
-                                       src, n));
-        }
-        for (; !inflight.empty(); inflight.pop_front())
-          wire.take<proto::Ok>(inflight.front(), wait);
-        if (total) bcast_leave(total, m.chunk, "");
-      } catch (const std::exception& e) {
-        if (pool) stream_abort(pool->data(), m.tag);
-        bcast_leave(total, m.chunk, e.what());
-        throw;
+    Hasher hs(m.algo);
+    for (size_t k = 0; k < chunks; ++k) {
+      const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, total_ - o);
+      const uint8_t* src = layout_.in_one(o, n);
+      if (!src) {  // sync_model's buffers: gather the chunk
+        if (!staging) staging.reset(new uint8_t[m.chunk]);
+        layout_.gather(o, n, staging.get());
+        src = staging.get();
       }
-    } else if (me == source) {
-      // A node's relay: pull every chunk through this node's daemon into
-      // its stream (and its buffers).
-      Meta rm = decode(c.get(root_key, wait));
-      const size_t size = rm.size;
-      bool joined = size > 0;  // in the coordinator's list of pulling nodes
-      try {
-        if (rm.status != ErrorCode::kOk)
-          throw Error(rm.status,
-                      what + " failed on rank " + std::to_string(root) + ": " + rm.message);
-        if (size && (rm.chunk < proto::kMinBcastChunk || rm.chunk > proto::kMaxBcastChunk))
-          throw Error(ErrorCode::kInternal, from + ": chunks of " + std::to_string(rm.chunk) +
-                                                " bytes are outside the protocol's limits");
-        agrees(rm);
-        if (failed) throw *failed;  // no stream for this node's readers
-        // A stream made for another size or chunking cannot carry the root's
-        // bytes (agrees() said why, unless the chunking differs).
-        if (pool ? mine.size != size || mine.chunk != rm.chunk
-                 : info.local_world_size > 1 && size > 0)
-          throw local
-              ? *local
-              : Error(ErrorCode::kInternal, from + ": this node's stream has chunks of " +
-                                                std::to_string(mine.chunk) + " bytes, the root's " +
-                                                std::to_string(rm.chunk));
-        // With nobody to feed and nothing to keep, stop pulling now.
-        if (local && !pool) throw *local;
-        const size_t chunks = (size + rm.chunk - 1) / rm.chunk;
-        std::deque<uint64_t> inflight;
-        size_t next = 0;
-        Hasher hs(rm.algo);
-        for (size_t k = 0; k < chunks; ++k) {
-          for (; next < chunks && next < k + kInFlight; ++next)
-            inflight.push_back(
-                wire.send(proto::BcastPull{info.job, info.generation, seq, root, info.node_rank,
-                                           size, rm.chunk, k, next, wait.count()}));
-          auto got = wire.take_got(inflight.front(), proto::MsgType::kBcastChunk, wait);
-          inflight.pop_front();
-          auto ch = proto::BcastChunkView::unpack(got->env.payload);
-          const size_t o = k * rm.chunk, n = std::min<size_t>(rm.chunk, size - o);
-          if (ch.index != k || ch.data.size() != n)
-            throw Error(ErrorCode::kBadMessage,
-                        from + ": the daemon sent chunk " + std::to_string(ch.index) + " of " +
-                            std::to_string(ch.data.size()) + " bytes for chunk " +
-                            std::to_string(k) + " of " + std::to_string(n));
-          auto* bytes = reinterpret_cast<const uint8_t*>(ch.data.data());
-          hs.reset();
-          if (pool)
-            hs.copy_update(pool->data() + mine.offset + o, bytes, n);
-          else
-            layout.scatter(o, bytes, n, &hs);
-          if (hs.final() != ch.sum)
-            throw Error(ErrorCode::kInternal,
-                        from + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
-                            ") does not match the root's checksum: it was damaged on the way");
-          if (pool) {
-            stream_publish(pool->data(), k, ch.sum, k + 1 == chunks);
-            if (!local) layout.scatter(o, pool->data() + mine.offset + o, n, nullptr);
-          }
-        }
-        if (joined) bcast_leave(size, rm.chunk, "");
-        joined = false;
-      } catch (const std::exception& e) {
-        if (pool) stream_abort(pool->data(), mine.tag);
-        if (joined) bcast_leave(size, rm.chunk, e.what());
-        throw;
+      hs.reset();
+      if (pool_) {
+        hs.copy_update(pool_->data() + m.offset + o, src, n);
+        stream_publish(pool_->data(), k, hs.final(), k + 1 == chunks);
+      } else {
+        hs.update(src, n);
       }
-    } else {
-      // A reader: its node's stream, checked against the root's checksums.
-      Meta rm = decode(c.get(root_key, wait));
-      if (rm.status != ErrorCode::kOk)
-        throw Error(rm.status,
-                    what + " failed on rank " + std::to_string(root) + ": " + rm.message);
-      agrees(rm);
-      if (local) throw *local;
-      if (rm.size) {
-        Meta m = root_here ? rm : decode(c.get(node_key, wait));
-        if (m.status != ErrorCode::kOk)
-          throw Error(m.status,
-                      from + ": rank " + std::to_string(source) + " failed: " + m.message);
-        if (m.pooled != 2 || m.size != rm.size || m.chunk != rm.chunk)
-          throw Error(m.pooled != 2 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument,
-                      from + ": rank " + std::to_string(source) +
-                          " announced no stream of the root's size for this node (its buffer "
-                          "has " +
-                          std::to_string(m.size) + " bytes, the root's " + std::to_string(rm.size) +
-                          ")");
-        try {
-          auto view = View::of(info.job, me, source);
-          if (!view->attach(m))
-            throw Error(ErrorCode::kPermissionDenied,
-                        from + ": cannot open rank " + std::to_string(source) +
-                            "'s broadcast pool (/proc/" + std::to_string(m.pid) + "/fd/" +
-                            std::to_string(m.fd) +
-                            "): the ranks of a node must run as one user to share it");
-          const uint8_t* base = view->data();
-          auto* sums = reinterpret_cast<const uint64_t*>(base + sizeof(StreamHeader));
-          const size_t chunks = (m.size + m.chunk - 1) / m.chunk;
-          Hasher hs(rm.algo);  // the root's checksums, whoever wrote the stream
-          for (size_t k = 0; k < chunks; ++k) {
-            stream_wait(base, m, k, wait, from);
-            const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, m.size - o);
-            hs.reset();
-            layout.scatter(o, base + m.offset + o, n, &hs);
-            if (hs.final() != __atomic_load_n(&sums[k], __ATOMIC_RELAXED))
-              throw Error(ErrorCode::kInternal,
-                          from + ": chunk " + std::to_string(k) + " (from byte " +
-                              std::to_string(o) +
-                              ") does not match its checksum: the shared memory was changed or "
-                              "damaged");
-          }
-          if (__atomic_load_n(&reinterpret_cast<const StreamHeader*>(base)->tag,
-                              __ATOMIC_ACQUIRE) != m.tag)
-            throw Error(ErrorCode::kInternal,
-                        from + ": the pool holds another broadcast than the one announced");
-        } catch (...) {
-          View::drop(info.job, me, source);  // its writer may be gone: let its pool go
-          throw;
-        }
-      }
+      if (inflight.ids.size() == kInFlight) conn_.await<proto::Ok>(inflight.pop(), wait_);
+      const proto::BcastPush head{info_.job, info_.generation, seq_, root_,        total_, m.chunk,
+                                  k,         hs.final(),       {},   wait_.count()};
+      inflight.ids.push_back(
+          conn_.send_with([&](uint64_t id) { return push_frame(id, head, src, n); }));
     }
+    while (!inflight.ids.empty()) conn_.await<proto::Ok>(inflight.pop(), wait_);
+    if (total_) leave(total_, m.chunk, "");
+  } catch (const std::exception& e) {
+    if (pool_) stream_abort(pool_->data(), m.tag);
+    leave(total_, m.chunk, e.what());
+    throw;
+  }
+}
+
+// A node's relay: pulls every chunk through this node's daemon into its
+// stream (and its buffers).
+void NodeBroadcast::pull() {
+  Meta rm = decode(c_.get(root_key_, wait_));
+  const size_t size = rm.size;
+  bool joined = size > 0;  // in the coordinator's list of pulling nodes
+  try {
+    if (rm.status != ErrorCode::kOk)
+      throw Error(rm.status,
+                  what_ + " failed on rank " + std::to_string(root_) + ": " + rm.message);
+    if (size && (rm.chunk < proto::kMinBcastChunk || rm.chunk > proto::kMaxBcastChunk))
+      throw Error(ErrorCode::kInternal, from_ + ": chunks of " + std::to_string(rm.chunk) +
+                                            " bytes are outside the protocol's limits");
+    agrees(rm);
+    if (failed_) throw *failed_;  // no stream for this node's readers
+    // A stream made for another size or chunking cannot carry the root's
+    // bytes (agrees() said why, unless the chunking differs).
+    if (pool_ ? mine_.size != size || mine_.chunk != rm.chunk
+              : info_.local_world_size > 1 && size > 0)
+      throw local_
+          ? *local_
+          : Error(ErrorCode::kInternal, from_ + ": this node's stream has chunks of " +
+                                            std::to_string(mine_.chunk) + " bytes, the root's " +
+                                            std::to_string(rm.chunk));
+    // With nobody to feed and nothing to keep, stop pulling now.
+    if (local_ && !pool_) throw *local_;
+    pull_chunks(rm);
+    if (joined) leave(size, rm.chunk, "");
+    joined = false;
+  } catch (const std::exception& e) {
+    if (pool_) stream_abort(pool_->data(), mine_.tag);
+    if (joined) leave(size, rm.chunk, e.what());
+    throw;
+  }
+}
+
+void NodeBroadcast::pull_chunks(const Meta& rm) {
+  const size_t size = rm.size;
+  const size_t chunks = (size + rm.chunk - 1) / rm.chunk;
+  InFlight inflight{conn_, {}};
+  size_t next = 0;
+  Hasher hs(rm.algo);
+  for (size_t k = 0; k < chunks; ++k) {
+    for (; next < chunks && next < k + kInFlight; ++next)
+      inflight.ids.push_back(
+          conn_.send(proto::BcastPull{info_.job, info_.generation, seq_, root_, info_.node_rank,
+                                      size, rm.chunk, k, next, wait_.count()}));
+    auto got = conn_.await(inflight.pop(), proto::MsgType::kBcastChunk, wait_);
+    auto ch = proto::BcastChunkView::unpack(got->env.payload);
+    const size_t o = k * rm.chunk, n = std::min<size_t>(rm.chunk, size - o);
+    if (ch.index != k || ch.data.size() != n)
+      throw Error(ErrorCode::kBadMessage, from_ + ": the daemon sent chunk " +
+                                              std::to_string(ch.index) + " of " +
+                                              std::to_string(ch.data.size()) + " bytes for chunk " +
+                                              std::to_string(k) + " of " + std::to_string(n));
+    auto* bytes = reinterpret_cast<const uint8_t*>(ch.data.data());
+    hs.reset();
+    if (pool_)
+      hs.copy_update(pool_->data() + mine_.offset + o, bytes, n);
+    else
+      layout_.scatter(o, bytes, n, &hs);
+    if (hs.final() != ch.sum)
+      throw Error(ErrorCode::kInternal,
+                  from_ + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
+                      ") does not match the root's checksum: it was damaged on the way");
+    if (pool_) {
+      stream_publish(pool_->data(), k, ch.sum, k + 1 == chunks);
+      if (!local_) layout_.scatter(o, pool_->data() + mine_.offset + o, n, nullptr);
+    }
+  }
+}
+
+// A reader: its node's stream, checked against the root's checksums.
+void NodeBroadcast::read() {
+  Meta rm = root_meta();
+  agrees(rm);
+  if (local_) throw *local_;
+  if (!rm.size) return;
+  Meta m = root_here_ ? rm : decode(c_.get(node_key_, wait_));
+  if (m.status != ErrorCode::kOk)
+    throw Error(m.status, from_ + ": rank " + std::to_string(source_) + " failed: " + m.message);
+  if (m.pooled != 2 || m.size != rm.size || m.chunk != rm.chunk)
+    throw Error(m.pooled != 2 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument,
+                from_ + ": rank " + std::to_string(source_) +
+                    " announced no stream of the root's size for this node (its buffer has " +
+                    std::to_string(m.size) + " bytes, the root's " + std::to_string(rm.size) + ")");
+  try {
+    read_stream(rm, m);
   } catch (...) {
-    err = std::current_exception();
+    View::drop(info_.job, me_, source_);  // its writer may be gone: let its pool go
+    throw;
   }
-  // Every rank meets the others here, whatever happened above; a dead rank
-  // or a lost node fails the barrier, and that explains any error above too.
+}
+
+void NodeBroadcast::read_stream(const Meta& rm, const Meta& m) {
+  auto view = View::of(info_.job, me_, source_);
+  if (!view->attach(m))
+    throw Error(ErrorCode::kPermissionDenied,
+                from_ + ": cannot open rank " + std::to_string(source_) +
+                    "'s broadcast pool (/proc/" + std::to_string(m.pid) + "/fd/" +
+                    std::to_string(m.fd) +
+                    "): the ranks of a node must run as one user to share it");
+  const uint8_t* base = view->data();
+  auto* sums = reinterpret_cast<const uint64_t*>(base + sizeof(StreamHeader));
+  const size_t chunks = (m.size + m.chunk - 1) / m.chunk;
+  Hasher hs(rm.algo);  // the root's checksums, whoever wrote the stream
+  for (size_t k = 0; k < chunks; ++k) {
+    stream_wait(base, m, k, wait_, from_);
+    const size_t o = k * m.chunk, n = std::min<size_t>(m.chunk, m.size - o);
+    hs.reset();
+    layout_.scatter(o, base + m.offset + o, n, &hs);
+    if (hs.final() != __atomic_load_n(&sums[k], __ATOMIC_RELAXED))
+      throw Error(ErrorCode::kInternal,
+                  from_ + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
+                      ") does not match its checksum: the shared memory was changed or damaged");
+  }
+  if (__atomic_load_n(&reinterpret_cast<const StreamHeader*>(base)->tag, __ATOMIC_ACQUIRE) != m.tag)
+    throw Error(ErrorCode::kInternal,
+                from_ + ": the pool holds another broadcast than the one announced");
+}
+
+// Every rank meets the others at the done barrier, whatever happened before;
+// a dead rank or a lost node fails the barrier, and that explains any error
+// before it too.
+void NodeBroadcast::finish(std::exception_ptr err) {
   try {
-    c.barrier(prefix + "/done");
+    c_.barrier(prefix_ + "/done");
   } catch (const Error& e) {
     if (!err || e.code() == ErrorCode::kPeerExited) throw;
   }
   if (err) std::rethrow_exception(err);
   // Everyone has read the metadata: it goes (after a failure it stays, a few
   // bytes, for the job's life, like the one-node path's).
-  if (!published.empty()) {
+  if (!published_.empty()) {
     try {
-      c.remove(published);
+      c_.remove(published_);
     } catch (...) {
     }
   }
 }
 
-}  // namespace muster
+void NodeBroadcast::run() {
+  publish();
+  std::exception_ptr err;
+  try {
+    c_.barrier(prefix_ + "/ready");
+    if (me_ == root_)
+      push();
+    else if (me_ == source_)
+      pull();
+    else
+      read();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  finish(err);
+}
+
+}  // namespace
+
+void broadcast_across_nodes(Client& c, detail::Session& s, const std::vector<Piece>& pieces,
+                            size_t total, uint64_t signature, uint32_t root, const char* what,
+                            std::optional<Error> local) {
+  NodeBroadcast(c, s, pieces, total, signature, root, what, std::move(local)).run();
+}
+
+}  // namespace muster::bcast

@@ -141,4 +141,13 @@ void View::reset() {
   base_ = nullptr, len_ = 0, fd_ = -1;
 }
 
+void describe(Meta& m, const Pool& pool, uint32_t pooled) {
+  m.segment = pool.name();
+  m.pooled = pooled;
+  m.pid = ::getpid();
+  m.fd = pool.fd();
+  m.dev = pool.dev();
+  m.ino = pool.ino();
+}
+
 }  // namespace muster::bcast

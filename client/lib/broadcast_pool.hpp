@@ -26,17 +26,16 @@
 #include <string>
 
 #include "broadcast_meta.hpp"
+#include "broadcast_shm.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
 // export it.
 #pragma GCC visibility push(hidden)
 namespace muster::bcast {
 
-class Pool {
+class Pool : NoCopy {
  public:
   Pool(const std::string& job, uint32_t rank);
-  Pool(const Pool&) = delete;
-  Pool& operator=(const Pool&) = delete;
 
   // Makes the pool at least size bytes (size > 0) and mapped; throws on failure.
   void reserve(size_t size);
@@ -60,16 +59,17 @@ class Pool {
   uint64_t dev_ = 0, ino_ = 0;
 };
 
+// Names pool in m, so that readers can open it: pooled is 1 (written
+// whole) or 2 (a stream).
+void describe(Meta& m, const Pool& pool, uint32_t pooled);
+
 // Whether m's root still holds its pool open (so, is alive), and this
 // process may see it.
 bool pool_linked(const Meta& m);
 
 // A reader's mapping of a root's pool.
-class View {
+class View : NoCopy {
  public:
-  View() = default;
-  View(const View&) = delete;
-  View& operator=(const View&) = delete;
   ~View();
 
   // Makes the pool of m readable; false when this process may not open it

@@ -21,14 +21,19 @@ namespace muster::bcast {
 
 std::string errno_text(int e);
 
+// A base of the classes that own a mapping and its descriptor: never copied.
+class NoCopy {
+ protected:
+  NoCopy() = default;
+  NoCopy(const NoCopy&) = delete;
+  NoCopy& operator=(const NoCopy&) = delete;
+};
+
 // A segment: its creator writes it (and unlinks it when destroyed), readers
 // map it. The creator writes with pwrite rather than through a mapping: the
 // kernel then skips zeroing the new pages and no page tables are built.
-class Segment {
+class Segment : NoCopy {
  public:
-  Segment() = default;
-  Segment(const Segment&) = delete;
-  Segment& operator=(const Segment&) = delete;
   ~Segment();
 
   void create(const std::string& name, size_t size);

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstring>
 #include <ctime>
 
 #include "broadcast_pool.hpp"
+#include "broadcast_shm.hpp"
 #include "muster/error.hpp"
 
 namespace muster::bcast {
@@ -210,6 +212,19 @@ bool stream_read(uint8_t* base, const Meta& m, const Layout& dst, uint32_t reade
     report(kGone);  // the writer no longer waits for this reader
     throw;
   }
+}
+
+std::shared_ptr<Pool> stream_open(const std::string& job, uint32_t rank, Meta& m) {
+  m.tag = nonce() | 1;
+  auto pool = Pool::of(job, rank);
+  pool->reserve(pool_span(m));
+  auto* h = reinterpret_cast<StreamHeader*>(pool->data());
+  __atomic_store_n(&h->ready, 0u, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->waiting, 0u, __ATOMIC_RELAXED);
+  if (m.ring) std::memset(h + 1, 0, m.offset - sizeof *h);  // sums and progress
+  __atomic_store_n(&h->tag, m.tag, __ATOMIC_RELEASE);
+  describe(m, *pool, 2);
+  return pool;
 }
 
 }  // namespace muster::bcast

@@ -40,6 +40,7 @@
 #include "broadcast_checksum.hpp"
 #include "broadcast_layout.hpp"
 #include "broadcast_meta.hpp"
+#include "broadcast_pool.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
 // export it.
@@ -67,6 +68,11 @@ constexpr size_t kStreamBatch = 8;
 // Where a stream's bytes start (Meta::offset): after the header, the sums
 // and `readers` progress counters, page-aligned.
 size_t stream_offset(size_t size, size_t chunk, uint32_t readers = 0);
+
+// Makes this process's pool for (job, rank) the stream m describes (its
+// size, chunk, ring, readers and offset set): a fresh tag, a reset header,
+// and the pool named in m. Throws when the pool cannot be had.
+std::shared_ptr<Pool> stream_open(const std::string& job, uint32_t rank, Meta& m);
 
 // Thrown by a ring writer's stall check to give the stream up: readers then
 // stop without an error, and every rank runs a second round (broadcast.cpp).

@@ -1,6 +1,6 @@
 // Multi-node requests of launchers: the rendezvous and the job's state.
-#include "client_impl.hpp"
 #include "protocol/cluster_messages.hpp"
+#include "session.hpp"
 
 namespace muster {
 
@@ -9,7 +9,7 @@ Client::World Client::rendezvous(const std::string& job, const RendezvousOptions
                       o.max_nodes,  o.last_call.count(), o.timeout.count(), o.master_addr,
                       o.master_port};
   // The daemon answers when the world forms or the timeout passes there.
-  auto w = impl_->call<proto::World>(m, o.timeout + std::chrono::seconds(5));
+  auto w = session_->call<proto::World>(m, o.timeout + std::chrono::seconds(5));
   return {w.generation,
           w.node_rank,
           w.num_nodes,
@@ -20,7 +20,7 @@ Client::World Client::rendezvous(const std::string& job, const RendezvousOptions
 }
 
 Client::JobState Client::cluster_state(const std::string& job) {
-  auto r = impl_->call<proto::ClusterStateReply>(proto::ClusterState{job});
+  auto r = session_->call<proto::ClusterStateReply>(proto::ClusterState{job});
   return {r.event.generation, r.event.state, r.event.message};
 }
 

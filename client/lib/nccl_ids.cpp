@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "client_impl.hpp"
+#include "session.hpp"
 #include "muster_config.h"
 
 #if HAVE_NCCL

@@ -3,9 +3,9 @@
 #include <bit>
 #include <cstring>
 
-#include "client_impl.hpp"
 #include "muster/client.hpp"
 #include "protocol/messages.hpp"
+#include "session.hpp"
 
 namespace muster {
 
@@ -36,12 +36,13 @@ std::vector<int64_t> widen(const std::string& bytes, uint64_t count) {
 }  // namespace
 
 std::vector<int64_t> Client::sampler_shard(const ShardOptions& o) {
-  const std::string& job = impl_->job();
-  proto::Shard m{job, impl_->info->rank, o.dataset_size, o.epoch, o.seed, o.shuffle, o.drop_last};
+  const std::string& job = session_->job();
+  proto::Shard m{job,        session_->rank().rank, o.dataset_size, o.epoch, o.seed, o.shuffle,
+                 o.drop_last};
   if (m.dataset_size > proto::kMaxDatasetSize)
     throw Error(ErrorCode::kInvalidArgument,
                 "dataset_size " + std::to_string(o.dataset_size) + " is over the limit of 2^40");
-  auto r = impl_->call<proto::ShardReply>(m, kShardExtraWait);
+  auto r = session_->call<proto::ShardReply>(m, kShardExtraWait);
   return r.width == 4 ? widen<uint32_t>(r.indices, r.count) : widen<uint64_t>(r.indices, r.count);
 }
 

@@ -12,9 +12,16 @@
 #include <vector>
 
 #include "muster/error.hpp"
+#include "muster/status.hpp"
 #include "muster/version.h"
 
 namespace muster {
+
+namespace detail {
+// A client's connection to its daemon and the rank it joined; internal to
+// libmuster.
+class Session;
+}  // namespace detail
 
 struct RankInfo {
   std::string job;
@@ -28,58 +35,31 @@ struct RankInfo {
   uint64_t generation = 0;
 };
 
+// What Client::join asks for.
 struct JoinOptions {
+  // The job's id (required): ranks that name the same job share its world.
   std::string job;
+  // Ranks of the job on this node; default 1.
   uint32_t local_world_size = 1;
+  // Lease a GPU for this rank when the node has free ones; default true.
   bool wants_gpu = true;
-  int local_rank = -1;  // -1: any free local rank
+  // The local rank to take; default -1: any free one.
+  int local_rank = -1;
 };
 
+// How a Client reaches its daemon.
 struct ClientOptions {
-  std::string endpoint;  // empty: MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR, else default
-  // How long a request may go unanswered before the daemon counts as gone.
+  // The daemon's ZeroMQ endpoint; default empty: MUSTER_ENDPOINT, else the
+  // socket in MUSTER_RUNTIME_DIR, else the system daemon's.
+  std::string endpoint;
+  // How long a request may go unanswered before the daemon counts as gone;
+  // default 10 s. A daemon that still exists (paused) is waited for up to
+  // wait_timeout instead.
   std::chrono::milliseconds request_timeout{10000};
-  // Default for waits, barriers and get(); MUSTER_TIMEOUT_S overrides (torch: 300 s).
+  // Default for waits, barriers, get() and collectives; default 300 s (as
+  // torch's); MUSTER_TIMEOUT_S overrides it.
   std::chrono::milliseconds wait_timeout{300000};
 };
-
-struct DeviceInfo {
-  uint32_t index = 0;
-  std::string name;
-  std::string job;  // empty when free, or when another user's job holds it
-  int64_t rank = -1;
-  int64_t pid = 0;
-  bool in_use = false;  // leased, whoever holds it
-};
-
-struct RankState {
-  uint32_t rank = 0;
-  uint32_t local_rank = 0;
-  int64_t pid = 0;
-  int device = -1;
-  std::string state;
-};
-
-struct JobInfo {
-  std::string id;
-  uint64_t generation = 0;
-  uint32_t world_size = 0;
-  uint32_t local_world_size = 0;
-  std::vector<RankState> ranks;
-  int64_t uid = -1;  // the owner (-1 = none)
-};
-
-struct DaemonStatus {
-  std::string version;
-  int64_t pid = 0;
-  double uptime_s = 0;
-  std::vector<DeviceInfo> devices;
-  std::vector<JobInfo> jobs;
-  uint64_t peer_requests = 0;  // requests other daemons sent this one
-};
-
-// `muster status --json`'s format.
-std::string to_json(const DaemonStatus& s);
 
 class Client {
  public:
@@ -126,12 +106,11 @@ class Client {
   void wait(const std::vector<std::string>& keys,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
-  // Model broadcast (client/lib/broadcast.cpp). Collectives: every rank calls
-  // them in the same order. On one node, bytes travel through POSIX shared
-  // memory, never through the daemon. A job that spans nodes moves them in
-  // chunks from the root's daemon to one rank of every other node through
-  // the daemons, then through shared memory inside each node
-  // (broadcast_nodes.cpp). A rank or node that dies makes the others throw
+  // Model broadcast. Collectives: every rank calls them in the same order.
+  // On one node, bytes travel through POSIX shared memory, never through the
+  // daemon. A job that spans nodes moves them in chunks from the root's
+  // daemon to one rank of every other node through the daemons, then
+  // through shared memory inside each node. A rank or node that dies makes the others throw
   // (peer_exited). After an exception the buffers' contents are unspecified.
   // Every rank ends with root's `size` bytes (sizes must agree).
   void broadcast(void* data, size_t size, uint32_t root = 0);
@@ -225,9 +204,7 @@ class Client {
   static uint32_t nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size);
 
  private:
-  friend class NodeBroadcast;  // broadcasts across nodes (client/lib/broadcast_nodes.cpp)
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<detail::Session> session_;
 };
 
 }  // namespace muster

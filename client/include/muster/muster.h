@@ -31,52 +31,66 @@ typedef struct muster_rank_info {
 /* Opens a handle; endpoint NULL or "" means MUSTER_ENDPOINT / the default.
  * Returns NULL only when out of memory; check muster_error_code() after. @since 0.1 */
 muster_client* muster_client_new(const char* endpoint);
+/* Closes a handle (NULL is ignored). @since 0.1 */
 void muster_client_free(muster_client* c);
 
 /* The last call's status and sentence ("" after a success). @since 0.1 */
 int muster_error_code(const muster_client* c);
+/* @since 0.1 */
 const char* muster_error_message(const muster_client* c);
 
+/* A round trip to the daemon. @since 0.1 */
 int muster_ping(muster_client* c);
+/* Takes a local rank of job (and a GPU lease when wants_gpu); local_rank -1:
+ * any free one. @since 0.1 */
 int muster_join(muster_client* c, const char* job, uint32_t local_world_size, int wants_gpu,
                 int local_rank, muster_rank_info* out);
 /* Joins with the variables `muster run` sets. @since 0.1 */
 int muster_join_env(muster_client* c, muster_rank_info* out);
+/* Gives the rank and its lease back. @since 0.1 */
 int muster_leave(muster_client* c);
 /* 1 or 0; -1 with an error set when the handle has not joined. @since 0.1 */
 int muster_is_master(muster_client* c);
+/* Like muster_is_master, for local rank 0. @since 0.1 */
 int muster_is_local_master(muster_client* c);
 
-/* timeout_ms < 0: the default (300 s or MUSTER_TIMEOUT_S). */
+/* timeout_ms < 0: the default (300 s or MUSTER_TIMEOUT_S). @since 0.1 */
 int muster_barrier(muster_client* c, const char* name, int64_t timeout_ms);
+/* Sets key to the len bytes at value. @since 0.1 */
 int muster_store_set(muster_client* c, const char* key, const void* value, size_t len);
-/* *value is malloc'd (free with muster_free); NUL-terminated for convenience. */
+/* Waits (up to timeout_ms) for key; *value is malloc'd (free with
+ * muster_free), NUL-terminated for convenience. @since 0.1 */
 int muster_store_get(muster_client* c, const char* key, int64_t timeout_ms, void** value,
                      size_t* len);
+/* Adds delta to the integer at key; *result: the new value. @since 0.1 */
 int muster_store_add(muster_client* c, const char* key, int64_t delta, int64_t* result);
+/* torch's Store.compare_set: desired replaces expected; *value (malloc'd)
+ * is what key holds after. @since 0.1 */
 int muster_store_compare_set(muster_client* c, const char* key, const void* expected,
                              size_t expected_len, const void* desired, size_t desired_len,
                              void** value, size_t* len);
+/* *deleted: 1 when key existed. @since 0.1 */
 int muster_store_delete(muster_client* c, const char* key, int* deleted);
+/* Waits (up to timeout_ms) until all n keys exist. @since 0.1 */
 int muster_store_wait(muster_client* c, const char* const* keys, size_t n, int64_t timeout_ms);
-/* `muster status --json`'s document, malloc'd. */
+/* `muster status --json`'s document, malloc'd. @since 0.1 */
 int muster_status_json(muster_client* c, char** json);
 
-/* Model broadcast on one node, through shared memory (see muster/client.hpp:
+/* Model broadcast, through shared memory on one node (as the C++ API's
  * Client::broadcast and Client::sync_model). Collectives: every rank of the
  * job calls them in the same order. On error the buffers' contents are
- * unspecified. @since 0.2 */
+ * unspecified. */
 typedef struct muster_buffer {
   void* data;
   size_t size;      /* bytes */
   int type;         /* 0 bytes, 1 float32, 2 float64 */
   int is_parameter; /* nonzero: a parameter; zero: a buffer (e.g. running stats) */
 } muster_buffer;
-/* Every rank ends with root's size bytes. */
+/* Every rank ends with root's size bytes. @since 0.1 */
 int muster_broadcast(muster_client* c, void* data, size_t size, uint32_t root);
 /* One collective for all n buffers: rank 0's bytes everywhere, or the
  * average across ranks for float parameters (reduce_parameters) or float
- * buffers (reduce_buffers). */
+ * buffers (reduce_buffers). @since 0.1 */
 int muster_sync_model(muster_client* c, muster_buffer* bufs, size_t n, int reduce_parameters,
                       int reduce_buffers);
 /* This rank's indices of torch's DistributedSampler (num_replicas = the
@@ -85,6 +99,7 @@ int muster_sync_model(muster_client* c, muster_buffer* bufs, size_t n, int reduc
 int muster_sampler_shard(muster_client* c, uint64_t dataset_size, uint64_t epoch, uint64_t seed,
                          int shuffle, int drop_last, int64_t** indices, size_t* count);
 
+/* Frees what the calls above malloc'd. @since 0.1 */
 void muster_free(void* p);
 
 #ifdef __cplusplus

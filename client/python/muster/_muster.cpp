@@ -105,13 +105,19 @@ py::bytes to_py(const std::string& s) {
   return py::bytes(s.data(), s.size());
 }
 
-}  // namespace
+// f(client) for a method without arguments, without the GIL.
+template <auto F>
+auto locked_call(PyClient& c) {
+  return c.locked([](muster::Client& x) { return (x.*F)(); });
+}
 
-PYBIND11_MODULE(_muster, m) {
-  m.doc() = "libmuster bindings (use the `muster` package, not this module)";
-  m.attr("__version__") = MUSTER_VERSION;
+void sync_model(PyClient& c, const std::vector<muster::Client::Buffer>& bufs,
+                bool reduce_parameters, bool reduce_buffers) {
+  c.locked([&](auto& x) { x.sync_model(bufs, reduce_parameters, reduce_buffers); });
+}
 
-  // muster.Error(message) with .code (int) and .name ("timeout", ...).
+// muster.Error(message) with .code (int) and .name ("timeout", ...).
+void def_errors(py::module_& m) {
   py::dict attrs;
   attrs["__doc__"] =
       "A muster failure: .code is the protocol's error code (int), .name its stable name "
@@ -140,7 +146,9 @@ PYBIND11_MODULE(_muster, m) {
       "error_name",
       [](int code) { return muster::error_name(static_cast<muster::ErrorCode>(code)); },
       py::arg("code"));
+}
 
+void def_rank_info(py::module_& m) {
   py::class_<muster::RankInfo>(m, "RankInfo")
       .def_readonly("job", &muster::RankInfo::job)
       .def_readonly("rank", &muster::RankInfo::rank)
@@ -161,17 +169,17 @@ PYBIND11_MODULE(_muster, m) {
                ", device=" + std::to_string(r.device) +
                ", generation=" + std::to_string(r.generation) + ")";
       });
+}
 
-  py::class_<PyClient>(m, "Client",
-                       "A connection to the node's musterd (one per process is enough; "
-                       "calls from several threads are serialised).")
-      .def(py::init<const std::string&, double, const Timeout&>(), py::arg("endpoint") = "",
-           py::arg("request_timeout") = 10.0, py::arg("wait_timeout") = py::none())
-      .def_property_readonly(
-          "endpoint", [](PyClient& c) { return c.locked([](auto& x) { return x.endpoint(); }); })
-      .def("ping", [](PyClient& c) { return c.locked([](auto& x) { return x.ping(); }); })
-      .def("join_from_env",
-           [](PyClient& c) { return c.locked([](auto& x) { return x.join_from_env(); }); })
+using PyClass = py::class_<PyClient>;
+
+// The connection, joining and leaving, and the barrier.
+void def_ranks(PyClass& c) {
+  c.def(py::init<const std::string&, double, const Timeout&>(), py::arg("endpoint") = "",
+        py::arg("request_timeout") = 10.0, py::arg("wait_timeout") = py::none())
+      .def_property_readonly("endpoint", &locked_call<&muster::Client::endpoint>)
+      .def("ping", &locked_call<&muster::Client::ping>)
+      .def("join_from_env", &locked_call<&muster::Client::join_from_env>)
       .def(
           "join",
           [](PyClient& c, const std::string& job, uint32_t local_world_size, bool wants_gpu,
@@ -181,29 +189,29 @@ PYBIND11_MODULE(_muster, m) {
           },
           py::arg("job"), py::arg("local_world_size") = 1, py::arg("wants_gpu") = true,
           py::arg("local_rank") = -1)
-      .def("leave", [](PyClient& c) { c.locked([](auto& x) { x.leave(); }); })
-      .def_property_readonly(
-          "joined", [](PyClient& c) { return c.locked([](auto& x) { return x.joined(); }); })
-      .def_property_readonly(
-          "rank_info", [](PyClient& c) { return c.locked([](auto& x) { return x.rank_info(); }); })
-      .def("is_master", [](PyClient& c) { return c.locked([](auto& x) { return x.is_master(); }); })
-      .def("is_local_master",
-           [](PyClient& c) { return c.locked([](auto& x) { return x.is_local_master(); }); })
+      .def("leave", &locked_call<&muster::Client::leave>)
+      .def_property_readonly("joined", &locked_call<&muster::Client::joined>)
+      .def_property_readonly("rank_info", &locked_call<&muster::Client::rank_info>)
+      .def("is_master", &locked_call<&muster::Client::is_master>)
+      .def("is_local_master", &locked_call<&muster::Client::is_local_master>)
       .def(
           "barrier",
           [](PyClient& c, const std::string& name, const Timeout& t) {
             auto ms = to_ms(t);
             c.locked([&](auto& x) { x.barrier(name, ms); });
           },
-          py::arg("name") = "default", py::arg("timeout") = py::none())
-      // The store: values are bytes (str is stored as UTF-8).
-      .def(
-          "set",
-          [](PyClient& c, const std::string& key, const py::object& value) {
-            auto v = as_bytes(value);
-            c.locked([&](auto& x) { x.set(key, v); });
-          },
-          py::arg("key"), py::arg("value"))
+          py::arg("name") = "default", py::arg("timeout") = py::none());
+}
+
+// The store: values are bytes (str is stored as UTF-8).
+void def_store(PyClass& c) {
+  c.def(
+       "set",
+       [](PyClient& c, const std::string& key, const py::object& value) {
+         auto v = as_bytes(value);
+         c.locked([&](auto& x) { x.set(key, v); });
+       },
+       py::arg("key"), py::arg("value"))
       .def(
           "get",
           [](PyClient& c, const std::string& key, const Timeout& t) {
@@ -245,14 +253,17 @@ PYBIND11_MODULE(_muster, m) {
             auto ms = to_ms(t);
             c.locked([&](auto& x) { x.wait(keys, ms); });
           },
-          py::arg("keys"), py::arg("timeout") = py::none())
-      .def(
-          "nccl_unique_id",
-          [](PyClient& c, const std::string& name, const Timeout& t) {
-            auto ms = to_ms(t);
-            return to_py(c.locked([&](auto& x) { return x.nccl_unique_id(name, ms); }));
-          },
-          py::arg("name") = "world", py::arg("timeout") = py::none())
+          py::arg("keys"), py::arg("timeout") = py::none());
+}
+
+void def_nccl_ids(PyClass& c) {
+  c.def(
+       "nccl_unique_id",
+       [](PyClient& c, const std::string& name, const Timeout& t) {
+         auto ms = to_ms(t);
+         return to_py(c.locked([&](auto& x) { return x.nccl_unique_id(name, ms); }));
+       },
+       py::arg("name") = "world", py::arg("timeout") = py::none())
       .def(
           "nccl_unique_ids",
           [](PyClient& c, uint32_t n, const std::string& name, const Timeout& t) {
@@ -264,16 +275,19 @@ PYBIND11_MODULE(_muster, m) {
           },
           py::arg("n"), py::arg("name") = "world", py::arg("timeout") = py::none())
       .def_static("nccl_id_root", &muster::Client::nccl_id_root, py::arg("i"), py::arg("n"),
-                  py::arg("world_size"))
-      // Collectives over writable contiguous buffers (bytearray, numpy arrays,
-      // tensor.numpy()); every rank ends with root's bytes.
-      .def(
-          "broadcast",
-          [](PyClient& c, const py::object& buffer, uint32_t root) {
-            WritableBuffer b(buffer);
-            c.locked([&](auto& x) { x.broadcast(b.data(), b.size(), root); });
-          },
-          py::arg("buffer"), py::arg("root") = 0)
+                  py::arg("world_size"));
+}
+
+// Collectives over writable contiguous buffers (bytearray, numpy arrays,
+// tensor.numpy()); every rank ends with root's bytes.
+void def_collectives(PyClass& c) {
+  c.def(
+       "broadcast",
+       [](PyClient& c, const py::object& buffer, uint32_t root) {
+         WritableBuffer b(buffer);
+         c.locked([&](auto& x) { x.broadcast(b.data(), b.size(), root); });
+       },
+       py::arg("buffer"), py::arg("root") = 0)
       // For tensors (no buffer protocol): the caller keeps the memory alive.
       .def(
           "_broadcast_ptr",
@@ -297,7 +311,7 @@ PYBIND11_MODULE(_muster, m) {
               bufs.push_back({views.back().data(), views.back().size(),
                               parse_type(t[1].cast<std::string>()), t[2].cast<bool>()});
             }
-            c.locked([&](auto& x) { x.sync_model(bufs, reduce_parameters, reduce_buffers); });
+            sync_model(c, bufs, reduce_parameters, reduce_buffers);
           },
           py::arg("buffers"), py::arg("reduce_parameters") = false,
           py::arg("reduce_buffers") = false)
@@ -311,26 +325,45 @@ PYBIND11_MODULE(_muster, m) {
             std::vector<muster::Client::Buffer> bufs;
             for (const auto& [addr, n, type, is_param] : items)
               bufs.push_back({reinterpret_cast<void*>(addr), n, parse_type(type), is_param});
-            c.locked([&](auto& x) { x.sync_model(bufs, reduce_parameters, reduce_buffers); });
+            sync_model(c, bufs, reduce_parameters, reduce_buffers);
           },
           py::arg("buffers"), py::arg("reduce_parameters") = false,
-          py::arg("reduce_buffers") = false)
-      // This rank's DistributedSampler indices: a list of int, or an int64
-      // numpy array with as_numpy.
-      .def(
-          "sampler_shard",
-          [](PyClient& c, uint64_t dataset_size, uint64_t epoch, uint64_t seed, bool shuffle,
-             bool drop_last, bool as_numpy) -> py::object {
-            muster::Client::ShardOptions o{dataset_size, epoch, seed, shuffle, drop_last};
-            auto v = std::make_unique<std::vector<int64_t>>(
-                c.locked([&](auto& x) { return x.sampler_shard(o); }));
-            if (!as_numpy) return py::cast(*v);
-            auto* raw = v.get();
-            py::capsule owner(v.release(),
-                              [](void* p) { delete static_cast<std::vector<int64_t>*>(p); });
-            return py::array_t<int64_t>({static_cast<py::ssize_t>(raw->size())}, raw->data(),
-                                        owner);
-          },
-          py::arg("dataset_size"), py::arg("epoch") = 0, py::arg("seed") = 0,
-          py::arg("shuffle") = true, py::arg("drop_last") = false, py::arg("as_numpy") = false);
+          py::arg("reduce_buffers") = false);
+}
+
+// This rank's DistributedSampler indices: a list of int, or an int64 numpy
+// array with as_numpy.
+void def_sampler(PyClass& c) {
+  c.def(
+      "sampler_shard",
+      [](PyClient& c, uint64_t dataset_size, uint64_t epoch, uint64_t seed, bool shuffle,
+         bool drop_last, bool as_numpy) -> py::object {
+        muster::Client::ShardOptions o{dataset_size, epoch, seed, shuffle, drop_last};
+        auto v = std::make_unique<std::vector<int64_t>>(
+            c.locked([&](auto& x) { return x.sampler_shard(o); }));
+        if (!as_numpy) return py::cast(*v);
+        auto* raw = v.get();
+        py::capsule owner(v.release(),
+                          [](void* p) { delete static_cast<std::vector<int64_t>*>(p); });
+        return py::array_t<int64_t>({static_cast<py::ssize_t>(raw->size())}, raw->data(), owner);
+      },
+      py::arg("dataset_size"), py::arg("epoch") = 0, py::arg("seed") = 0, py::arg("shuffle") = true,
+      py::arg("drop_last") = false, py::arg("as_numpy") = false);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_muster, m) {
+  m.doc() = "libmuster bindings (use the `muster` package, not this module)";
+  m.attr("__version__") = MUSTER_VERSION;
+  def_errors(m);
+  def_rank_info(m);
+  PyClass c(m, "Client",
+            "A connection to the node's musterd (one per process is enough; "
+            "calls from several threads are serialised).");
+  def_ranks(c);
+  def_store(c);
+  def_nccl_ids(c);
+  def_collectives(c);
+  def_sampler(c);
 }

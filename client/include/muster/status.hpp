@@ -1,0 +1,49 @@
+// libmuster's view of a daemon's state: its GPUs, its jobs and their
+// ranks, as Client::status() returns them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace muster {
+
+struct DeviceInfo {
+  uint32_t index = 0;
+  std::string name;
+  std::string job;  // empty when free, or when another user's job holds it
+  int64_t rank = -1;
+  int64_t pid = 0;
+  bool in_use = false;  // leased, whoever holds it
+};
+
+struct RankState {
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  int64_t pid = 0;
+  int device = -1;
+  std::string state;
+};
+
+struct JobInfo {
+  std::string id;
+  uint64_t generation = 0;
+  uint32_t world_size = 0;
+  uint32_t local_world_size = 0;
+  std::vector<RankState> ranks;
+  int64_t uid = -1;  // the owner (-1 = none)
+};
+
+struct DaemonStatus {
+  std::string version;
+  int64_t pid = 0;
+  double uptime_s = 0;
+  std::vector<DeviceInfo> devices;
+  std::vector<JobInfo> jobs;
+  uint64_t peer_requests = 0;  // requests other daemons sent this one
+};
+
+// The document `muster status --json` prints.
+std::string to_json(const DaemonStatus& s);
+
+}  // namespace muster
