@@ -151,7 +151,7 @@ ModelPlan plan_model(const std::vector<Client::Buffer>& buffers, bool reduce_par
     (avg ? p.averaged : p.from_root).push_back(i);
   }
   p.offset.resize(buffers.size());
-  Hasher sh(kMul64);
+  Hasher sh(kXxh3);
   auto sig_add = [&](uint64_t v) { sh.update(reinterpret_cast<const uint8_t*>(&v), 8); };
   for (size_t i : p.from_root) {
     p.offset[i] = p.root_bytes;

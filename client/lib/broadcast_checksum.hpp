@@ -36,8 +36,6 @@ constexpr size_t kChunk = size_t{4} << 20;    // checksum granularity
 constexpr size_t kBlock = size_t{256} << 10;  // hash, then copy while still in cache
 
 enum Algo : uint32_t { kCrc32c = 1, kMulSum = 3, kXxh3 = 4 };
-// The old name of the non-fused hash, until its users say kXxh3.
-constexpr Algo kMul64 = kXxh3;
 
 constexpr bool known_algo(uint32_t a) {
   return a == kCrc32c || a == kMulSum || a == kXxh3;

@@ -24,7 +24,7 @@ struct Meta {
   std::string message;  // when status != ok
   uint64_t size = 0;    // segment bytes
   uint64_t chunk = kChunk;
-  Algo algo = kMul64;
+  Algo algo = kXxh3;
   uint64_t signature = 0;  // what was packed, so readers can check they agree
   std::string segment;     // shm name, or pool (memfd) name; empty when size == 0
   // A pool (see Pool): its owner's pid and descriptor, so that readers can
