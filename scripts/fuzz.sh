@@ -39,11 +39,9 @@ if [[ "${1:-}" == "--make-corpus" ]]; then
 fi
 
 seconds=${1:-60}
+# Whole folders, so that a file split off in one of them is compiled too.
 sources=("${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
-  daemon/core/access.cpp daemon/core/jobs.cpp daemon/core/shards.cpp daemon/core/state.cpp
-  daemon/core/status.cpp daemon/core/store.cpp daemon/liveness/pidwatch.cpp
-  daemon/cluster/coordinator.cpp daemon/cluster/node.cpp daemon/cluster/relay.cpp
-  daemon/cluster/bcast_relay.cpp)
+  daemon/core/*.cpp daemon/jobs/*.cpp daemon/cluster/*.cpp daemon/liveness/pidwatch.cpp)
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 # The daemon's sources are compiled once for both targets (objects of the
 # fuzzer-instrumented build; -fsanitize=fuzzer-no-link for all but the
@@ -51,7 +49,7 @@ san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 mkdir -p "$out/obj"
 objs=()
 pids=()
-for src in "${sources[@]}" daemon/persist/state_file.cpp daemon/persist/reply_cache.cpp; do
+for src in "${sources[@]}" daemon/persist/*.cpp; do
   obj="$out/obj/$(echo "$src" | tr / _).o"
   objs+=("$obj")
   rm -f "$obj"
