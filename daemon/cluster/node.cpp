@@ -30,9 +30,9 @@ bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
   const proto::MessageTraits* t = proto::message_traits(env.type);
   if (to.from_peer || !t || !t->forwardable) return false;
   codec::MapReader r(env.payload, proto::type_name(env.type));
-  auto it = jobs_.find(proto::read_job_id(r));
-  if (it == jobs_.end() || !it->second.cluster) return false;
-  Job& job = it->second;
+  Job* found = jobs_.find(proto::read_job_id(r));
+  if (!found || !found->cluster) return false;
+  Job& job = *found;
   const ClusterInfo& c = *job.cluster;
   if (!c.formed)
     throw Error(ErrorCode::kUnavailable, "job '" + job.id +
@@ -66,7 +66,7 @@ bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
 
 void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
   auto m = proto::Rendezvous::unpack(env.payload);
-  Job& job = job_or_throw(m.job);
+  Job& job = jobs_.get(m.job);
   if (job.cluster && !job.cluster->formed)
     throw Error(ErrorCode::kConflict, "job '" + m.job + "' is already in a rendezvous");
   if (job.cluster && job.cluster->formed)
@@ -104,9 +104,7 @@ void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vecto
 }
 
 proto::JobEvent State::cluster_state(const std::string& id) const {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
-  const Job& job = it->second;
+  const Job& job = jobs_.get(id);
   if (!job.cluster) return {id, job.generation, "running", "a single-node job"};
   return {id, job.generation, to_string(job.cluster->phase), job.cluster->message};
 }
@@ -157,16 +155,16 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
 // The coordinator's answer to a rendezvous: this node's place in the world.
 void State::world_arrived(const LinkPending& p, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
-  auto jit = jobs_.find(p.job);
+  Job* found = jobs_.find(p.job);
   if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
     auto e = proto::ErrorReply::unpack(env.payload);
-    if (jit != jobs_.end() && jit->second.cluster) jit->second.cluster.reset();
+    if (found && found->cluster) found->cluster.reset();
     fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
     return;
   }
   auto w = proto::World::unpack(env.payload);
-  if (jit == jobs_.end() || !jit->second.cluster) return;  // the launcher is gone
-  Job& job = jit->second;
+  if (!found || !found->cluster) return;  // the launcher is gone
+  Job& job = *found;
   ClusterInfo& c = *job.cluster;
   c.formed = true;
   c.node_rank = w.node_rank;
@@ -191,11 +189,11 @@ void State::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
                                std::vector<Outgoing>& out) {
   if (static_cast<MsgType>(env.type) != MsgType::kHeartbeatAck) return;
   for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events) {
-    auto jit = jobs_.find(e.job);
-    if (jit == jobs_.end() || !jit->second.cluster) continue;
-    ClusterInfo& c = *jit->second.cluster;
+    Job* job = jobs_.find(e.job);
+    if (!job || !job->cluster) continue;
+    ClusterInfo& c = *job->cluster;
     if (!c.formed) continue;  // the World will say
-    if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != jit->second.generation)
+    if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != job->generation)
       continue;  // asked about a generation that is over here
     if (to_string(c.phase) != e.state && e.state != "running")
       log::notice("job=" + e.job + " is " + e.state + ": " + e.message);
@@ -206,7 +204,7 @@ void State::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
     // (Waiting nodes end the world only once a member restarts.)
     if (c.phase == ClusterPhase::kBroken)
       relay_fail(e.job, ErrorCode::kPeerExited,
-                 "job '" + e.job + "' generation " + std::to_string(jit->second.generation) +
+                 "job '" + e.job + "' generation " + std::to_string(job->generation) +
                      " cannot go on: " + e.message,
                  out);
   }

@@ -12,7 +12,8 @@ void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
                          std::vector<Outgoing>& out) {
   switch (static_cast<MsgType>(env.type)) {
     case MsgType::kNodeJoin:
-      return cluster_->coordinator.node_join(to, proto::NodeJoin::unpack(env.payload), jobs_, out);
+      return cluster_->coordinator.node_join(to, proto::NodeJoin::unpack(env.payload), jobs_.all(),
+                                             out);
     case MsgType::kForward: {
       auto f = proto::Forward::unpack(env.payload);
       if (f.relay) return relay_from_child(to, env, out);

@@ -73,10 +73,10 @@ void State::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
     fwd = proto::Forward::unpack(env.payload);
     id = fwd->job, generation = fwd->generation;
   }
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || !it->second.cluster || !it->second.cluster->formed)
+  Job* found = jobs_.find(id);
+  if (!found || !found->cluster || !found->cluster->formed)
     throw Error(ErrorCode::kUnknownJob, "this daemon relays no job '" + id + "'");
-  Job& job = it->second;
+  Job& job = *found;
   if (job.generation != generation)
     throw Error(ErrorCode::kStaleGeneration,
                 "request from generation " + std::to_string(generation) + " refused: job '" + id +

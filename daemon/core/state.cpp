@@ -11,7 +11,9 @@ namespace muster::daemon {
 using proto::MsgType;
 
 State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch)
-    : devices_(std::move(allowed_devices)), cluster_(new_cluster_tables(store_)), watch_(watch) {}
+    : jobs_(std::move(allowed_devices), watch),
+      cluster_(new_cluster_tables(store_)),
+      watch_(watch) {}
 
 State::~State() = default;
 
@@ -44,17 +46,17 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
         return;
       case MsgType::kJoin:
-        reply(to, join(proto::Join::unpack(env.payload), to.peer_uid), out);
+        reply(to, jobs_.join(proto::Join::unpack(env.payload), to.peer_uid), out);
         return;
       case MsgType::kLeave:
         leave(proto::Leave::unpack(env.payload), out);
         reply(to, proto::Ok{}, out);
         return;
       case MsgType::kReserve:
-        reply(to, reserve(proto::Reserve::unpack(env.payload), to.peer_uid), out);
+        reply(to, jobs_.reserve(proto::Reserve::unpack(env.payload), to.peer_uid), out);
         return;
       case MsgType::kAttach:
-        attach(proto::Attach::unpack(env.payload));
+        jobs_.attach(proto::Attach::unpack(env.payload));
         reply(to, proto::Ok{}, out);
         return;
       case MsgType::kBarrier:

@@ -2,7 +2,7 @@
 // feeds it decoded requests and pid exits, and sends what it returns. State
 // owns the parts and routes each request, after the access checks, to the
 // handler that decodes it, calls the part and encodes the answer:
-//   - the jobs and their slots (here), the GPU leases (DeviceLeases),
+//   - the jobs, their slots and the GPU leases (JobTable),
 //   - the waits on keys and barriers (Store), the sampler permutations
 //     (ShardCache),
 //   - behind a pointer, the multi-node side (cluster/): the node's links
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/devices.hpp"
+#include "core/job_table.hpp"
 #include "core/reply.hpp"
 #include "core/shard_cache.hpp"
 #include "core/store.hpp"
@@ -83,8 +83,8 @@ class State {
 
   // Restarts (the state file): what survives one, and putting it back into
   // a fresh State before anyone is served.
-  const std::map<std::string, Job>& jobs() const { return jobs_; }
-  const DeviceLeases& devices() const { return devices_; }
+  const std::map<std::string, Job>& jobs() const { return jobs_.all(); }
+  const DeviceLeases& devices() const { return jobs_.devices(); }
   // The pid watch this State was made with: a restored slot's pid is
   // watched again, one reference per slot.
   PidWatch& pid_watch() { return watch_; }
@@ -112,17 +112,12 @@ class State {
     return viewer <= 0 || job.owner_uid < 0 || job.owner_uid == viewer;
   }
 
-  // owner_uid: the uid a job created here belongs to (-1 = none).
-  proto::RankInfo join(const proto::Join& m, int64_t owner_uid);
-  proto::Reserved reserve(const proto::Reserve& m, int64_t owner_uid);
-  void attach(const proto::Attach& m);
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
   // Sampler shards: each rank's indices, from permutations cached per job.
   void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
 
-  Job& job_or_throw(const std::string& id);
   // The job a store or barrier request works on: the local one, or for a
   // request from a peer, the coordinator's global store of that job.
   Job& store_job(const ReplyTo& to, const std::string& id);
@@ -163,16 +158,13 @@ class State {
 
   // Broadcast across nodes: to the coordinator.
   void bcast_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  // Gives the rank's device back and forgets it in the slot.
-  void release(Job& job, uint32_t local_rank);
   void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
   void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
   // Answers the job's key waits that can complete now.
   void key_changed(Job& job, std::vector<Outgoing>& out);
 
-  DeviceLeases devices_;
-  std::map<std::string, Job> jobs_;
-  Store store_;  // the waits on keys and barriers
+  JobTable jobs_;  // the jobs, their slots and GPU leases
+  Store store_;    // the waits on keys and barriers
   ShardCache shards_;
   // Multi-node state.
   std::string node_id_;
