@@ -3,9 +3,9 @@
 // noticing when the coordinator goes silent.
 #include <algorithm>
 
-#include "cluster/tables.hpp"
-#include "core/state.hpp"
+#include "cluster/node_links.hpp"
 #include "log.hpp"
+#include "protocol/message_table.hpp"
 
 namespace muster::daemon {
 
@@ -21,12 +21,19 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 }  // namespace
 
+void NodeLinks::configure(std::string node_id, std::chrono::milliseconds peer_timeout,
+                          std::string unavailable) {
+  node_id_ = std::move(node_id);
+  peer_timeout_ = peer_timeout;
+  peering_unavailable_ = std::move(unavailable);
+}
+
 // A forwardable request (the message table's: store, barrier, broadcast) of
 // a multi-node job goes to its coordinator,
 // which holds the one store of the job; the answer comes back through
 // on_link_frame. Returns false when the request is for this daemon.
-bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
+bool NodeLinks::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
+                              std::vector<Outgoing>& out) {
   const proto::MessageTraits* t = proto::message_traits(env.type);
   if (to.from_peer || !t || !t->forwardable) return false;
   codec::MapReader r(env.payload, proto::type_name(env.type));
@@ -60,11 +67,12 @@ bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     return true;
   }
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
-  cluster_->send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
+  send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
   return true;
 }
 
-void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
+void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
+                           std::vector<Outgoing>& out) {
   auto m = proto::Rendezvous::unpack(env.payload);
   Job& job = jobs_.get(m.job);
   if (job.cluster && !job.cluster->formed)
@@ -100,19 +108,19 @@ void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vecto
                     m.master_addr, m.master_port, advertised,           job.owner_uid};
   log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
             std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
-  cluster_->send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
+  send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
 }
 
-proto::JobEvent State::cluster_state(const std::string& id) const {
+proto::JobEvent NodeLinks::cluster_state(const std::string& id) const {
   const Job& job = jobs_.get(id);
   if (!job.cluster) return {id, job.generation, "running", "a single-node job"};
   return {id, job.generation, to_string(job.cluster->phase), job.cluster->message};
 }
 
-void State::on_link_frame(const std::string& link, const void* data, size_t size,
-                          std::vector<Outgoing>& out) {
-  auto lit = cluster_->links.find(link);
-  if (lit == cluster_->links.end()) return;
+void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t size,
+                              std::vector<Outgoing>& out) {
+  auto lit = links_.find(link);
+  if (lit == links_.end()) return;
   Link& l = lit->second;
   l.last_heard = Clock::now();
   l.lost = false;
@@ -153,8 +161,8 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
 }
 
 // The coordinator's answer to a rendezvous: this node's place in the world.
-void State::world_arrived(const LinkPending& p, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
+void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
+                              std::vector<Outgoing>& out) {
   Job* found = jobs_.find(p.job);
   if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
     auto e = proto::ErrorReply::unpack(env.payload);
@@ -181,12 +189,12 @@ void State::world_arrived(const LinkPending& p, const proto::Envelope& env,
             std::to_string(w.rank_offset) + ".." +
             std::to_string(w.rank_offset + job.local_world_size - 1) + " of " +
             std::to_string(w.world_size));
-  reply(p.to, w, out);
+  out.push_back({p.to, proto::encode(p.to.request_id, w)});
 }
 
 // What the coordinator says of this node's jobs in answer to a heartbeat.
-void State::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
-                               std::vector<Outgoing>& out) {
+void NodeLinks::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
+                                   std::vector<Outgoing>& out) {
   if (static_cast<MsgType>(env.type) != MsgType::kHeartbeatAck) return;
   for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events) {
     Job* job = jobs_.find(e.job);
@@ -210,7 +218,7 @@ void State::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
   }
 }
 
-void State::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out) {
+void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out) {
   std::string why =
       "lost contact with the coordinator " + link + ": no answer for " +
       seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - l.last_heard));
@@ -228,11 +236,11 @@ void State::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& o
     }
 }
 
-void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
-                               std::vector<Outgoing>& out) {
+void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
+                           std::vector<Outgoing>& out) {
   if (!job.cluster || !job.cluster->formed) return;
   // No barrier of this node's subtree can complete now.
-  if (auto rit = cluster_->relays.find(job.id); rit != cluster_->relays.end()) {
+  if (auto rit = relays_.find(job.id); rit != relays_.end()) {
     std::string why_all = "barrier of job '" + job.id + "' cannot complete: rank " +
                           std::to_string(job.cluster->rank_offset + local_rank) + " " + why;
     for (auto& [name, b] : rit->second.barriers)
@@ -240,25 +248,24 @@ void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
     rit->second.barriers.clear();
   }
   proto::RankExited m{job.id, job.generation, job.cluster->rank_offset + local_rank, why};
-  cluster_->send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
 }
 
-void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
+void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   if (!job.cluster) return;
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
   // A rendezvous still waiting for its world has nobody left to answer.
-  auto lit = cluster_->links.find(job.cluster->coordinator);
-  if (lit != cluster_->links.end())
+  auto lit = links_.find(job.cluster->coordinator);
+  if (lit != links_.end())
     std::erase_if(lit->second.pending, [&](const auto& kv) {
       return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == job.id;
     });
   proto::NodeLeave m{job.id, job.generation, node_id_};
-  cluster_->send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
 }
 
-void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  cluster_->coordinator.tick(now, out);
-  for (auto lit = cluster_->links.begin(); lit != cluster_->links.end();) {
+void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  for (auto lit = links_.begin(); lit != links_.end();) {
     const std::string& link = lit->first;
     Link& l = lit->second;
     std::vector<proto::JobGeneration> mine;
@@ -272,7 +279,7 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
       // Nothing left to do with this coordinator: forget it (the server
       // closes the connection once no Outgoing names it any more).
       if (now - l.last_heard > peer_timeout_ || l.pending.empty()) {
-        lit = cluster_->links.erase(lit);
+        lit = links_.erase(lit);
         continue;
       }
     }
@@ -287,7 +294,7 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
                     [](const auto& kv) { return kv.second.kind == LinkPending::Kind::kHeartbeat; });
       LinkPending beat{LinkPending::Kind::kHeartbeat, {}, {}};
       for (const auto& jg : mine) beat.asked[jg.job] = jg.generation;
-      cluster_->send_link(link, std::move(beat), proto::Heartbeat{node_id_, mine}, out);
+      send_link(link, std::move(beat), proto::Heartbeat{node_id_, mine}, out);
     }
     ++lit;
   }

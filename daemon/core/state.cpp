@@ -12,7 +12,7 @@ using proto::MsgType;
 
 State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch)
     : jobs_(std::move(allowed_devices), watch),
-      cluster_(new_cluster_tables(store_)),
+      cluster_(new_cluster_tables(store_, jobs_)),
       watch_(watch) {}
 
 State::~State() = default;

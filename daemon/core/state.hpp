@@ -34,8 +34,6 @@ namespace muster::daemon {
 
 // The multi-node side (cluster/): core code holds it only by pointer.
 struct ClusterTables;
-struct Link;
-struct LinkPending;
 
 class State {
  public:
@@ -69,7 +67,7 @@ class State {
   void set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
                    std::string unavailable, uint32_t tree_width);
   // host:port of our peer listener, told to coordinators for the tree.
-  void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
+  void set_peer_endpoint(std::string endpoint);
   // Requests that arrived on the peer socket (the benchmark counts them).
   uint64_t peer_requests() const { return peer_requests_; }
   bool has_link(const std::string& link) const;
@@ -127,15 +125,10 @@ class State {
   // A node's part of a multi-node job keeps a link to its coordinator.
   void keep_link(const std::string& coordinator);
 
-  // Node side (cluster/node.cpp).
+  // Node side (NodeLinks, through cluster_).
   bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
-  // The answers to a node's requests (on_link_frame).
-  void world_arrived(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
-                          std::vector<Outgoing>& out);
-  void link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out);
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
@@ -144,17 +137,6 @@ class State {
   // Forward to the store handlers.
   void peer_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out);
-
-  // Relay (cluster/relay.cpp): a node's barriers and key waits, once per
-  // subtree upstream.
-  void relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
-                     int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out);
-  void relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                 std::vector<Outgoing>& out);
-  void relay_from_child(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void relay_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
-                  std::vector<Outgoing>& out);
 
   // Broadcast across nodes: to the coordinator.
   void bcast_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
@@ -167,16 +149,12 @@ class State {
   Store store_;    // the waits on keys and barriers
   ShardCache shards_;
   // Multi-node state.
-  std::string node_id_;
-  std::chrono::milliseconds peer_timeout_{10000};
-  static ClusterTables* new_cluster_tables(Store& store);
+  static ClusterTables* new_cluster_tables(Store& store, JobTable& jobs);
   struct ClusterTablesDelete {
     void operator()(ClusterTables* t) const;
   };
   std::unique_ptr<ClusterTables, ClusterTablesDelete> cluster_;
   std::string forwarding_job_;  // the job a Forward being handled may touch
-  std::string peering_unavailable_;
-  std::string peer_endpoint_;
   uint64_t peer_requests_ = 0;
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
