@@ -6,7 +6,8 @@
 //   - the waits on keys and barriers (Store), the sampler permutations
 //     (ShardCache),
 //   - behind a pointer, the multi-node side (cluster/): the node's links
-//     and relays, and the Coordinator of the jobs coordinated here.
+//     and relays (NodeLinks), and the Coordinator of the jobs coordinated
+//     here.
 // Every handler validates before it mutates, so a refused request changes
 // nothing.
 #pragma once
@@ -105,10 +106,6 @@ class State {
   // (access.cpp): throws Error before any handler runs; changes nothing.
   void authorize(const ReplyTo& to, const proto::Envelope& env,
                  const proto::MessageTraits& t) const;
-  // Whether `viewer` may see job (status privacy).
-  static bool may_see(int64_t viewer, const Job& job) {
-    return viewer <= 0 || job.owner_uid < 0 || job.owner_uid == viewer;
-  }
 
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
