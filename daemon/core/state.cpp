@@ -30,16 +30,14 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
     // and who sent it (access.cpp), before any handler runs.
     const proto::MessageTraits& t = admit(to, env);
     if (to.from_peer) {
+      // A peer's Ping is answered below like a local one; the rest of its
+      // requests go to the multi-node side.
       ++peer_requests_;
-      if (t.type == MsgType::kPing) {
-        proto::Ping::unpack(env.payload);
-        reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
-        return;
-      }
-      return peer_request(to, env, out);
+      if (t.type != MsgType::kPing) return peer_request(to, env, out);
+    } else {
+      authorize(to, env, t);
+      if (t.forwardable && maybe_forward(to, env, out)) return;
     }
-    authorize(to, env, t);
-    if (t.forwardable && maybe_forward(to, env, out)) return;
     switch (t.type) {
       case MsgType::kPing:
         proto::Ping::unpack(env.payload);
