@@ -3,9 +3,9 @@
 // noticing when the coordinator goes silent.
 #include <algorithm>
 
-#include "cluster/tables.hpp"
-#include "core/state.hpp"
+#include "cluster/node_links.hpp"
 #include "log.hpp"
+#include "protocol/message_table.hpp"
 
 namespace muster::daemon {
 
@@ -21,18 +21,25 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 }  // namespace
 
+void NodeLinks::configure(std::string node_id, std::chrono::milliseconds peer_timeout,
+                          std::string unavailable) {
+  node_id_ = std::move(node_id);
+  peer_timeout_ = peer_timeout;
+  peering_unavailable_ = std::move(unavailable);
+}
+
 // A forwardable request (the message table's: store, barrier, broadcast) of
 // a multi-node job goes to its coordinator,
 // which holds the one store of the job; the answer comes back through
 // on_link_frame. Returns false when the request is for this daemon.
-bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
+bool NodeLinks::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
+                              std::vector<Outgoing>& out) {
   const proto::MessageTraits* t = proto::message_traits(env.type);
   if (to.from_peer || !t || !t->forwardable) return false;
   codec::MapReader r(env.payload, proto::type_name(env.type));
-  auto it = jobs_.find(proto::read_job_id(r));
-  if (it == jobs_.end() || !it->second.cluster) return false;
-  Job& job = it->second;
+  Job* found = jobs_.find(proto::read_job_id(r));
+  if (!found || !found->cluster) return false;
+  Job& job = *found;
   const ClusterInfo& c = *job.cluster;
   if (!c.formed)
     throw Error(ErrorCode::kUnavailable, "job '" + job.id +
@@ -60,13 +67,14 @@ bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     return true;
   }
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
-  cluster_->send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
+  send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
   return true;
 }
 
-void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
+void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
+                           std::vector<Outgoing>& out) {
   auto m = proto::Rendezvous::unpack(env.payload);
-  Job& job = job_or_throw(m.job);
+  Job& job = jobs_.get(m.job);
   if (job.cluster && !job.cluster->formed)
     throw Error(ErrorCode::kConflict, "job '" + m.job + "' is already in a rendezvous");
   if (job.cluster && job.cluster->formed)
@@ -100,21 +108,19 @@ void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vecto
                     m.master_addr, m.master_port, advertised,           job.owner_uid};
   log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
             std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
-  cluster_->send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
+  send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
 }
 
-proto::JobEvent State::cluster_state(const std::string& id) const {
-  auto it = jobs_.find(id);
-  if (it == jobs_.end()) throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
-  const Job& job = it->second;
+proto::JobEvent NodeLinks::cluster_state(const std::string& id) const {
+  const Job& job = jobs_.get(id);
   if (!job.cluster) return {id, job.generation, "running", "a single-node job"};
   return {id, job.generation, to_string(job.cluster->phase), job.cluster->message};
 }
 
-void State::on_link_frame(const std::string& link, const void* data, size_t size,
-                          std::vector<Outgoing>& out) {
-  auto lit = cluster_->links.find(link);
-  if (lit == cluster_->links.end()) return;
+void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t size,
+                              std::vector<Outgoing>& out) {
+  auto lit = links_.find(link);
+  if (lit == links_.end()) return;
   Link& l = lit->second;
   l.last_heard = Clock::now();
   l.lost = false;
@@ -155,18 +161,18 @@ void State::on_link_frame(const std::string& link, const void* data, size_t size
 }
 
 // The coordinator's answer to a rendezvous: this node's place in the world.
-void State::world_arrived(const LinkPending& p, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
-  auto jit = jobs_.find(p.job);
+void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
+                              std::vector<Outgoing>& out) {
+  Job* found = jobs_.find(p.job);
   if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
     auto e = proto::ErrorReply::unpack(env.payload);
-    if (jit != jobs_.end() && jit->second.cluster) jit->second.cluster.reset();
+    if (found && found->cluster) found->cluster.reset();
     fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
     return;
   }
   auto w = proto::World::unpack(env.payload);
-  if (jit == jobs_.end() || !jit->second.cluster) return;  // the launcher is gone
-  Job& job = jit->second;
+  if (!found || !found->cluster) return;  // the launcher is gone
+  Job& job = *found;
   ClusterInfo& c = *job.cluster;
   c.formed = true;
   c.node_rank = w.node_rank;
@@ -183,19 +189,19 @@ void State::world_arrived(const LinkPending& p, const proto::Envelope& env,
             std::to_string(w.rank_offset) + ".." +
             std::to_string(w.rank_offset + job.local_world_size - 1) + " of " +
             std::to_string(w.world_size));
-  reply(p.to, w, out);
+  out.push_back({p.to, proto::encode(p.to.request_id, w)});
 }
 
 // What the coordinator says of this node's jobs in answer to a heartbeat.
-void State::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
-                               std::vector<Outgoing>& out) {
+void NodeLinks::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
+                                   std::vector<Outgoing>& out) {
   if (static_cast<MsgType>(env.type) != MsgType::kHeartbeatAck) return;
   for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events) {
-    auto jit = jobs_.find(e.job);
-    if (jit == jobs_.end() || !jit->second.cluster) continue;
-    ClusterInfo& c = *jit->second.cluster;
+    Job* job = jobs_.find(e.job);
+    if (!job || !job->cluster) continue;
+    ClusterInfo& c = *job->cluster;
     if (!c.formed) continue;  // the World will say
-    if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != jit->second.generation)
+    if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != job->generation)
       continue;  // asked about a generation that is over here
     if (to_string(c.phase) != e.state && e.state != "running")
       log::notice("job=" + e.job + " is " + e.state + ": " + e.message);
@@ -206,13 +212,13 @@ void State::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
     // (Waiting nodes end the world only once a member restarts.)
     if (c.phase == ClusterPhase::kBroken)
       relay_fail(e.job, ErrorCode::kPeerExited,
-                 "job '" + e.job + "' generation " + std::to_string(jit->second.generation) +
+                 "job '" + e.job + "' generation " + std::to_string(job->generation) +
                      " cannot go on: " + e.message,
                  out);
   }
 }
 
-void State::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out) {
+void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out) {
   std::string why =
       "lost contact with the coordinator " + link + ": no answer for " +
       seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - l.last_heard));
@@ -230,11 +236,11 @@ void State::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& o
     }
 }
 
-void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
-                               std::vector<Outgoing>& out) {
+void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
+                           std::vector<Outgoing>& out) {
   if (!job.cluster || !job.cluster->formed) return;
   // No barrier of this node's subtree can complete now.
-  if (auto rit = cluster_->relays.find(job.id); rit != cluster_->relays.end()) {
+  if (auto rit = relays_.find(job.id); rit != relays_.end()) {
     std::string why_all = "barrier of job '" + job.id + "' cannot complete: rank " +
                           std::to_string(job.cluster->rank_offset + local_rank) + " " + why;
     for (auto& [name, b] : rit->second.barriers)
@@ -242,25 +248,24 @@ void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
     rit->second.barriers.clear();
   }
   proto::RankExited m{job.id, job.generation, job.cluster->rank_offset + local_rank, why};
-  cluster_->send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
 }
 
-void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
+void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   if (!job.cluster) return;
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
   // A rendezvous still waiting for its world has nobody left to answer.
-  auto lit = cluster_->links.find(job.cluster->coordinator);
-  if (lit != cluster_->links.end())
+  auto lit = links_.find(job.cluster->coordinator);
+  if (lit != links_.end())
     std::erase_if(lit->second.pending, [&](const auto& kv) {
       return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == job.id;
     });
   proto::NodeLeave m{job.id, job.generation, node_id_};
-  cluster_->send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
 }
 
-void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  cluster_->coordinator.tick(now, out);
-  for (auto lit = cluster_->links.begin(); lit != cluster_->links.end();) {
+void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  for (auto lit = links_.begin(); lit != links_.end();) {
     const std::string& link = lit->first;
     Link& l = lit->second;
     std::vector<proto::JobGeneration> mine;
@@ -274,7 +279,7 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
       // Nothing left to do with this coordinator: forget it (the server
       // closes the connection once no Outgoing names it any more).
       if (now - l.last_heard > peer_timeout_ || l.pending.empty()) {
-        lit = cluster_->links.erase(lit);
+        lit = links_.erase(lit);
         continue;
       }
     }
@@ -289,7 +294,7 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
                     [](const auto& kv) { return kv.second.kind == LinkPending::Kind::kHeartbeat; });
       LinkPending beat{LinkPending::Kind::kHeartbeat, {}, {}};
       for (const auto& jg : mine) beat.asked[jg.job] = jg.generation;
-      cluster_->send_link(link, std::move(beat), proto::Heartbeat{node_id_, mine}, out);
+      send_link(link, std::move(beat), proto::Heartbeat{node_id_, mine}, out);
     }
     ++lit;
   }

@@ -12,15 +12,16 @@ void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
                          std::vector<Outgoing>& out) {
   switch (static_cast<MsgType>(env.type)) {
     case MsgType::kNodeJoin:
-      return cluster_->coordinator.node_join(to, proto::NodeJoin::unpack(env.payload), jobs_, out);
+      return cluster_->coordinator.node_join(to, proto::NodeJoin::unpack(env.payload), jobs_.all(),
+                                             out);
     case MsgType::kForward: {
       auto f = proto::Forward::unpack(env.payload);
-      if (f.relay) return relay_from_child(to, env, out);
+      if (f.relay) return cluster_->node.relay_from_child(to, env, out);
       return forward_in(to, f, out);
     }
     case MsgType::kBarrierUp: {
       auto b = proto::BarrierUp::unpack(env.payload);
-      if (b.relay) return relay_from_child(to, env, out);
+      if (b.relay) return cluster_->node.relay_from_child(to, env, out);
       return cluster_->coordinator.barrier_up(to, b, out);
     }
     case MsgType::kHeartbeat:

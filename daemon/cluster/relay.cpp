@@ -4,8 +4,7 @@
 // wait for the same key share one upstream wait. So the coordinator gets
 // O(tree width) messages per barrier or key wait, not O(ranks); the answer
 // fans back out along the same path.
-#include "cluster/tables.hpp"
-#include "core/state.hpp"
+#include "cluster/node_links.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -25,10 +24,10 @@ std::string coalescing_key(const proto::Envelope& env) {
 
 }  // namespace
 
-void State::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
-                          int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out) {
+void NodeLinks::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
+                              int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out) {
   ClusterInfo& c = *job.cluster;
-  RelayBarrier& b = cluster_->relays[job.id].barriers[name];
+  RelayBarrier& b = relays_[job.id].barriers[name];
   if (local_rank >= 0 && !b.local_ranks.insert(static_cast<uint32_t>(local_rank)).second)
     throw Error(ErrorCode::kConflict, "rank " + std::to_string(c.rank_offset + local_rank) +
                                           " is already waiting in barrier '" + name + "'");
@@ -43,24 +42,24 @@ void State::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, 
   b.waiters.push_back(to);
   if (b.arrived < c.subtree_ranks) return;
   proto::BarrierUp up{job.id, job.generation, name, c.subtree_ranks, timeout_ms, !c.parent.empty()};
-  cluster_->send_link(c.upstream(), {LinkPending::Kind::kRelayBarrier, {}, job.id, name}, up, out);
+  send_link(c.upstream(), {LinkPending::Kind::kRelayBarrier, {}, job.id, name}, up, out);
 }
 
-void State::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                      std::vector<Outgoing>& out) {
+void NodeLinks::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                          std::vector<Outgoing>& out) {
   std::string key = coalescing_key(env);
-  auto& waiters = cluster_->relays[job.id].gets[key];
+  auto& waiters = relays_[job.id].gets[key];
   waiters.push_back(to);
   if (waiters.size() > 1) return;  // an upstream wait for these keys is out already
   const ClusterInfo& c = *job.cluster;
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload),
                    !c.parent.empty()};
-  cluster_->send_link(c.upstream(), {LinkPending::Kind::kRelayGet, {}, job.id, key}, f, out);
+  send_link(c.upstream(), {LinkPending::Kind::kRelayGet, {}, job.id, key}, f, out);
 }
 
 // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
-void State::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
-                             std::vector<Outgoing>& out) {
+void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
+                                 std::vector<Outgoing>& out) {
   auto type = static_cast<MsgType>(env.type);
   std::string id;
   uint64_t generation = 0;
@@ -73,10 +72,10 @@ void State::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
     fwd = proto::Forward::unpack(env.payload);
     id = fwd->job, generation = fwd->generation;
   }
-  auto it = jobs_.find(id);
-  if (it == jobs_.end() || !it->second.cluster || !it->second.cluster->formed)
+  Job* found = jobs_.find(id);
+  if (!found || !found->cluster || !found->cluster->formed)
     throw Error(ErrorCode::kUnknownJob, "this daemon relays no job '" + id + "'");
-  Job& job = it->second;
+  Job& job = *found;
   if (job.generation != generation)
     throw Error(ErrorCode::kStaleGeneration,
                 "request from generation " + std::to_string(generation) + " refused: job '" + id +
@@ -98,10 +97,10 @@ void State::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
 
 // The upstream answer to a relayed barrier or key wait: everyone below
 // gets it, under their own request ids.
-void State::relay_answer(const LinkPending& p, const proto::Envelope& env,
-                         std::vector<Outgoing>& out) {
-  auto rit = cluster_->relays.find(p.job);
-  if (rit == cluster_->relays.end()) return;
+void NodeLinks::relay_answer(const LinkPending& p, const proto::Envelope& env,
+                             std::vector<Outgoing>& out) {
+  auto rit = relays_.find(p.job);
+  if (rit == relays_.end()) return;
   std::vector<ReplyTo> waiters;
   if (p.kind == LinkPending::Kind::kRelayBarrier) {
     auto b = rit->second.barriers.find(p.key);
@@ -118,16 +117,16 @@ void State::relay_answer(const LinkPending& p, const proto::Envelope& env,
     out.push_back({w, proto::encode_object(w.request_id, env.type, env.payload), {}});
 }
 
-void State::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
-                       std::vector<Outgoing>& out) {
-  auto rit = cluster_->relays.find(job);
-  if (rit == cluster_->relays.end()) return;
+void NodeLinks::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
+                           std::vector<Outgoing>& out) {
+  auto rit = relays_.find(job);
+  if (rit == relays_.end()) return;
   for (auto& [name, b] : rit->second.barriers)
     for (const auto& w : b.waiters) fail(w, code, why, out);
   for (auto& [key, ws] : rit->second.gets)
     for (const auto& w : ws) fail(w, code, why, out);
-  cluster_->relays.erase(rit);
-  for (auto& [name, l] : cluster_->links)
+  relays_.erase(rit);
+  for (auto& [name, l] : links_)
     std::erase_if(l.pending, [&](const auto& kv) {
       return kv.second.job == job && (kv.second.kind == LinkPending::Kind::kRelayBarrier ||
                                       kv.second.kind == LinkPending::Kind::kRelayGet);

@@ -6,8 +6,8 @@
 
 namespace muster::daemon {
 
-ClusterTables* State::new_cluster_tables(Store& store) {
-  return new ClusterTables(store);
+ClusterTables* State::new_cluster_tables(Store& store, JobTable& jobs) {
+  return new ClusterTables(store, jobs);
 }
 
 void State::ClusterTablesDelete::operator()(ClusterTables* t) const {
@@ -19,11 +19,11 @@ size_t State::job_count() const {
 }
 
 bool State::has_link(const std::string& link) const {
-  return cluster_->links.count(link) != 0;
+  return cluster_->node.has_link(link);
 }
 
 bool State::cluster_active() const {
-  return !cluster_->coordinator.empty() || !cluster_->links.empty();
+  return !cluster_->coordinator.empty() || cluster_->node.active();
 }
 
 Job* State::global_store(const std::string& id) {
@@ -32,14 +32,48 @@ Job* State::global_store(const std::string& id) {
 
 void State::set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
                         std::string unavailable, uint32_t tree_width) {
-  node_id_ = std::move(node_id);
-  peer_timeout_ = peer_timeout;
-  peering_unavailable_ = std::move(unavailable);
+  cluster_->node.configure(std::move(node_id), peer_timeout, std::move(unavailable));
   cluster_->coordinator.configure(peer_timeout, tree_width);
 }
 
 void State::keep_link(const std::string& coordinator) {
-  cluster_->links[coordinator];
+  cluster_->node.keep(coordinator);
+}
+
+void State::set_peer_endpoint(std::string endpoint) {
+  cluster_->node.set_peer_endpoint(std::move(endpoint));
+}
+
+void State::on_link_frame(const std::string& link, const void* data, size_t size,
+                          std::vector<Outgoing>& out) {
+  cluster_->node.on_link_frame(link, data, size, out);
+}
+
+void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  cluster_->coordinator.tick(now, out);
+  cluster_->node.tick(now, out);
+}
+
+bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
+                          std::vector<Outgoing>& out) {
+  return cluster_->node.maybe_forward(to, env, out);
+}
+
+void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
+  cluster_->node.rendezvous(to, env, out);
+}
+
+proto::JobEvent State::cluster_state(const std::string& job) const {
+  return cluster_->node.cluster_state(job);
+}
+
+void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
+                               std::vector<Outgoing>& out) {
+  cluster_->node.slot_ended(job, local_rank, why, out);
+}
+
+void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
+  cluster_->node.job_removed(job, out);
 }
 
 }  // namespace muster::daemon

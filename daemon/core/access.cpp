@@ -109,13 +109,13 @@ void State::authorize(const ReplyTo& to, const proto::Envelope& env,
   const Claims c = claims_of(env, t);
   // Root and in-process callers (-1) may act on any job and claim any pid.
   bool checked = to.peer_uid > 0;
-  auto it = jobs_.find(c.job);
-  if (it == jobs_.end()) {
+  const Job* found = jobs_.find(c.job);
+  if (!found) {
     // The handler answers unknown_job (or validates the id); only a request
     // that creates the job goes on to have its pids checked.
     if (!t.creates_job) return;
   } else {
-    const Job& job = it->second;
+    const Job& job = *found;
     if (checked && job.owner_uid >= 0 && job.owner_uid != to.peer_uid)
       throw Error(ErrorCode::kPermissionDenied,
                   "job '" + c.job + "' belongs to uid " + std::to_string(job.owner_uid) + "; uid " +

@@ -75,7 +75,7 @@ std::string shard_frame(uint64_t request_id, const ShardSpec& spec, uint64_t cou
 void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
   auto m = proto::Shard::unpack(env.payload);
-  Job& job = job_or_throw(m.job);
+  Job& job = jobs_.get(m.job);
   if (m.rank >= job.world_size())
     throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) +
                                                  " is outside job '" + m.job + "' of world size " +

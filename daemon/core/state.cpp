@@ -11,7 +11,9 @@ namespace muster::daemon {
 using proto::MsgType;
 
 State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch)
-    : devices_(std::move(allowed_devices)), cluster_(new_cluster_tables(store_)), watch_(watch) {}
+    : jobs_(std::move(allowed_devices), watch),
+      cluster_(new_cluster_tables(store_, jobs_)),
+      watch_(watch) {}
 
 State::~State() = default;
 
@@ -28,33 +30,31 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
     // and who sent it (access.cpp), before any handler runs.
     const proto::MessageTraits& t = admit(to, env);
     if (to.from_peer) {
+      // A peer's Ping is answered below like a local one; the rest of its
+      // requests go to the multi-node side.
       ++peer_requests_;
-      if (t.type == MsgType::kPing) {
-        proto::Ping::unpack(env.payload);
-        reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
-        return;
-      }
-      return peer_request(to, env, out);
+      if (t.type != MsgType::kPing) return peer_request(to, env, out);
+    } else {
+      authorize(to, env, t);
+      if (t.forwardable && maybe_forward(to, env, out)) return;
     }
-    authorize(to, env, t);
-    if (t.forwardable && maybe_forward(to, env, out)) return;
     switch (t.type) {
       case MsgType::kPing:
         proto::Ping::unpack(env.payload);
         reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
         return;
       case MsgType::kJoin:
-        reply(to, join(proto::Join::unpack(env.payload), to.peer_uid), out);
+        reply(to, jobs_.join(proto::Join::unpack(env.payload), to.peer_uid), out);
         return;
       case MsgType::kLeave:
         leave(proto::Leave::unpack(env.payload), out);
         reply(to, proto::Ok{}, out);
         return;
       case MsgType::kReserve:
-        reply(to, reserve(proto::Reserve::unpack(env.payload), to.peer_uid), out);
+        reply(to, jobs_.reserve(proto::Reserve::unpack(env.payload), to.peer_uid), out);
         return;
       case MsgType::kAttach:
-        attach(proto::Attach::unpack(env.payload));
+        jobs_.attach(proto::Attach::unpack(env.payload));
         reply(to, proto::Ok{}, out);
         return;
       case MsgType::kBarrier:

@@ -2,11 +2,12 @@
 // feeds it decoded requests and pid exits, and sends what it returns. State
 // owns the parts and routes each request, after the access checks, to the
 // handler that decodes it, calls the part and encodes the answer:
-//   - the jobs and their slots (here), the GPU leases (DeviceLeases),
+//   - the jobs, their slots and the GPU leases (JobTable),
 //   - the waits on keys and barriers (Store), the sampler permutations
 //     (ShardCache),
 //   - behind a pointer, the multi-node side (cluster/): the node's links
-//     and relays, and the Coordinator of the jobs coordinated here.
+//     and relays (NodeLinks), and the Coordinator of the jobs coordinated
+//     here.
 // Every handler validates before it mutates, so a refused request changes
 // nothing.
 #pragma once
@@ -19,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/devices.hpp"
+#include "core/job_table.hpp"
 #include "core/reply.hpp"
 #include "core/shard_cache.hpp"
 #include "core/store.hpp"
@@ -34,8 +35,6 @@ namespace muster::daemon {
 
 // The multi-node side (cluster/): core code holds it only by pointer.
 struct ClusterTables;
-struct Link;
-struct LinkPending;
 
 class State {
  public:
@@ -69,7 +68,7 @@ class State {
   void set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
                    std::string unavailable, uint32_t tree_width);
   // host:port of our peer listener, told to coordinators for the tree.
-  void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
+  void set_peer_endpoint(std::string endpoint);
   // Requests that arrived on the peer socket (the benchmark counts them).
   uint64_t peer_requests() const { return peer_requests_; }
   bool has_link(const std::string& link) const;
@@ -83,8 +82,8 @@ class State {
 
   // Restarts (the state file): what survives one, and putting it back into
   // a fresh State before anyone is served.
-  const std::map<std::string, Job>& jobs() const { return jobs_; }
-  const DeviceLeases& devices() const { return devices_; }
+  const std::map<std::string, Job>& jobs() const { return jobs_.all(); }
+  const DeviceLeases& devices() const { return jobs_.devices(); }
   // The pid watch this State was made with: a restored slot's pid is
   // watched again, one reference per slot.
   PidWatch& pid_watch() { return watch_; }
@@ -107,22 +106,13 @@ class State {
   // (access.cpp): throws Error before any handler runs; changes nothing.
   void authorize(const ReplyTo& to, const proto::Envelope& env,
                  const proto::MessageTraits& t) const;
-  // Whether `viewer` may see job (status privacy).
-  static bool may_see(int64_t viewer, const Job& job) {
-    return viewer <= 0 || job.owner_uid < 0 || job.owner_uid == viewer;
-  }
 
-  // owner_uid: the uid a job created here belongs to (-1 = none).
-  proto::RankInfo join(const proto::Join& m, int64_t owner_uid);
-  proto::Reserved reserve(const proto::Reserve& m, int64_t owner_uid);
-  void attach(const proto::Attach& m);
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
   // Sampler shards: each rank's indices, from permutations cached per job.
   void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
 
-  Job& job_or_throw(const std::string& id);
   // The job a store or barrier request works on: the local one, or for a
   // request from a peer, the coordinator's global store of that job.
   Job& store_job(const ReplyTo& to, const std::string& id);
@@ -132,15 +122,10 @@ class State {
   // A node's part of a multi-node job keeps a link to its coordinator.
   void keep_link(const std::string& coordinator);
 
-  // Node side (cluster/node.cpp).
+  // Node side (NodeLinks, through cluster_).
   bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
-  // The answers to a node's requests (on_link_frame).
-  void world_arrived(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
-                          std::vector<Outgoing>& out);
-  void link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out);
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
@@ -150,41 +135,23 @@ class State {
   void peer_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out);
 
-  // Relay (cluster/relay.cpp): a node's barriers and key waits, once per
-  // subtree upstream.
-  void relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
-                     int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out);
-  void relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                 std::vector<Outgoing>& out);
-  void relay_from_child(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void relay_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
-                  std::vector<Outgoing>& out);
-
   // Broadcast across nodes: to the coordinator.
   void bcast_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  // Gives the rank's device back and forgets it in the slot.
-  void release(Job& job, uint32_t local_rank);
   void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
   void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
   // Answers the job's key waits that can complete now.
   void key_changed(Job& job, std::vector<Outgoing>& out);
 
-  DeviceLeases devices_;
-  std::map<std::string, Job> jobs_;
-  Store store_;  // the waits on keys and barriers
+  JobTable jobs_;  // the jobs, their slots and GPU leases
+  Store store_;    // the waits on keys and barriers
   ShardCache shards_;
   // Multi-node state.
-  std::string node_id_;
-  std::chrono::milliseconds peer_timeout_{10000};
-  static ClusterTables* new_cluster_tables(Store& store);
+  static ClusterTables* new_cluster_tables(Store& store, JobTable& jobs);
   struct ClusterTablesDelete {
     void operator()(ClusterTables* t) const;
   };
   std::unique_ptr<ClusterTables, ClusterTablesDelete> cluster_;
   std::string forwarding_job_;  // the job a Forward being handled may touch
-  std::string peering_unavailable_;
-  std::string peer_endpoint_;
   uint64_t peer_requests_ = 0;
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();

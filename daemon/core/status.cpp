@@ -11,11 +11,11 @@ proto::StatusReply State::status(int64_t viewer) const {
   s.pid = ::getpid();
   s.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
   s.peer_requests = peer_requests_;
-  for (const auto& d : devices_.slots()) {
+  for (const auto& d : jobs_.devices().slots()) {
     proto::DeviceStatus ds{d.device.index, d.device.name, "", -1, 0, !d.job.empty()};
     // Another uid's GPU is only "in use": who holds it is theirs to know.
-    if (const auto& job = d.job; !job.empty() && may_see(viewer, jobs_.at(job))) {
-      const auto& slot = jobs_.at(job).slots.at(d.local_rank);
+    if (const auto& job = d.job; !job.empty() && jobs_.all().at(job).visible_to(viewer)) {
+      const auto& slot = jobs_.all().at(job).slots.at(d.local_rank);
       ds.job = job;
       ds.rank = d.local_rank;
       ds.pid = slot.pid;
@@ -23,7 +23,7 @@ proto::StatusReply State::status(int64_t viewer) const {
     s.devices.push_back(std::move(ds));
   }
   for (const auto& [id, job] : jobs_) {
-    if (!may_see(viewer, job)) continue;
+    if (!job.visible_to(viewer)) continue;
     proto::JobStatus js{id, job.generation, job.world_size(), job.local_world_size,
                         {}, job.owner_uid};
     for (uint32_t i = 0; i < job.local_world_size; ++i) {

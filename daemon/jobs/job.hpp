@@ -101,6 +101,11 @@ struct Job {
     if (cluster) return cluster->world_size;
     return global ? global_world_size : local_world_size;
   }
+  // Whether `viewer` (a uid) may see the job in a status reply: root and
+  // in-process callers (viewer <= 0) see every job.
+  bool visible_to(int64_t viewer) const {
+    return viewer <= 0 || owner_uid < 0 || owner_uid == viewer;
+  }
   bool live() const {
     for (const auto& s : slots)
       if (slot_live(s.state)) return true;

@@ -1,0 +1,95 @@
+// The node side of multi-node jobs: this daemon's links to the coordinators
+// of its jobs (requests in flight, heartbeats, silence) and its relays in
+// their trees. It reads and updates the jobs' ClusterInfo in the JobTable;
+// the stores stay with the coordinator.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster/cluster.hpp"
+#include "core/job_table.hpp"
+#include "protocol/cluster_messages.hpp"
+#include "protocol/envelope.hpp"
+
+namespace muster::daemon {
+
+class NodeLinks {
+ public:
+  explicit NodeLinks(JobTable& jobs) : jobs_(jobs) {}
+
+  // This daemon's name among its peers, how long a silent coordinator may
+  // stay silent, and why this daemon cannot peer ("" = it can).
+  void configure(std::string node_id, std::chrono::milliseconds peer_timeout,
+                 std::string unavailable);
+  // host:port of our peer listener, told to coordinators for the tree.
+  void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
+
+  bool has_link(const std::string& link) const { return links_.count(link) != 0; }
+  bool active() const { return !links_.empty(); }
+  // A node's part of a multi-node job keeps a link to its coordinator.
+  void keep(const std::string& coordinator) { links_[coordinator]; }
+
+  // A forwardable request of a local client for a job that spans nodes:
+  // relayed or forwarded upstream. False when the job is this daemon's own.
+  bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  proto::JobEvent cluster_state(const std::string& job) const;
+  // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
+  void relay_from_child(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // A frame from the coordinator at `link` (the answer to something sent).
+  void on_link_frame(const std::string& link, const void* data, size_t size,
+                     std::vector<Outgoing>& out);
+  // What a local slot's or job's end means upstream.
+  void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
+  void job_removed(Job& job, std::vector<Outgoing>& out);
+  // Heartbeats, lost coordinators, links no longer needed.
+  void tick(Clock::time_point now, std::vector<Outgoing>& out);
+
+ private:
+  // Sends m to the coordinator at `link` and remembers what to do with
+  // its answer.
+  template <class M>
+  uint64_t send_link(const std::string& link, LinkPending p, const M& m,
+                     std::vector<Outgoing>& out) {
+    uint64_t id = next_link_id_++;
+    links_[link].pending.emplace(id, std::move(p));
+    out.push_back({{}, proto::encode(id, m), link});
+    return id;
+  }
+  static void fail(const ReplyTo& to, ErrorCode code, const std::string& msg,
+                   std::vector<Outgoing>& out) {
+    out.push_back({to, proto::encode_error(to.request_id, code, msg)});
+  }
+
+  // The answers to a node's requests (on_link_frame).
+  void world_arrived(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
+                          std::vector<Outgoing>& out);
+  void link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out);
+
+  // Relay (relay.cpp): a node's barriers and key waits, once per subtree
+  // upstream.
+  void relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
+                     int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out);
+  void relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                 std::vector<Outgoing>& out);
+  void relay_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
+                  std::vector<Outgoing>& out);
+
+  JobTable& jobs_;
+  std::map<std::string, Link> links_;         // by coordinator host:port
+  std::map<std::string, RelayState> relays_;  // by job id
+  uint64_t next_link_id_ = 1;
+  std::string node_id_;
+  std::chrono::milliseconds peer_timeout_{10000};
+  std::string peering_unavailable_;
+  std::string peer_endpoint_;
+};
+
+}  // namespace muster::daemon
