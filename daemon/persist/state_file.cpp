@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "liveness/pidwatch.hpp"
 #include "log.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/limits.hpp"
@@ -269,13 +270,10 @@ StateFile::StateFile(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/" +
 StateFile::~StateFile() = default;
 
 uint64_t StateFile::start_time(int64_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(f, line)) return 0;
-  auto close_paren = line.rfind(')');
-  if (close_paren == std::string::npos) return 0;
-  // After ") ": field 3 (state) ... field 22 (starttime).
-  std::istringstream rest(line.substr(close_paren + 2));
+  auto fields = PidWatch::stat_fields(pid);
+  if (!fields) return 0;
+  // Field 3 (state) ... field 22 (starttime).
+  std::istringstream rest(*fields);
   std::string field;
   for (int n = 3; n <= 22; ++n)
     if (!(rest >> field)) return 0;
