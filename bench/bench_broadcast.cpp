@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "muster/broadcast.hpp"
 #include "muster/client.hpp"
 #include "private_daemon.hpp"
 #include "timing.hpp"
@@ -94,7 +95,7 @@ uint64_t word(size_t i) {
     for (int run = 0; run <= kRuns; ++run) {
       if (!arrive(s, ++n)) ::_exit(1);
       auto t0 = Clock::now();
-      c.broadcast(buf.data(), kSize, 0);
+      muster::broadcast(c, buf.data(), kSize, 0);
       if (!arrive(s, ++n)) ::_exit(1);
       if (r == 0 && run > 0) s->times[run - 1] = seconds(Clock::now() - t0);
     }

@@ -23,7 +23,8 @@ meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$work/install
 prefix=$(meson introspect "$build" --buildoptions |
   python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"))')
 root=$dest$prefix
-for f in sbin/musterd bin/muster include/muster/client.hpp include/muster/muster.h \
+for f in sbin/musterd bin/muster include/muster/client.hpp include/muster/broadcast.hpp \
+  include/muster/launcher.hpp include/muster/status.hpp include/muster/muster.h \
   include/muster/error.hpp include/muster/version.h lib/systemd/system/musterd.service \
   lib/sysusers.d/muster.conf lib/tmpfiles.d/muster.conf share/doc/muster/musterd.conf.example; do
   [ -e "$root/$f" ] || fail "$prefix/$f not installed"

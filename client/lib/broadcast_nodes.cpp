@@ -1,4 +1,4 @@
-// Broadcast across nodes: Client::broadcast, and sync_model without reduce
+// Broadcast across nodes: muster::broadcast, and sync_model without reduce
 // flags, when the job's world spans nodes (RankInfo::num_nodes > 1).
 //
 // Bytes cross nodes only through the daemons, never through another node's
