@@ -1,4 +1,4 @@
-// Benchmark of Client::broadcast: 256 MiB from rank 0 to 3 other ranks of
+// Benchmark of muster::broadcast: 256 MiB from rank 0 to 3 other ranks of
 // one job through a private musterd, each rank a process of its own (as in
 // the gloo anchor), against the floor of one warm 256 MiB memcpy. Prints:
 //   bench broadcast_256MiB_4ranks muster_s=X       (median of 5 runs; the

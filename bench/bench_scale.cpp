@@ -4,8 +4,8 @@
 // (--tree-width W; every node daemon listens so that nodes can relay).
 //
 // One run: per node, one launcher thread does what `muster run` does
-// (Client::reserve of 16 local ranks for this pid, then
-// Client::rendezvous through the coordinator with a fixed node rank); once
+// (muster::reserve of 16 local ranks for this pid, then
+// muster::rendezvous through the coordinator with a fixed node rank); once
 // every node has its world, 16 rank threads per node join with an explicit
 // local rank (the reserved slots belong to this pid, so its threads may
 // take them), get the 128-byte NCCL unique id and pass a barrier. Clients
