@@ -1,4 +1,4 @@
-// Benchmark of Client::broadcast: 256 MiB from rank 0 to 3 other ranks of
+// Benchmark of muster::broadcast: 256 MiB from rank 0 to 3 other ranks of
 // one job through a private musterd, each rank a process of its own (as in
 // the gloo anchor), against the floor of one warm 256 MiB memcpy. Prints:
 //   bench broadcast_256MiB_4ranks muster_s=X       (median of 5 runs; the
@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "muster/broadcast.hpp"
 #include "muster/client.hpp"
 #include "private_daemon.hpp"
 #include "timing.hpp"
@@ -94,7 +95,7 @@ uint64_t word(size_t i) {
     for (int run = 0; run <= kRuns; ++run) {
       if (!arrive(s, ++n)) ::_exit(1);
       auto t0 = Clock::now();
-      c.broadcast(buf.data(), kSize, 0);
+      muster::broadcast(c, buf.data(), kSize, 0);
       if (!arrive(s, ++n)) ::_exit(1);
       if (r == 0 && run > 0) s->times[run - 1] = seconds(Clock::now() - t0);
     }

@@ -4,8 +4,8 @@
 // (--tree-width W; every node daemon listens so that nodes can relay).
 //
 // One run: per node, one launcher thread does what `muster run` does
-// (Client::reserve of 16 local ranks for this pid, then
-// Client::rendezvous through the coordinator with a fixed node rank); once
+// (muster::reserve of 16 local ranks for this pid, then
+// muster::rendezvous through the coordinator with a fixed node rank); once
 // every node has its world, 16 rank threads per node join with an explicit
 // local rank (the reserved slots belong to this pid, so its threads may
 // take them), get the 128-byte NCCL unique id and pass a barrier. Clients
@@ -74,7 +74,9 @@
 #include <thread>
 #include <vector>
 
+#include "muster/broadcast.hpp"
 #include "muster/client.hpp"
+#include "muster/launcher.hpp"
 #include "timing.hpp"
 
 using namespace std::chrono;
@@ -231,14 +233,14 @@ Result run_once(const std::vector<std::unique_ptr<Daemon>>& nodes_d, const Topol
         muster::Client c({nodes_d[n]->endpoint(), seconds(60)});
         ++ready;
         start.wait();
-        c.reserve(job, kRanksPerNode, false, {}, getpid(), 0);
-        muster::Client::RendezvousOptions o;
+        muster::reserve(c, job, kRanksPerNode, false, {}, getpid(), 0);
+        muster::RendezvousOptions o;
         o.coordinator = coordinator;
         o.node_rank = static_cast<int>(n);
         o.min_nodes = o.max_nodes = nodes;
         o.timeout = seconds(60);
         o.master_addr = "127.0.0.1";
-        auto w = c.rendezvous(job, o);
+        auto w = muster::rendezvous(c, job, o);
         world_at[n] = Clock::now();
         if (w.node_rank != n || w.world_size != ranks || w.rank_offset != n * kRanksPerNode)
           throw std::runtime_error("wrong world: node " + std::to_string(w.node_rank) + " of " +
@@ -265,7 +267,7 @@ Result run_once(const std::vector<std::unique_ptr<Daemon>>& nodes_d, const Topol
         if (info.rank != r || info.world_size != ranks)
           throw std::runtime_error("joined as rank " + std::to_string(info.rank) + " of " +
                                    std::to_string(info.world_size));
-        ids[r] = c.nccl_unique_id("world", seconds(60));
+        ids[r] = muster::nccl_unique_id(c, "world", seconds(60));
         c.barrier("wired", seconds(60));
         done_at[r] = Clock::now();
         ++done;

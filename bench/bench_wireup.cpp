@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "muster/broadcast.hpp"
 #include "private_daemon.hpp"
 #include "timing.hpp"
 
@@ -36,7 +37,7 @@ double wireup(const std::string& endpoint, uint32_t n, int run) {
           cv.wait(lk, [&] { return go; });
         }
         c.join({job, n, false, static_cast<int>(r)});
-        auto id = c.nccl_unique_id("world", seconds(60));
+        auto id = muster::nccl_unique_id(c, "world", seconds(60));
         if (id.size() != 128) ++failures;
         c.barrier("wired", seconds(60));
       } catch (const std::exception& e) {

@@ -23,7 +23,8 @@ meson install -C "$build" --destdir "$dest" --no-rebuild --quiet >"$work/install
 prefix=$(meson introspect "$build" --buildoptions |
   python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"))')
 root=$dest$prefix
-for f in sbin/musterd bin/muster include/muster/client.hpp include/muster/muster.h \
+for f in sbin/musterd bin/muster include/muster/client.hpp include/muster/broadcast.hpp \
+  include/muster/launcher.hpp include/muster/status.hpp include/muster/muster.h \
   include/muster/error.hpp include/muster/version.h lib/systemd/system/musterd.service \
   lib/sysusers.d/muster.conf lib/tmpfiles.d/muster.conf share/doc/muster/musterd.conf.example; do
   [ -e "$root/$f" ] || fail "$prefix/$f not installed"
@@ -65,6 +66,22 @@ case $flags in *"$dest"*) ;; *) fail "pkg-config flags do not point into the DES
 ${CC:-cc} -std=c11 -Wall -Werror -o "$work/hello_c" "$src/hello.c" $flags || fail "compiling hello.c"
 ${CXX:-c++} -std=c++20 -Wall -Werror -o "$work/hello_cpp" "$src/hello.cpp" $flags ||
   fail "compiling hello.cpp"
+# The collectives and the launcher API: their installed headers compile and
+# their functions are exported.
+cat >"$work/concepts.cpp" <<'CPP'
+#include <muster/broadcast.hpp>
+#include <muster/launcher.hpp>
+int main(int argc, char**) {
+  if (argc > 99) {
+    muster::Client c;
+    muster::broadcast(c, nullptr, 0);
+    return static_cast<int>(muster::cluster_state(c, "job").generation);
+  }
+  return 0;
+}
+CPP
+${CXX:-c++} -std=c++20 -Wall -Werror -o "$work/concepts" "$work/concepts.cpp" $flags ||
+  fail "compiling against muster/broadcast.hpp and muster/launcher.hpp"
 
 rt=$work/rt
 "$root/sbin/musterd" --no-config --runtime-dir "$rt" --simulate-gpus 2 --log-level warning &

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <thread>
 
+#include "muster/broadcast.hpp"
 #include "muster/client.hpp"
 #include "muster/muster.h"
 #include "support/process.hpp"
@@ -147,7 +148,7 @@ TEST_CASE("broadcast gives every rank root's bytes, for roots 0 and 2 and sizes 
     for (uint32_t root : {0u, 2u})
       for (size_t size : sizes) {
         auto buf = pattern(size, r == root ? 1000 + root : r);  // the others differ
-        c.broadcast(buf.data(), buf.size(), root);
+        muster::broadcast(c, buf.data(), buf.size(), root);
         got[r].push_back(std::move(buf));
       }
   });
@@ -182,7 +183,7 @@ TEST_CASE("the bytes travel through one shared memory segment, gone when broadca
   });
   auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
     auto buf = pattern(size, r);
-    c.broadcast(buf.data(), buf.size(), 1);
+    muster::broadcast(c, buf.data(), buf.size(), 1);
     if (buf != pattern(size, 1)) throw std::runtime_error("wrong bytes");
   });
   stop = true;
@@ -211,11 +212,11 @@ TEST_CASE("sync_model by default gives every rank rank 0's buffers") {
   std::vector<Model> models(4);
   auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
     auto& m = models[r] = make(r);
-    using T = Client::Buffer::Type;
-    c.sync_model({{m.w.data(), m.w.size() * 4, T::kFloat32, true},
-                  {m.b.data(), m.b.size() * 8, T::kFloat64, true},
-                  {m.state.data(), m.state.size(), T::kBytes, false},
-                  {nullptr, 0, T::kFloat32, false}});
+    using T = muster::Buffer::Type;
+    muster::sync_model(c, {{m.w.data(), m.w.size() * 4, T::kFloat32, true},
+                           {m.b.data(), m.b.size() * 8, T::kFloat64, true},
+                           {m.state.data(), m.state.size(), T::kBytes, false},
+                           {nullptr, 0, T::kFloat32, false}});
   });
   for (const auto& o : out) REQUIRE(o.what == "");
   auto want = make(0);
@@ -232,8 +233,8 @@ TEST_CASE("sync_model by default gives every rank rank 0's buffers") {
 // alignment gaps between them, an empty one; rank r's values differ.
 struct BigModel {
   std::vector<uint8_t> w, tiny, mid, tail;
-  std::vector<Client::Buffer> buffers() {
-    using T = Client::Buffer::Type;
+  std::vector<muster::Buffer> buffers() {
+    using T = muster::Buffer::Type;
     return {{w.data(), w.size(), T::kFloat32, true},
             {tiny.data(), tiny.size(), T::kBytes, false},
             {nullptr, 0, T::kFloat32, true},
@@ -262,7 +263,7 @@ TEST_CASE("sync_model of a large model streams through rank 0's ring, on every p
       models[r] = BigModel::make(r);
       for (int call = 0; call < 2; ++call) {  // the second call reuses rank 0's pool
         if (call) models[r] = BigModel::make(r + 4 * (r != 0));
-        c.sync_model(models[r].buffers());
+        muster::sync_model(c, models[r].buffers());
         if (r == 0) pools = pools_of(job);
       }
     });
@@ -287,7 +288,7 @@ TEST_CASE("sync_model with other buffers than rank 0's fails on that rank, past 
   auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
     models[r] = BigModel::make(r);
     if (r == 1) models[r].mid.resize(models[r].mid.size() + 8);
-    c.sync_model(models[r].buffers());
+    muster::sync_model(c, models[r].buffers());
   });
   CHECK(out[0].ok);
   CHECK(out[1].code == ErrorCode::kInvalidArgument);
@@ -315,11 +316,12 @@ TEST_CASE("sync_model averages float32 and float64 parameters or buffers, bit-id
           v[r].push_back(p64(r, i));
           bn[r].push_back(b32(r, i));
         }
-        using T = Client::Buffer::Type;
-        c.sync_model({{w[r].data(), count * 4, T::kFloat32, true},
-                      {bn[r].data(), count * 4, T::kFloat32, false},
-                      {v[r].data(), count * 8, T::kFloat64, true}},
-                     params, !params);
+        using T = muster::Buffer::Type;
+        muster::sync_model(c,
+                           {{w[r].data(), count * 4, T::kFloat32, true},
+                            {bn[r].data(), count * 4, T::kFloat32, false},
+                            {v[r].data(), count * 8, T::kFloat64, true}},
+                           params, !params);
       });
       for (const auto& o : out) REQUIRE(o.what == "");
       size_t wrong = 0;
@@ -359,7 +361,7 @@ TEST_CASE("a rank that dies before the broadcast makes every other rank throw, q
   auto t0 = std::chrono::steady_clock::now();
   auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
     auto buf = pattern(size_t{64} << 20, r);
-    c.broadcast(buf.data(), buf.size(), 0);
+    muster::broadcast(c, buf.data(), buf.size(), 0);
   });
   killer.join();
   for (const auto& o : out) {
@@ -385,7 +387,7 @@ TEST_CASE("a rank that dies after the data is ready makes every other rank throw
   });
   auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
     auto buf = pattern(size_t{64} << 20, r);
-    c.broadcast(buf.data(), buf.size(), 0);
+    muster::broadcast(c, buf.data(), buf.size(), 0);
   });
   killer.join();
   for (const auto& o : out) {
@@ -404,7 +406,7 @@ TEST_CASE("a damaged segment is caught by the chunk checksums") {
   auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
     if (r != 2) {
       auto buf = pattern(size, r);
-      c.broadcast(buf.data(), buf.size(), 0);
+      muster::broadcast(c, buf.data(), buf.size(), 0);
       return;
     }
     // Rank 2 plays the collective by hand: once the root has published, it
@@ -441,13 +443,13 @@ TEST_CASE("wrong sizes and NULL data fail where they are seen, and nothing hangs
       std::vector<uint8_t> buf(r == 1 ? 100 : 200, static_cast<uint8_t>(r));
       std::optional<Error> first;
       try {
-        c.broadcast(buf.data(), buf.size(), 0);
+        muster::broadcast(c, buf.data(), buf.size(), 0);
       } catch (const Error& e) {
         first = e;
       }
       // The ranks stay in step: a second broadcast works everywhere.
       second[r].assign(10, static_cast<uint8_t>(r));
-      c.broadcast(second[r].data(), second[r].size(), 2);
+      muster::broadcast(c, second[r].data(), second[r].size(), 2);
       if (first) throw *first;
     });
     CHECK(out[0].ok);
@@ -466,7 +468,7 @@ TEST_CASE("wrong sizes and NULL data fail where they are seen, and nothing hangs
     std::vector<std::vector<uint8_t>> got(3);
     auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
       got[r] = pattern(r == 1 ? size + 1 : size, r == 0 ? 1000 : r);
-      c.broadcast(got[r].data(), got[r].size(), 0);
+      muster::broadcast(c, got[r].data(), got[r].size(), 0);
     });
     CHECK(out[0].ok);
     CHECK(out[1].code == ErrorCode::kInvalidArgument);
@@ -479,7 +481,7 @@ TEST_CASE("wrong sizes and NULL data fail where they are seen, and nothing hangs
     auto t0 = std::chrono::steady_clock::now();
     auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
       std::vector<uint8_t> buf(64);
-      c.broadcast(r == 0 ? nullptr : buf.data(), buf.size(), 0);
+      muster::broadcast(c, r == 0 ? nullptr : buf.data(), buf.size(), 0);
     });
     for (const auto& o : out) {
       CHECK(o.code == ErrorCode::kInvalidArgument);
@@ -523,7 +525,7 @@ TEST_CASE("broadcast through the root's pool: sizes 1 B to 64 MiB, grown and shr
       for (uint32_t root : {0u, 2u})
         for (size_t size : sizes) {
           auto buf = pattern(size, r == root ? 1000 + root + round : r);
-          c.broadcast(buf.data(), buf.size(), root);
+          muster::broadcast(c, buf.data(), buf.size(), root);
           got[r].push_back(std::move(buf));
         }
   });
@@ -554,7 +556,7 @@ TEST_CASE("a damaged pool is caught by the chunk checksums") {
   auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
     if (r != 2) {
       auto buf = pattern(size, r);
-      c.broadcast(buf.data(), buf.size(), 0);
+      muster::broadcast(c, buf.data(), buf.size(), 0);
       return;
     }
     // Rank 2 plays the collective by hand: once the root has published, it
@@ -608,7 +610,7 @@ TEST_CASE("fallback reader", "[.bcast-child]") {
     Client c(ClientOptions{endpoint, 10s, 30s});
     c.join({job, 3, false, 2});
     auto buf = pattern(size, 2);
-    c.broadcast(buf.data(), buf.size(), 0);
+    muster::broadcast(c, buf.data(), buf.size(), 0);
     std::printf(buf == pattern(size, 1000) ? "fallback bytes ok\n" : "fallback bytes wrong\n");
   } catch (const std::exception& e) {
     std::printf("fallback error: %s\n", e.what());
@@ -633,7 +635,7 @@ TEST_CASE("a reader that may not open the root's pool gets the bytes through a s
   std::vector<std::vector<uint8_t>> got(2);
   auto out = on_ranks(d, job, 3, {0, 1}, [&](Client& c, uint32_t r) {
     got[r] = pattern(size, r == 0 ? 1000 : r);
-    c.broadcast(got[r].data(), size, 0);
+    muster::broadcast(c, got[r].data(), size, 0);
   });
   ::prctl(PR_SET_DUMPABLE, 1);
   auto child_out = child.read_all(20s);
@@ -698,7 +700,7 @@ TEST_CASE("streamed broadcasts through one pool give each call's bytes, never a 
   auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       auto buf = pattern(sizes[i], r == 1 ? 2000 + static_cast<uint32_t>(i) : r);
-      c.broadcast(buf.data(), buf.size(), 1);
+      muster::broadcast(c, buf.data(), buf.size(), 1);
       got[r].push_back(std::move(buf));
     }
   });
@@ -758,7 +760,7 @@ TEST_CASE("stream root", "[.bcast-root]") {
     Client c(ClientOptions{endpoint, 10s, 30s});
     c.join({job, 3, false, 0});
     if (::mprotect(guard_at, guard_len, PROT_NONE) != 0) throw std::runtime_error("mprotect");
-    c.broadcast(buf, kRootSize, 0);
+    muster::broadcast(c, buf, kRootSize, 0);
     std::printf("root ok\n");
   } catch (const std::exception& e) {
     std::printf("root error: %s\n", e.what());
@@ -788,7 +790,7 @@ TEST_CASE("streamed readers that wait on chunks not yet written get the root's e
   auto t0 = std::chrono::steady_clock::now();
   auto out = on_ranks(d, job, 3, {1, 2}, [&](Client& c, uint32_t r) {
     got[r - 1] = pattern(kRootSize, r);
-    c.broadcast(got[r - 1].data(), kRootSize, 0);
+    muster::broadcast(c, got[r - 1].data(), kRootSize, 0);
   });
   auto took = std::chrono::steady_clock::now() - t0;
   auto root_out = root->read_all(20s);
@@ -808,7 +810,7 @@ TEST_CASE("a root that dies in the middle of its stream makes the readers throw,
   auto t0 = std::chrono::steady_clock::now();
   auto out = on_ranks(d, job, 3, {1, 2}, [&](Client& c, uint32_t r) {
     auto buf = pattern(kRootSize, r);
-    c.broadcast(buf.data(), kRootSize, 0);
+    muster::broadcast(c, buf.data(), kRootSize, 0);
   });
   for (const auto& o : out) {
     CHECK_FALSE(o.ok);
@@ -846,7 +848,7 @@ TEST_CASE(
   auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       auto buf = pattern(sizes[i], r == 3 ? 3000 + static_cast<uint32_t>(i) : r);
-      c.broadcast(buf.data(), buf.size(), 3);
+      muster::broadcast(c, buf.data(), buf.size(), 3);
       got[r].push_back(std::move(buf));
     }
   });
@@ -893,7 +895,7 @@ TEST_CASE("ring reader", "[.bcast-reader]") {
     if (::mprotect(buf + at, len - at, PROT_READ) != 0) throw std::runtime_error("mprotect");
     std::printf("reading\n");
     std::fflush(stdout);
-    c.broadcast(buf, size, 0);
+    muster::broadcast(c, buf, size, 0);
     std::printf("reader ok\n");
   } catch (const std::exception& e) {
     std::printf("reader error: %s\n", e.what());
@@ -914,7 +916,7 @@ TEST_CASE(
   auto t0 = std::chrono::steady_clock::now();
   auto out = on_ranks(d, job, 3, {0, 1}, [&](Client& c, uint32_t r) {
     auto buf = pattern(size, r == 0 ? 1000 : r);
-    c.broadcast(buf.data(), size, 0);
+    muster::broadcast(c, buf.data(), size, 0);
   });
   for (const auto& o : out) {
     CHECK_FALSE(o.ok);

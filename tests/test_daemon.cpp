@@ -10,6 +10,7 @@
 #include <zmq.hpp>
 
 #include "muster/client.hpp"
+#include "muster/launcher.hpp"
 #include "protocol/envelope.hpp"
 #include "support/process.hpp"
 #include "support/raw.hpp"
@@ -113,7 +114,7 @@ TEST_CASE("two concurrent jobs never share a device") {
   // A launcher's reservation is all or nothing as well.
   Client c(at(d));
   try {
-    c.reserve("job-c", 1, true, {}, getpid());
+    muster::reserve(c, "job-c", 1, true, {}, getpid());
     FAIL("a GPU was leased twice");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kNoDevice);
@@ -278,19 +279,19 @@ TEST_CASE("conflicting joins and unknown jobs are refused without changing state
   REQUIRE(s.jobs.size() == 1);
   CHECK(s.jobs[0].ranks[1].pid == honoured.proc->pid());
   try {
-    c.attach("no-such-job", {getpid()});
+    muster::attach(c, "no-such-job", {getpid()});
     FAIL("attach to an unknown job");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kUnknownJob);
   }
   try {
-    c.reserve("j", 1, false, {}, getpid());
+    muster::reserve(c, "j", 1, false, {}, getpid());
     FAIL("reserved an existing job id");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kConflict);
   }
   try {
-    c.reserve("k", 1, true, {7}, getpid());
+    muster::reserve(c, "k", 1, true, {7}, getpid());
     FAIL("reserved a device the daemon does not have");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kInvalidArgument);

@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "muster/broadcast.hpp"
 #include "muster/client.hpp"
 #include "support/process.hpp"
 
@@ -30,7 +31,8 @@ void on_ranks(const test::TestDaemon& d, const std::string& job, uint32_t world,
 TEST_CASE("every rank gets the same 128-byte NCCL id from the root") {
   test::TestDaemon d;
   std::vector<std::string> ids(4);
-  on_ranks(d, "ids", 4, [&](uint32_t r, Client& c) { ids[r] = c.nccl_unique_id("world", 10s); });
+  on_ranks(d, "ids", 4,
+           [&](uint32_t r, Client& c) { ids[r] = muster::nccl_unique_id(c, "world", 10s); });
   REQUIRE(ids[0].size() == 128);
   for (const auto& id : ids) CHECK(id == ids[0]);
   CHECK(ids[0] != std::string(128, '\0'));
@@ -40,15 +42,15 @@ TEST_CASE("a second publish of the same communicator is refused, another name is
   test::TestDaemon d;
   Client c({d.endpoint()});
   c.join({"one", 1, false, 0});
-  auto first = c.nccl_unique_id("world");
+  auto first = muster::nccl_unique_id(c, "world");
   try {
-    c.nccl_unique_id("world");
+    muster::nccl_unique_id(c, "world");
     FAIL("published twice");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kConflict);
     CHECK_THAT(e.what(), Catch::Contains("already published"));
   }
-  auto other = c.nccl_unique_id("pipeline");
+  auto other = muster::nccl_unique_id(c, "pipeline");
   CHECK(other.size() == 128);
   CHECK(other != first);
 }
@@ -60,7 +62,7 @@ TEST_CASE("a rank waiting for an id that never comes learns which rank should pu
   Client c({d.endpoint()});
   c.join({"late", 2, false, 1});
   try {
-    c.nccl_unique_id("world", 200ms);
+    muster::nccl_unique_id(c, "world", 200ms);
     FAIL("got an id nobody published");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kTimeout);
@@ -73,7 +75,7 @@ TEST_CASE("scalable init: id i comes from the first rank of NCCL's block for roo
   // world/n ranks, the first world%n of them one rank larger.
   auto roots = [](uint32_t n, uint32_t world) {
     std::vector<uint32_t> r;
-    for (uint32_t i = 0; i < n; ++i) r.push_back(Client::nccl_id_root(i, n, world));
+    for (uint32_t i = 0; i < n; ++i) r.push_back(muster::nccl_id_root(i, n, world));
     return r;
   };
   CHECK(roots(3, 7) == std::vector<uint32_t>{0, 3, 5});
@@ -94,12 +96,12 @@ TEST_CASE("scalable init: id i comes from the first rank of NCCL's block for roo
   test::TestDaemon d;
   std::vector<std::vector<std::string>> got(8);
   on_ranks(d, "scalable", 8,
-           [&](uint32_t r, Client& c) { got[r] = c.nccl_unique_ids(3, "w", 10s); });
+           [&](uint32_t r, Client& c) { got[r] = muster::nccl_unique_ids(c, 3, "w", 10s); });
   REQUIRE(got[0].size() == 3);
   std::set<std::string> distinct(got[0].begin(), got[0].end());
   CHECK(distinct.size() == 3);
   for (const auto& v : got) CHECK(v == got[0]);
   Client c({d.endpoint()});
   c.join({"too-many", 2, false, 0});
-  CHECK_THROWS_AS(c.nccl_unique_ids(3), Error);
+  CHECK_THROWS_AS(muster::nccl_unique_ids(c, 3), Error);
 }

@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "muster/client.hpp"
+#include "muster/launcher.hpp"
 #include "protocol/envelope.hpp"
 #include "support/process.hpp"
 
@@ -181,7 +182,7 @@ TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobo
   REQUIRE(r1.device >= 0);
   // A launcher-style job: reserved by this process, generation 3, no GPU.
   Client launcher(at(d));
-  launcher.reserve("launched", 1, false, {}, getpid(), 3);
+  muster::reserve(launcher, "launched", 1, false, {}, getpid(), 3);
   auto old_pid = d.pid();
 
   d.kill9();
@@ -216,7 +217,8 @@ TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobo
   Rank n2(d, "next", 3, 2);
   CHECK_THAT(n2.line, Catch::StartsWith("error=no_device"));
   try {
-    Client(at(d)).reserve("greedy", 1, true, {r0.device}, getpid());
+    Client launcher(at(d));
+    muster::reserve(launcher, "greedy", 1, true, {r0.device}, getpid());
     FAIL("a GPU of a running rank was leased again after the restart");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::kNoDevice);

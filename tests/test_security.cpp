@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "muster/client.hpp"
+#include "muster/launcher.hpp"
 #include "protocol/envelope.hpp"
 #include "support/as_user.hpp"
 #include "support/process.hpp"
@@ -132,7 +133,7 @@ TEST_CASE("a pid of another uid cannot be claimed; root may claim any") {
     TestDaemon d;
     Client c({d.endpoint()});
     try {
-      c.reserve("grab", 1, false, {}, 1);
+      muster::reserve(c, "grab", 1, false, {}, 1);
       FAIL("uid " << ::geteuid() << " reserved a job for pid 1");
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::kPermissionDenied);
@@ -194,7 +195,7 @@ TEST_CASE("a request from an older generation cannot publish into a newer one") 
   Client c({ep});
   // A launcher at its second restart: generation 2. This process is the
   // launcher and, joining its reserved slot, the worker.
-  REQUIRE(c.reserve("fenced", 1, false, {}, ::getpid(), 2).generation == 2);
+  REQUIRE(muster::reserve(c, "fenced", 1, false, {}, ::getpid(), 2).generation == 2);
   REQUIRE(c.join({"fenced", 1, false, 0}).generation == 2);
   c.set("k", "current");
   c.set("n", "5");

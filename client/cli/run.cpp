@@ -22,6 +22,7 @@
 #include "cli/supervisor.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
+#include "muster/launcher.hpp"
 #include "protocol/limits.hpp"
 
 extern char** environ;
@@ -64,13 +65,13 @@ struct Placement {
 };
 
 Placement place(const std::string& endpoint, const RunOptions& o, const std::string& job,
-                const Client::Reservation& booked, int port) {
+                const muster::Reservation& booked, int port) {
   Placement p;
   p.world_size = o.nproc;
   p.master_port = port;
   p.generation = booked.generation;
   if (o.coordinator.empty()) return p;
-  Client::RendezvousOptions r;
+  muster::RendezvousOptions r;
   r.coordinator = o.coordinator;
   r.node_rank = o.node_rank;
   r.min_nodes = o.min_nodes;
@@ -79,7 +80,8 @@ Placement place(const std::string& endpoint, const RunOptions& o, const std::str
   r.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_timeout_s * 1000));
   r.master_addr = o.local_addr.empty() ? host_name() : o.local_addr;
   r.master_port = port;
-  auto w = Client({endpoint}).rendezvous(job, r);
+  Client launcher({endpoint});
+  auto w = muster::rendezvous(launcher, job, r);
   std::cerr << "muster run: job " << job << " generation " << w.generation << ": node "
             << w.node_rank << " of " << w.num_nodes << ", ranks " << w.rank_offset << ".."
             << w.rank_offset + o.nproc - 1 << " of " << w.world_size << "\n";
@@ -127,7 +129,7 @@ std::vector<std::string> worker_env(const std::map<std::string, std::string>& se
 // A restart's Reserve: the daemon may still be noting the old workers' exits
 // (the job is still there, or its GPUs), and an embedded daemon left idle
 // may have stopped; give both a few seconds.
-Client::Reservation reserve(const std::string& endpoint, const RunOptions& o,
+muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
                             const std::string& job, uint32_t attempt, uint32_t generation) {
   std::vector<int> devices(o.devices.begin(), o.devices.end());
   bool restart = attempt > 0;
@@ -144,7 +146,8 @@ Client::Reservation reserve(const std::string& endpoint, const RunOptions& o,
         peering.listen_port = port;
       }
       ensure_daemon(endpoint, o.simulate_gpus, peering);
-      return Client({endpoint}).reserve(job, o.nproc, !o.cpu, devices, getpid(), generation);
+      Client launcher({endpoint});
+      return muster::reserve(launcher, job, o.nproc, !o.cpu, devices, getpid(), generation);
     } catch (const Error& e) {
       bool transient = e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kNoDevice ||
                        e.code() == ErrorCode::kUnavailable;
@@ -183,7 +186,7 @@ void print_summary(const std::vector<Failure>& failures, const RunOptions& o) {
 // The variables torchrun sets for a worker, and muster's own.
 std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::string& endpoint,
                                                const std::string& job, const Placement& at,
-                                               const Client::Reservation& booked, uint32_t r,
+                                               const muster::Reservation& booked, uint32_t r,
                                                uint32_t restarts) {
   std::string rank = std::to_string(at.rank_offset + r);
   std::map<std::string, std::string> vars = {
@@ -218,7 +221,8 @@ std::function<std::string()> world_check(const std::string& endpoint, const std:
                                          bool& membership_change) {
   return [&endpoint, &job, &membership_change]() -> std::string {
     try {
-      auto s = Client({endpoint}).cluster_state(job);
+      Client launcher({endpoint});
+      auto s = muster::cluster_state(launcher, job);
       if (s.state == "broken") return "the job's world broke (" + s.message + ")";
       if (s.state == "waiting") {
         membership_change = true;
@@ -253,7 +257,8 @@ struct Group {
     }
     std::vector<int64_t> pids;
     for (const auto& w : workers) pids.push_back(w.pid);
-    Client({endpoint}).attach(job, pids);
+    Client launcher({endpoint});
+    muster::attach(launcher, job, pids);
     pump.start();
     for (auto& w : workers) release(w);
     std::function<std::string()> check;

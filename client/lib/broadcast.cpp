@@ -1,5 +1,5 @@
-// Model broadcast and averaging on one node: Client::broadcast and
-// Client::sync_model.
+// Model broadcast and averaging on one node: muster::broadcast and
+// muster::sync_model.
 //
 // Bulk bytes travel through POSIX shared memory, never through the daemon:
 // a publishing rank creates a segment
@@ -59,7 +59,7 @@
 #include "broadcast_collective.hpp"
 #include "broadcast_local.hpp"
 #include "broadcast_nodes.hpp"
-#include "muster/client.hpp"
+#include "muster/broadcast.hpp"
 #include "session.hpp"
 
 namespace muster {
@@ -86,11 +86,11 @@ void finish_verified(ChunkSums& sums, const Segment& seg) {
   sums.finish();
 }
 
-size_t elem_size(Client::Buffer::Type t) {
+size_t elem_size(Buffer::Type t) {
   switch (t) {
-    case Client::Buffer::Type::kFloat32:
+    case Buffer::Type::kFloat32:
       return 4;
-    case Client::Buffer::Type::kFloat64:
+    case Buffer::Type::kFloat64:
       return 8;
     default:
       return 1;
@@ -132,13 +132,13 @@ struct ModelPlan {
   std::optional<Error> local;  // reported through the collective, see broadcast()
 };
 
-ModelPlan plan_model(const std::vector<Client::Buffer>& buffers, bool reduce_parameters,
+ModelPlan plan_model(const std::vector<Buffer>& buffers, bool reduce_parameters,
                      bool reduce_buffers, uint32_t rank) {
   ModelPlan p;
   for (size_t i = 0; i < buffers.size(); ++i) {
     const auto& b = buffers[i];
-    bool avg = b.type != Client::Buffer::Type::kBytes &&
-               (b.is_parameter ? reduce_parameters : reduce_buffers);
+    bool avg =
+        b.type != Buffer::Type::kBytes && (b.is_parameter ? reduce_parameters : reduce_buffers);
     if (!p.local && !b.data && b.size)
       p.local =
           Error(ErrorCode::kInvalidArgument, "sync_model buffer " + std::to_string(i) +
@@ -171,7 +171,7 @@ ModelPlan plan_model(const std::vector<Client::Buffer>& buffers, bool reduce_par
 // 0 its others too) and reads everyone else's.
 class Averaging {
  public:
-  Averaging(Collective& col, const std::vector<Client::Buffer>& buffers, const ModelPlan& p)
+  Averaging(Collective& col, const std::vector<Buffer>& buffers, const ModelPlan& p)
       : col_(col), buffers_(buffers), p_(p), me_(col.rank()), n_(col.world()) {}
 
   void run() {
@@ -248,7 +248,7 @@ class Averaging {
   }
 
   Collective& col_;
-  const std::vector<Client::Buffer>& buffers_;
+  const std::vector<Buffer>& buffers_;
   const ModelPlan& p_;
   const uint32_t me_, n_;
   std::vector<Meta> metas_;
@@ -258,8 +258,9 @@ class Averaging {
 
 }  // namespace
 
-void Client::broadcast(void* data, size_t size, uint32_t root) {
-  const auto& info = rank_info();
+void broadcast(Client& client, void* data, size_t size, uint32_t root) {
+  const auto& info = client.rank_info();
+  detail::Session& session = detail::session_of(client);
   if (root >= info.world_size)
     throw Error(ErrorCode::kInvalidArgument, "broadcast root " + std::to_string(root) +
                                                  " is outside the job's world size " +
@@ -269,18 +270,18 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
     return;
   }
   if (info.num_nodes > 1)  // through the daemons, then shared memory in each node
-    return broadcast_across_nodes(*this, *session_, {{data, size, 0}}, size, size, root,
+    return broadcast_across_nodes(client, session, {{data, size, 0}}, size, size, root,
                                   "broadcast");
   // Local errors go through the collective, so the other ranks learn of
   // them instead of waiting for a timeout.
-  Collective col(*this, "broadcast");
+  Collective col(client, "broadcast");
   std::optional<Error> local;
   if (!data && size)
     local = Error(ErrorCode::kInvalidArgument,
                   col.what() + ": data is NULL on rank " + std::to_string(col.rank()));
   const std::vector<Piece> pieces{{data, size, 0}};
   local_broadcast(col, Layout(pieces, size), size, root, local,
-                  std::chrono::milliseconds(session_->wait_ms(std::nullopt)), [&](const Meta& m) {
+                  std::chrono::milliseconds(session.wait_ms(std::nullopt)), [&](const Meta& m) {
                     if (m.size != size)
                       throw Error(ErrorCode::kInvalidArgument,
                                   col.what() + ": this rank's buffer has " + std::to_string(size) +
@@ -289,9 +290,10 @@ void Client::broadcast(void* data, size_t size, uint32_t root) {
                   });
 }
 
-void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_parameters,
-                        bool reduce_buffers) {
-  const auto& info = rank_info();
+void sync_model(Client& client, const std::vector<Buffer>& buffers, bool reduce_parameters,
+                bool reduce_buffers) {
+  const auto& info = client.rank_info();
+  detail::Session& session = detail::session_of(client);
   const ModelPlan p = plan_model(buffers, reduce_parameters, reduce_buffers, info.rank);
   if (info.world_size == 1) {
     if (p.local) throw *p.local;
@@ -306,14 +308,14 @@ void Client::sync_model(const std::vector<Buffer>& buffers, bool reduce_paramete
                       "' has " + std::to_string(info.num_nodes) +
                       "): use an all-reduce of your collective library (NCCL, gloo) for that; "
                       "sync_model without reduce flags broadcasts rank 0's buffers");
-    return broadcast_across_nodes(*this, *session_, pieces, p.root_bytes, p.sig, 0, "sync_model",
+    return broadcast_across_nodes(client, session, pieces, p.root_bytes, p.sig, 0, "sync_model",
                                   p.local);
   }
-  Collective col(*this, "sync_model");
+  Collective col(client, "sync_model");
   if (!p.averaged.empty()) return Averaging(col, buffers, p).run();
   // Rank 0's buffers, packed: a broadcast (through its ring when large).
   local_broadcast(col, Layout(pieces, p.root_bytes), p.sig, 0, p.local,
-                  std::chrono::milliseconds(session_->wait_ms(std::nullopt)), [&](const Meta& m) {
+                  std::chrono::milliseconds(session.wait_ms(std::nullopt)), [&](const Meta& m) {
                     if (m.signature != p.sig || m.size != p.root_bytes)
                       throw Error(ErrorCode::kInvalidArgument,
                                   col.what() +

@@ -127,7 +127,7 @@ class Collective {
       ChunkSums sums(m.algo, m.chunk);
       sums.copy_feed(pool->data(), data, size);  // non-temporal stores, checksummed
       m.sums = sums.finish();
-      describe(m, *pool, 1);
+      describe(m, *pool, Pooled::kPool);
     } catch (const std::exception&) {
       return false;
     }

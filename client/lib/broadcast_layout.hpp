@@ -1,5 +1,5 @@
 // Where the bytes a broadcast moves live in the caller's memory: one buffer
-// (Client::broadcast) or several at aligned offsets, zeros between them
+// (muster::broadcast) or several at aligned offsets, zeros between them
 // (sync_model). Streams and chunks are cut from the packed bytes; a Layout
 // copies a range of them from or to the pieces. Not installed.
 #pragma once

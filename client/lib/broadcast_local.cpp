@@ -85,7 +85,7 @@ class Reader {
   void run() {
     col_.ready();
     m_ = col_.meta(root_);
-    if (!m_.pooled) {
+    if (m_.pooled == Pooled::kSegment) {
       read_then_done(col_, [&] {
         check();
         from_segment(m_);
@@ -139,7 +139,7 @@ class Reader {
       if (!view->attach(m_)) {
         need = true;
         col_.need_segment();
-      } else if (m_.pooled == 2) {
+      } else if (m_.pooled == Pooled::kStream) {
         // false: the root gave the ring up because another reader could not
         // open it; the second round brings the bytes.
         reading = true;

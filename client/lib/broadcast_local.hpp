@@ -15,7 +15,7 @@
 namespace muster::bcast {
 
 // The bytes of `layout` from root to every other rank of one node
-// (Client::broadcast, and sync_model without reduce flags), by the path
+// (muster::broadcast, and sync_model without reduce flags), by the path
 // MUSTER_BCAST picks; `local` is an error this rank found before, reported
 // through the collective. A reader's `agree` throws when the root's
 // metadata does not fit this rank's layout.

@@ -62,7 +62,7 @@ std::string encode(const Meta& m) {
   put<uint32_t>(s, m.algo);
   put<uint64_t>(s, m.signature);
   put_str(s, m.segment);
-  put<uint32_t>(s, m.pooled);
+  put<uint32_t>(s, static_cast<uint32_t>(m.pooled));
   put<int64_t>(s, m.pid);
   put<int32_t>(s, m.fd);
   put<uint64_t>(s, m.dev);
@@ -91,7 +91,7 @@ Meta decode(const std::string& s) {
   m.algo = static_cast<Algo>(r.get<uint32_t>());
   m.signature = r.get<uint64_t>();
   m.segment = r.str();
-  m.pooled = r.get<uint32_t>();
+  m.pooled = static_cast<Pooled>(r.get<uint32_t>());
   m.pid = r.get<int64_t>();
   m.fd = r.get<int32_t>();
   m.dev = r.get<uint64_t>();
@@ -105,14 +105,18 @@ Meta decode(const std::string& s) {
   m.sums.resize(n);
   for (auto& v : m.sums) v = r.get<uint64_t>();
   if (!r.at_end() || m.chunk == 0 || !known_algo(m.algo) ||
-      n != (m.pooled >= 2 ? 0 : (m.size + m.chunk - 1) / m.chunk) ||
-      (m.size && m.segment.empty() && m.pooled != 3) || m.pooled > 3 ||
-      (m.pooled && m.pooled != 3 && (m.pid <= 0 || m.fd < 0)) ||
-      (m.pooled == 2 &&
+      n != (m.pooled == Pooled::kStream || m.pooled == Pooled::kAcrossNodes
+                ? 0
+                : (m.size + m.chunk - 1) / m.chunk) ||
+      (m.size && m.segment.empty() && m.pooled != Pooled::kAcrossNodes) ||
+      static_cast<uint32_t>(m.pooled) > static_cast<uint32_t>(Pooled::kAcrossNodes) ||
+      ((m.pooled == Pooled::kPool || m.pooled == Pooled::kStream) && (m.pid <= 0 || m.fd < 0)) ||
+      (m.pooled == Pooled::kStream &&
        (m.offset % kAlign ||
         m.offset < 64 + 8 * ((m.size + m.chunk - 1) / m.chunk) + 8 * uint64_t{m.readers})) ||
-      ((m.ring || m.readers) && (m.pooled != 2 || !m.ring || m.ring > kMaxRing || !m.readers ||
-                                 m.readers > kMaxReaders || m.chunk > (uint64_t{1} << 40))))
+      ((m.ring || m.readers) &&
+       (m.pooled != Pooled::kStream || !m.ring || m.ring > kMaxRing || !m.readers ||
+        m.readers > kMaxReaders || m.chunk > (uint64_t{1} << 40))))
     throw Error(ErrorCode::kInternal, "collective metadata is inconsistent");
   return m;
 }

@@ -19,6 +19,15 @@ namespace muster::bcast {
 
 constexpr size_t kAlign = 64;  // offsets of packed buffers
 
+// Where a broadcast's bytes are; the values travel in the metadata.
+enum class Pooled : uint32_t {
+  kSegment = 0,      // a POSIX shared-memory segment, written whole
+  kPool = 1,         // the root's pool (memfd), written whole
+  kStream = 2,       // the root's pool, streamed chunk by chunk (see Stream)
+  kAcrossNodes = 3,  // no pool on the root's node: the other nodes get
+                     // chunks through the daemons, checksums with each
+};
+
 struct Meta {
   ErrorCode status = ErrorCode::kOk;
   std::string message;  // when status != ok
@@ -29,17 +38,14 @@ struct Meta {
   std::string segment;     // shm name, or pool (memfd) name; empty when size == 0
   // A pool (see Pool): its owner's pid and descriptor, so that readers can
   // open /proc/<pid>/fd/<fd>, and the file's identity, which they check.
-  uint32_t pooled = 0;
+  Pooled pooled = Pooled::kSegment;
   int64_t pid = 0;
   int32_t fd = -1;
   uint64_t dev = 0, ino = 0;
-  // A streamed pool (pooled == 2, see Stream): this call's tag, and where
-  // the bytes start (after the header); the sums are in the header instead.
-  // pooled == 3: no pool on the root's node; the bytes reach the other
-  // nodes through the daemons, checksums with each chunk
-  // (broadcast_nodes.cpp).
+  // A streamed pool (kStream): this call's tag, and where the bytes start
+  // (after the header); the sums are in the header instead.
   uint64_t tag = 0, offset = 0;
-  // A ring (pooled == 2, ring > 0): the stream reuses `ring` chunk slots,
+  // A ring (kStream, ring > 0): the stream reuses `ring` chunk slots,
   // and each of `readers` progress counters (one per rank of the node) says
   // how far that reader is, so that the writer reuses a slot only once
   // every reader is past it (see broadcast_stream.hpp).

@@ -1,4 +1,4 @@
-// Broadcast across nodes: Client::broadcast, and sync_model without reduce
+// Broadcast across nodes: muster::broadcast, and sync_model without reduce
 // flags, when the job's world spans nodes (RankInfo::num_nodes > 1).
 //
 // Bytes cross nodes only through the daemons, never through another node's
@@ -219,7 +219,8 @@ void NodeBroadcast::publish() {
       mine_.offset = stream_offset(mine_.size, mine_.chunk);
       pool_ = stream_open(info_.job, me_, mine_);
     } else if (total_) {
-      mine_.pooled = 3;  // nobody here reads a stream: the other nodes get chunks
+      mine_.pooled =
+          Pooled::kAcrossNodes;  // nobody here reads a stream: the other nodes get chunks
     }
     c_.set(key, encode(mine_));
     published_ = key;
@@ -355,8 +356,8 @@ void NodeBroadcast::read() {
   Meta m = root_here_ ? rm : decode(c_.get(node_key_, wait_));
   if (m.status != ErrorCode::kOk)
     throw Error(m.status, from_ + ": rank " + std::to_string(source_) + " failed: " + m.message);
-  if (m.pooled != 2 || m.size != rm.size || m.chunk != rm.chunk)
-    throw Error(m.pooled != 2 ? ErrorCode::kInternal : ErrorCode::kInvalidArgument,
+  if (m.pooled != Pooled::kStream || m.size != rm.size || m.chunk != rm.chunk)
+    throw Error(m.pooled != Pooled::kStream ? ErrorCode::kInternal : ErrorCode::kInvalidArgument,
                 from_ + ": rank " + std::to_string(source_) +
                     " announced no stream of the root's size for this node (its buffer has " +
                     std::to_string(m.size) + " bytes, the root's " + std::to_string(rm.size) + ")");

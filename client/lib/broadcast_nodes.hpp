@@ -1,5 +1,5 @@
-// Broadcast across nodes (see broadcast_nodes.cpp): Client::broadcast and
-// Client::sync_model (without reduce flags) of a job that spans nodes. Not
+// Broadcast across nodes (see broadcast_nodes.cpp): muster::broadcast and
+// muster::sync_model (without reduce flags) of a job that spans nodes. Not
 // installed.
 #pragma once
 

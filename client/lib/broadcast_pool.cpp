@@ -141,7 +141,7 @@ void View::reset() {
   base_ = nullptr, len_ = 0, fd_ = -1;
 }
 
-void describe(Meta& m, const Pool& pool, uint32_t pooled) {
+void describe(Meta& m, const Pool& pool, Pooled pooled) {
   m.segment = pool.name();
   m.pooled = pooled;
   m.pid = ::getpid();

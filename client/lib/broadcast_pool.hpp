@@ -59,9 +59,9 @@ class Pool : NoCopy {
   uint64_t dev_ = 0, ino_ = 0;
 };
 
-// Names pool in m, so that readers can open it: pooled is 1 (written
-// whole) or 2 (a stream).
-void describe(Meta& m, const Pool& pool, uint32_t pooled);
+// Names pool in m, so that readers can open it: pooled is kPool (written
+// whole) or kStream.
+void describe(Meta& m, const Pool& pool, Pooled pooled);
 
 // Whether m's root still holds its pool open (so, is alive), and this
 // process may see it.

@@ -223,7 +223,7 @@ std::shared_ptr<Pool> stream_open(const std::string& job, uint32_t rank, Meta& m
   __atomic_store_n(&h->waiting, 0u, __ATOMIC_RELAXED);
   if (m.ring) std::memset(h + 1, 0, m.offset - sizeof *h);  // sums and progress
   __atomic_store_n(&h->tag, m.tag, __ATOMIC_RELEASE);
-  describe(m, *pool, 2);
+  describe(m, *pool, Pooled::kStream);
   return pool;
 }
 

@@ -56,6 +56,10 @@ Session::Session(ClientOptions options)
     : opts_(resolved(std::move(options))),
       conn_(opts_.endpoint, opts_.request_timeout, opts_.wait_timeout) {}
 
+Session& session_of(Client& client) {
+  return *client.session_;
+}
+
 }  // namespace detail
 
 Client::Client(ClientOptions options)
@@ -164,19 +168,6 @@ void Client::wait(const std::vector<std::string>& keys,
   auto ms = session_->wait_ms(timeout);
   session_->call<proto::Ok>(proto::StoreWait{session_->job(), keys, ms, session_->generation()},
                             std::chrono::milliseconds(ms));
-}
-
-Client::Reservation Client::reserve(const std::string& job, uint32_t local_world_size,
-                                    bool wants_gpu, const std::vector<int>& allowed_devices,
-                                    int64_t launcher_pid, uint64_t generation) {
-  proto::Reserve m{job, local_world_size, wants_gpu, {}, launcher_pid, generation};
-  for (int d : allowed_devices) m.devices.push_back(d);
-  auto r = session_->call<proto::Reserved>(m);
-  return {r.generation, std::vector<int>(r.devices.begin(), r.devices.end())};
-}
-
-void Client::attach(const std::string& job, const std::vector<int64_t>& pids) {
-  session_->call<proto::Ok>(proto::Attach{job, pids});
 }
 
 DaemonStatus Client::status() {

@@ -1,5 +1,7 @@
 #include "muster/gpu.hpp"
 
+#include "muster/broadcast.hpp"
+
 namespace muster::gpu {
 
 namespace {
@@ -29,7 +31,7 @@ int select_device(const RankInfo& info) {
 
 ncclComm_t init_communicator(Client& client, const std::string& name) {
   const auto& me = client.rank_info();
-  auto id = to_id(client.nccl_unique_id(name));
+  auto id = to_id(muster::nccl_unique_id(client, name));
   ncclComm_t comm = nullptr;
   check(ncclCommInitRank(&comm, static_cast<int>(me.world_size), id, static_cast<int>(me.rank)),
         "ncclCommInitRank");
@@ -39,7 +41,7 @@ ncclComm_t init_communicator(Client& client, const std::string& name) {
 ncclComm_t init_communicator_scalable(Client& client, uint32_t n_ids, const std::string& name) {
   const auto& me = client.rank_info();
   std::vector<ncclUniqueId> ids;
-  for (const auto& b : client.nccl_unique_ids(n_ids, name)) ids.push_back(to_id(b));
+  for (const auto& b : muster::nccl_unique_ids(client, n_ids, name)) ids.push_back(to_id(b));
   ncclComm_t comm = nullptr;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   check(ncclCommInitRankScalable(&comm, static_cast<int>(me.world_size), static_cast<int>(me.rank),

@@ -5,8 +5,9 @@
 
 #include <algorithm>
 
-#include "session.hpp"
+#include "muster/broadcast.hpp"
 #include "muster_config.h"
+#include "session.hpp"
 
 #if HAVE_NCCL
 #include <nccl.h>
@@ -46,7 +47,7 @@ std::string id_key(const RankInfo& me, const std::string& name, uint32_t i, uint
 
 }  // namespace
 
-uint32_t Client::nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size) {
+uint32_t nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size) {
   // The first rank of root i's block, as NCCL's bootstrap splits the ranks
   // among n roots (firstRankFromRoot in its src/bootstrap.cc): blocks of
   // world/n ranks, the first world%n of them one rank larger. The id must be
@@ -56,9 +57,9 @@ uint32_t Client::nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size) {
   return i * (world_size / n) + std::min(i, world_size % n);
 }
 
-std::vector<std::string> Client::nccl_unique_ids(uint32_t n, const std::string& name,
-                                                 std::optional<std::chrono::milliseconds> timeout) {
-  const RankInfo& me = rank_info();
+std::vector<std::string> nccl_unique_ids(Client& client, uint32_t n, const std::string& name,
+                                         std::optional<std::chrono::milliseconds> timeout) {
+  const RankInfo& me = client.rank_info();
   if (n < 1 || n > me.world_size)
     throw Error(ErrorCode::kInvalidArgument,
                 "nccl_unique_ids needs 1.." + std::to_string(me.world_size) +
@@ -68,7 +69,7 @@ std::vector<std::string> Client::nccl_unique_ids(uint32_t n, const std::string& 
     if (nccl_id_root(i, n, me.world_size) != me.rank) continue;
     auto key = id_key(me, name, i, n);
     auto id = make_id();
-    if (compare_set(key, "", id) != id)
+    if (client.compare_set(key, "", id) != id)
       throw Error(ErrorCode::kConflict, "NCCL unique id " + std::to_string(i) +
                                             " of communicator '" + name + "' (generation " +
                                             std::to_string(me.generation) +
@@ -78,7 +79,7 @@ std::vector<std::string> Client::nccl_unique_ids(uint32_t n, const std::string& 
   for (uint32_t i = 0; i < n; ++i) {
     auto key = id_key(me, name, i, n);
     try {
-      ids.push_back(get(key, timeout));
+      ids.push_back(client.get(key, timeout));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTimeout) throw;
       throw Error(ErrorCode::kTimeout, "timed out waiting for NCCL unique id " + std::to_string(i) +
@@ -95,9 +96,9 @@ std::vector<std::string> Client::nccl_unique_ids(uint32_t n, const std::string& 
   return ids;
 }
 
-std::string Client::nccl_unique_id(const std::string& name,
-                                   std::optional<std::chrono::milliseconds> timeout) {
-  return nccl_unique_ids(1, name, timeout)[0];
+std::string nccl_unique_id(Client& client, const std::string& name,
+                           std::optional<std::chrono::milliseconds> timeout) {
+  return nccl_unique_ids(client, 1, name, timeout)[0];
 }
 
 }  // namespace muster

@@ -1,7 +1,9 @@
 // A Client's session with its node's daemon: the connection, the options it
 // was opened with and the rank it joined. Shared by the files of client/lib
 // that add services to muster::Client (store, broadcast, shards, NCCL ids,
-// launcher calls). Not installed.
+// launcher calls). Not installed. Member functions of Client hold it as
+// session_; the free functions of the collectives and the launcher API reach
+// it through detail::session_of(Client&), declared in muster/client.hpp.
 #pragma once
 
 #include <algorithm>

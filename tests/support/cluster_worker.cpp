@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "muster/broadcast.hpp"
 #include "muster/client.hpp"
 
 namespace {
@@ -105,13 +106,13 @@ int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& root
       else
         std::memset(buf.data(), 0xEE, size);
       auto t0 = std::chrono::steady_clock::now();
-      c.broadcast(buf.data(), size, root);
+      muster::broadcast(c, buf.data(), size, root);
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::printf("bcast_%u=%s ms=%.1f\n", root, hex(digest(buf.data(), size)).c_str(), ms);
       std::fflush(stdout);
     }
-    c.broadcast(nullptr, 0, roots.empty() ? 0 : roots.back());
+    muster::broadcast(c, nullptr, 0, roots.empty() ? 0 : roots.back());
     std::printf("bcast_empty=ok\n");
     // sync_model: rank 0's three buffers, packed with padding between them.
     std::vector<float> f(size / 4);
@@ -126,17 +127,17 @@ int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& root
       std::memset(b.data(), 0xEE, b.size());
       std::memset(d.data(), 0xEE, d.size() * 8);
     }
-    using T = muster::Client::Buffer::Type;
-    std::vector<muster::Client::Buffer> bufs = {{f.data(), f.size() * 4, T::kFloat32, true},
-                                                {b.data(), b.size(), T::kBytes, false},
-                                                {d.data(), d.size() * 8, T::kFloat64, false}};
-    c.sync_model(bufs);
+    using T = muster::Buffer::Type;
+    std::vector<muster::Buffer> bufs = {{f.data(), f.size() * 4, T::kFloat32, true},
+                                        {b.data(), b.size(), T::kBytes, false},
+                                        {d.data(), d.size() * 8, T::kFloat64, false}};
+    muster::sync_model(c, bufs);
     uint64_t h = digest(reinterpret_cast<uint8_t*>(f.data()), f.size() * 4);
     h = digest(b.data(), b.size(), h);
     h = digest(reinterpret_cast<uint8_t*>(d.data()), d.size() * 8, h);
     std::printf("sync=%s\n", hex(h).c_str());
     try {
-      c.sync_model(bufs, true);
+      muster::sync_model(c, bufs, true);
       std::printf("sync_reduce=ok\n");
     } catch (const muster::Error& e) {
       std::printf("sync_reduce=%s\n", muster::error_name(e.code()));
@@ -165,7 +166,7 @@ int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count, boo
       std::fflush(stdout);
       if (sync) c.barrier("bcast-loop-" + std::to_string(n));
       auto t0 = std::chrono::steady_clock::now();
-      c.broadcast(buf.data(), size, root);
+      muster::broadcast(c, buf.data(), size, root);
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::printf("bcast=%s n=%d ms=%.1f\n", hex(digest(buf.data(), size)).c_str(), n, ms);
@@ -187,7 +188,7 @@ int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
   else
     std::memset(buf.data(), 0xEE, buf.size());
   try {
-    c.broadcast(buf.data(), mine ? size + 8 : size, root);
+    muster::broadcast(c, buf.data(), mine ? size + 8 : size, root);
     std::printf("bcast=%s\n", hex(digest(buf.data(), size)).c_str());
   } catch (const muster::Error& e) {
     std::printf("bcast_error=%s %s\n", muster::error_name(e.code()), e.what());
@@ -195,7 +196,7 @@ int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
   std::fflush(stdout);
   try {
     if (r.rank != root) std::memset(buf.data(), 0xEE, buf.size());
-    c.broadcast(buf.data(), size, root);
+    muster::broadcast(c, buf.data(), size, root);
     std::printf("bcast_after=%s\n", hex(digest(buf.data(), size)).c_str());
     std::fflush(stdout);
   } catch (const muster::Error& e) {
@@ -218,8 +219,8 @@ int main(int argc, char** argv) {
     std::printf("rank=%u local_rank=%u world=%u node=%u nodes=%u generation=%llu\n", r.rank,
                 r.local_rank, r.world_size, r.node_rank, r.num_nodes,
                 static_cast<unsigned long long>(r.generation));
-    auto id = c.nccl_unique_id("world", std::chrono::seconds(30));
-    auto ids = c.nccl_unique_ids(2, "scalable", std::chrono::seconds(30));
+    auto id = muster::nccl_unique_id(c, "world", std::chrono::seconds(30));
+    auto ids = muster::nccl_unique_ids(c, 2, "scalable", std::chrono::seconds(30));
     std::string both = ids.at(0) + ids.at(1);
     std::printf("id=%016llx ids=%016llx\n",
                 static_cast<unsigned long long>(fnv(id.data(), id.size())),

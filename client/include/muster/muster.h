@@ -77,7 +77,7 @@ int muster_store_wait(muster_client* c, const char* const* keys, size_t n, int64
 int muster_status_json(muster_client* c, char** json);
 
 /* Model broadcast, through shared memory on one node (as the C++ API's
- * Client::broadcast and Client::sync_model). Collectives: every rank of the
+ * muster::broadcast and muster::sync_model). Collectives: every rank of the
  * job calls them in the same order. On error the buffers' contents are
  * unspecified. */
 typedef struct muster_buffer {

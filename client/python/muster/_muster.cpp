@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "muster/broadcast.hpp"
 #include "muster/client.hpp"
 #include "muster/error.hpp"
 #include "muster_config.h"
@@ -59,8 +60,8 @@ class WritableBuffer {
   bool held_ = false;
 };
 
-muster::Client::Buffer::Type parse_type(const std::string& t) {
-  using T = muster::Client::Buffer::Type;
+muster::Buffer::Type parse_type(const std::string& t) {
+  using T = muster::Buffer::Type;
   if (t == "bytes") return T::kBytes;
   if (t == "float32") return T::kFloat32;
   if (t == "float64") return T::kFloat64;
@@ -111,9 +112,9 @@ auto locked_call(PyClient& c) {
   return c.locked([](muster::Client& x) { return (x.*F)(); });
 }
 
-void sync_model(PyClient& c, const std::vector<muster::Client::Buffer>& bufs,
-                bool reduce_parameters, bool reduce_buffers) {
-  c.locked([&](auto& x) { x.sync_model(bufs, reduce_parameters, reduce_buffers); });
+void sync_model(PyClient& c, const std::vector<muster::Buffer>& bufs, bool reduce_parameters,
+                bool reduce_buffers) {
+  c.locked([&](auto& x) { muster::sync_model(x, bufs, reduce_parameters, reduce_buffers); });
 }
 
 // muster.Error(message) with .code (int) and .name ("timeout", ...).
@@ -261,20 +262,20 @@ void def_nccl_ids(PyClass& c) {
        "nccl_unique_id",
        [](PyClient& c, const std::string& name, const Timeout& t) {
          auto ms = to_ms(t);
-         return to_py(c.locked([&](auto& x) { return x.nccl_unique_id(name, ms); }));
+         return to_py(c.locked([&](auto& x) { return muster::nccl_unique_id(x, name, ms); }));
        },
        py::arg("name") = "world", py::arg("timeout") = py::none())
       .def(
           "nccl_unique_ids",
           [](PyClient& c, uint32_t n, const std::string& name, const Timeout& t) {
             auto ms = to_ms(t);
-            auto ids = c.locked([&](auto& x) { return x.nccl_unique_ids(n, name, ms); });
+            auto ids = c.locked([&](auto& x) { return muster::nccl_unique_ids(x, n, name, ms); });
             py::list out;
             for (const auto& id : ids) out.append(to_py(id));
             return out;
           },
           py::arg("n"), py::arg("name") = "world", py::arg("timeout") = py::none())
-      .def_static("nccl_id_root", &muster::Client::nccl_id_root, py::arg("i"), py::arg("n"),
+      .def_static("nccl_id_root", &muster::nccl_id_root, py::arg("i"), py::arg("n"),
                   py::arg("world_size"));
 }
 
@@ -285,14 +286,15 @@ void def_collectives(PyClass& c) {
        "broadcast",
        [](PyClient& c, const py::object& buffer, uint32_t root) {
          WritableBuffer b(buffer);
-         c.locked([&](auto& x) { x.broadcast(b.data(), b.size(), root); });
+         c.locked([&](auto& x) { muster::broadcast(x, b.data(), b.size(), root); });
        },
        py::arg("buffer"), py::arg("root") = 0)
       // For tensors (no buffer protocol): the caller keeps the memory alive.
       .def(
           "_broadcast_ptr",
           [](PyClient& c, uintptr_t addr, size_t size, uint32_t root) {
-            c.locked([&](auto& x) { x.broadcast(reinterpret_cast<void*>(addr), size, root); });
+            c.locked(
+                [&](auto& x) { muster::broadcast(x, reinterpret_cast<void*>(addr), size, root); });
           },
           py::arg("address"), py::arg("size"), py::arg("root") = 0)
       // buffers: a list of (buffer, type, is_parameter), type 'bytes',
@@ -301,7 +303,7 @@ void def_collectives(PyClass& c) {
           "sync_model",
           [](PyClient& c, const py::list& buffers, bool reduce_parameters, bool reduce_buffers) {
             std::vector<WritableBuffer> views;
-            std::vector<muster::Client::Buffer> bufs;
+            std::vector<muster::Buffer> bufs;
             views.reserve(buffers.size());
             for (const auto& item : buffers) {
               auto t = item.cast<py::tuple>();
@@ -322,7 +324,7 @@ void def_collectives(PyClass& c) {
           [](PyClient& c,
              const std::vector<std::tuple<uintptr_t, size_t, std::string, bool>>& items,
              bool reduce_parameters, bool reduce_buffers) {
-            std::vector<muster::Client::Buffer> bufs;
+            std::vector<muster::Buffer> bufs;
             for (const auto& [addr, n, type, is_param] : items)
               bufs.push_back({reinterpret_cast<void*>(addr), n, parse_type(type), is_param});
             sync_model(c, bufs, reduce_parameters, reduce_buffers);
