@@ -205,8 +205,12 @@ void NodeLinks::heartbeat_answered(const LinkPending& p, const proto::Envelope& 
       continue;  // asked about a generation that is over here
     if (to_string(c.phase) != e.state && e.state != "running")
       log::notice("job=" + e.job + " is " + e.state + ": " + e.message);
-    // "unknown": the coordinator has no such job (it restarted, say).
-    c.phase = cluster_phase_from_string(e.state).value_or(ClusterPhase::kBroken);
+    // "unknown": the coordinator has no such job (it restarted, say). A word
+    // of a newer coordinator that this daemon does not know changes nothing.
+    if (e.state == "unknown")
+      c.phase = ClusterPhase::kBroken;
+    else if (auto phase = cluster_phase_from_string(e.state))
+      c.phase = *phase;
     c.message = e.message;
     // Waits relayed for a world that is over would never be answered.
     // (Waiting nodes end the world only once a member restarts.)
