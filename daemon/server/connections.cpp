@@ -1,11 +1,11 @@
 #include "server/connections.hpp"
 
-#include <charconv>
 #include <cstring>
 #include <string>
 #include <string_view>
 
 #include "muster/error.hpp"
+#include "trust.hpp"
 
 namespace muster::daemon {
 
@@ -65,21 +65,8 @@ uint64_t ClientConnections::token_of(const zmq::message_t& frame) {
 // "<address>:<uid>:<gid>:<pid>" ("localhost:1000:1000:4242" with 4.3.4).
 bool peer_credentials(const zmq::message_t& frame, int64_t& uid, int64_t& pid) {
   const char* prop = zmq_msg_gets(frame.handle(), "Peer-Address");
-  if (!prop) return false;
-  std::string_view s(prop);
-  int64_t fields[3];  // uid, gid, pid, read from the end
-  for (int i = 2; i >= 0; --i) {
-    auto colon = s.rfind(':');
-    if (colon == std::string_view::npos) return false;
-    auto digits = s.substr(colon + 1);
-    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), fields[i]);
-    if (digits.empty() || ec != std::errc() || p != digits.data() + digits.size() || fields[i] < 0)
-      return false;
-    s = s.substr(0, colon);
-  }
-  uid = fields[0];
-  pid = fields[2];
-  return true;
+  int64_t gid = 0;
+  return prop && trust::parse_peer_address(prop, uid, gid, pid);
 }
 
 }  // namespace muster::daemon
