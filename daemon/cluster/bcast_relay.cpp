@@ -145,10 +145,11 @@ void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoin
     fail(p.to, ErrorCode::kConflict, "the broadcast is over: this node left it", out);
   r.pulls.clear();
   // Statistics in the job's store (muster/ is the library's part of it).
-  auto& v = cj.store.kv["muster/bcast/relayed"];
+  const std::string kRelayed = "muster/bcast/relayed";
   uint64_t before = 0;
-  std::from_chars(v.data(), v.data() + v.size(), before);  // 0 unless a count
-  v = std::to_string(before + r.relayed);
+  if (const std::string* v = cj.store.kv.find(kRelayed))
+    std::from_chars(v->data(), v->data() + v->size(), before);  // 0 unless a count
+  cj.store.kv.set(kRelayed, std::to_string(before + r.relayed));
   log::info("job=" + cj.store.id + " generation " + std::to_string(cj.generation) +
             ": broadcast from rank " + std::to_string(r.root) + ", " + std::to_string(r.size) +
             " bytes, relayed " + std::to_string(r.relayed) + " bytes to " +

@@ -8,9 +8,8 @@ namespace muster::daemon {
 
 int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta) {
   int64_t v = 0;
-  auto it = kv.find(key);
-  if (it != kv.end()) {
-    const auto& s = it->second;
+  if (const std::string* found = kv.find(key)) {
+    const auto& s = *found;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || p != s.data() + s.size())
       throw Error(ErrorCode::kInvalidArgument,
@@ -18,14 +17,14 @@ int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta) {
   }
   if (__builtin_add_overflow(v, delta, &v))
     throw Error(ErrorCode::kInvalidArgument, "add() on key '" + key + "' would overflow");
-  kv[key] = std::to_string(v);
+  kv.set(key, std::to_string(v));
   return v;
 }
 
 std::string missing_keys(const KeyValues& kv, const std::vector<std::string>& keys) {
   std::string missing;
   for (const auto& k : keys)
-    if (!kv.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
+    if (!kv.contains(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
   return missing;
 }
 

@@ -4,12 +4,11 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-namespace muster::daemon {
+#include "jobs/key_values.hpp"
 
-using KeyValues = std::unordered_map<std::string, std::string>;
+namespace muster::daemon {
 
 // Adds delta to the decimal integer under key (0 when unset) and stores
 // the sum. Throws Error(kInvalidArgument) when the value is not a decimal

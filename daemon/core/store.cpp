@@ -7,7 +7,7 @@ namespace muster::daemon {
 
 namespace {
 bool all_present(const Job& job, const std::vector<std::string>& keys) {
-  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return job.kv.count(k) != 0; });
+  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return job.kv.contains(k); });
 }
 }  // namespace
 
@@ -60,7 +60,7 @@ void Store::key_changed(Job& job, Answers& a) {
       continue;
     }
     if (w.kind == Kind::kGet)
-      a.value(w.to, job.kv[w.keys[0]]);
+      a.value(w.to, *job.kv.find(w.keys[0]));
     else
       a.ok(w.to);
     drop(it);

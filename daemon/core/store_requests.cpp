@@ -12,7 +12,7 @@ using proto::MsgType;
 
 namespace {
 bool all_present(const Job& job, const std::vector<std::string>& keys) {
-  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return job.kv.count(k) != 0; });
+  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return job.kv.contains(k); });
 }
 }  // namespace
 
@@ -23,7 +23,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreSet: {
       auto m = proto::StoreSet::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      job.kv[m.key] = std::move(m.value);
+      job.kv.set(m.key, std::move(m.value));
       reply(to, proto::Ok{}, out);
       key_changed(job, out);
       return;
@@ -31,8 +31,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreGet: {
       auto m = proto::StoreGet::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      if (auto it = job.kv.find(m.key); it != job.kv.end())
-        return reply(to, proto::Value{it->second}, out);
+      if (const std::string* v = job.kv.find(m.key)) return reply(to, proto::Value{*v}, out);
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'");
       store_.wait_keys(job, to, Store::KeyWait::kGet, {m.key},
@@ -49,21 +48,21 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreCompareSet: {
       auto m = proto::StoreCompareSet::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      auto it = job.kv.find(m.key);
-      if (it == job.kv.end()) {
+      const std::string* now = job.kv.find(m.key);
+      if (!now) {
         if (!m.expected.empty()) return reply(to, proto::Value{m.expected}, out);
-        job.kv[m.key] = m.desired;
-      } else if (it->second == m.expected) {
-        it->second = m.desired;
+        job.kv.set(m.key, m.desired);
+      } else if (*now == m.expected) {
+        job.kv.set(m.key, m.desired);
       }
-      reply(to, proto::Value{job.kv[m.key]}, out);
+      reply(to, proto::Value{*job.kv.find(m.key)}, out);
       key_changed(job, out);
       return;
     }
     case MsgType::kStoreDelete: {
       auto m = proto::StoreDelete::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      reply(to, proto::Bool{job.kv.erase(m.key) != 0}, out);
+      reply(to, proto::Bool{job.kv.erase(m.key)}, out);
       return;
     }
     case MsgType::kStoreWait: {

@@ -1,8 +1,14 @@
 #include "jobs/job.hpp"
 
+#include <atomic>
 #include <cstddef>
 
 namespace muster::daemon {
+
+uint64_t next_job_incarnation() {
+  static std::atomic<uint64_t> next{0};
+  return ++next;
+}
 
 namespace {
 

@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "jobs/key_values.hpp"
+
 namespace muster::daemon {
 
 using Clock = std::chrono::steady_clock;
@@ -77,8 +79,14 @@ struct ClusterInfo {
   const std::string& upstream() const { return parent.empty() ? coordinator : parent; }
 };
 
+// A number no other Job object of this process has: the persister tells a
+// job that ended and came back under the same id (a new store) from the
+// same job changed.
+uint64_t next_job_incarnation();
+
 struct Job {
   std::string id;
+  uint64_t incarnation = next_job_incarnation();
   // The uid that created the job (reserve or first join); only it and root
   // may use the job. -1: created by an in-process caller, no owner.
   int64_t owner_uid = -1;
@@ -86,7 +94,7 @@ struct Job {
   uint32_t local_world_size = 0;
   bool wants_gpu = false;
   std::vector<Slot> slots;
-  std::unordered_map<std::string, std::string> kv;
+  KeyValues kv;
   std::vector<uint64_t> key_waiters;  // ids into State::waiters_
   std::map<std::string, BarrierState> barriers;
   std::optional<ClusterInfo> cluster;  // set for a node's part of a multi-node job
