@@ -86,6 +86,14 @@ class ReplyCache {
   void for_each_saved(
       const std::function<void(const std::string& client, int64_t uid, const Entry&)>& f) const;
   void restore(const std::string& client, int64_t uid, Entry e);
+  // The saved entries remembered since the last call, oldest first: what
+  // the change log has yet to hold.
+  struct Fresh {
+    std::string client;
+    int64_t uid;
+    Entry e;
+  };
+  std::vector<Fresh> take_fresh() { return std::exchange(fresh_, {}); }
 
   size_t pending() const { return pending_.size(); }
 
@@ -113,6 +121,7 @@ class ReplyCache {
   std::map<int64_t, std::map<uint64_t, std::string>> by_uid_;  // the same, per uid
   std::map<std::pair<std::string, uint64_t>, Pending> pending_;
   uint64_t clock_ = 0;
+  std::vector<Fresh> fresh_;
 };
 
 }  // namespace muster::daemon

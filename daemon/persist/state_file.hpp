@@ -1,27 +1,40 @@
 // What survives a daemon restart (kill -9, then systemd's Restart=): jobs
 // with their generations, slots (state, pid, device) and stores, the GPU
 // leases, and the replies to recent state-changing requests (see
-// reply_cache.hpp), in <state dir>/state.msgpack (MessagePack).
+// reply_cache.hpp), in <state dir>: a snapshot, state.msgpack, and the
+// change log that follows it, state.log (change_log.hpp).
 //
-// Written atomically (temp file, fsync, rename, fsync of the directory)
-// after every loop iteration that changed something, before its replies are
-// sent: a client never sees an answer the file does not hold. Pending waits
-// and barrier arrivals are not saved: their clients send them again.
+// Nothing is acknowledged before it is durable:
+//   - before a request that changes state is handled, reserve() makes sure
+//     the disk has room for what it will write; when it has none the
+//     request is refused with storage_failed and changes nothing;
+//   - after every loop iteration that changed something, save() appends
+//     what changed to the log and syncs once, before the iteration's
+//     replies leave. When even that fails (an I/O error after a successful
+//     reservation), the replies wait until a save works (server.cpp).
+// The log is folded into a new snapshot when it outgrows the snapshot, and
+// at start. Pending waits and barrier arrivals are not saved: their clients
+// send them again.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "core/state.hpp"
+#include "persist/change_log.hpp"
 #include "persist/reply_cache.hpp"
 
 namespace muster::daemon {
 
 class StateFile {
  public:
-  static constexpr uint64_t kFormatVersion = 1;
   static constexpr const char* kFileName = "state.msgpack";
+  // The log is folded into the snapshot once it is larger than this and
+  // larger than the snapshot: saves stay proportional to what changed, and
+  // the log never holds more than about the state itself.
+  static constexpr uint64_t kMinCompactBytes = 1u << 20;
 
   explicit StateFile(std::string dir);
   ~StateFile();
@@ -29,36 +42,63 @@ class StateFile {
   StateFile& operator=(const StateFile&) = delete;
 
   const std::string& path() const { return path_; }
+  const std::string& dir() const { return dir_; }
 
-  // Once, at start, into a fresh State, before the socket serves anyone.
-  // A file that cannot be used (corrupt, another format version, leases
-  // that contradict each other) is moved aside to state.msgpack.bad with a
-  // warning naming it, and the daemon starts empty; it never stops the
+  // Once, at start, into a fresh State, before the socket serves anyone:
+  // the snapshot, then the log's records over it (stopping cleanly at a torn
+  // tail). Files that cannot be used (corrupt, another format version,
+  // leases that contradict each other) are moved aside to *.bad with a
+  // warning naming them, and the daemon starts empty; it never stops the
   // daemon. Every restored slot's pid is watched again; slots whose process
   // is gone (or whose pid now names another process) end right away through
-  // State::on_pid_exit, which releases their devices. Returns the number of
-  // jobs restored (before those endings).
+  // State::on_pid_exit, which releases their devices. Then the log is
+  // folded into a new snapshot. Returns the number of jobs restored (before
+  // those endings).
   size_t load(State& state, ReplyCache& replies);
 
-  // Writes when the encoded state differs from the last one written.
-  // Never throws: false (logged) when the file could not be written.
-  bool save(const State& state, const ReplyCache& replies);
+  // Room on disk for what handling a request of `request_bytes` may write.
+  // False, with the sentence for the client in *why, when there is none.
+  bool reserve(size_t request_bytes, std::string* why);
+
+  // Makes every change since the last save durable. Never throws: false
+  // (logged once per failing stretch; failure() says why) when it could not.
+  bool save(const State& state, ReplyCache& replies);
+  const std::string& failure() const { return failure_; }
 
   // The start time (clock ticks after boot, /proc/PID/stat field 22) of a
   // live pid, 0 when unknown: tells a restored pid from a reused one.
   static uint64_t start_time(int64_t pid);
 
-  // The bytes save() writes: everything that survives a restart. Tests
-  // compare two of them to prove a refused request changed nothing.
+  // The snapshot of everything that survives a restart. Tests compare two
+  // of them to prove a refused request changed nothing.
   std::string encode(const State& state, const ReplyCache& replies);
 
+  uint64_t snapshot_bytes() const { return snapshot_bytes_; }
+  uint64_t log_bytes() const { return log_.size(); }
+
  private:
-  void set_aside(const std::string& why);
+  bool snapshot(const State& state, ReplyCache& replies);
+  void append_changes(const State& state, ReplyCache& replies);
+  // The disk holds `state` as it is now.
+  void note_written(const State& state);
+  void set_aside(const std::string& file, const std::string& why);
+  uint64_t started(int64_t pid);
+  bool failed(const std::string& why);
 
   std::string dir_;
   std::string path_;
-  std::string last_;  // bytes of the last successful write
-  bool failing_ = false;
+  ChangeLog log_;
+  uint64_t epoch_ = 0;           // of the snapshot on disk
+  uint64_t snapshot_bytes_ = 0;  // its size
+  bool need_snapshot_ = true;    // the log cannot carry the next save
+  // What the disk holds of each job's header, and which Job object it was.
+  struct Written {
+    uint64_t incarnation = 0;
+    std::string header;
+  };
+  std::map<std::string, Written> written_;
+  size_t largest_header_ = 0;
+  std::string failure_;
   std::map<int64_t, uint64_t> start_times_;  // of the slots' pids, read once each
 };
 

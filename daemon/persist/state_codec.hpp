@@ -1,0 +1,71 @@
+// The bytes of what survives a restart: the snapshot (state.msgpack, the
+// whole state) and the records of the change log that follow it
+// (persist/change_log.hpp). Decoding checks everything before any of it
+// touches a State; StateFile (state_file.hpp) decides when to write what.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/state.hpp"
+#include "persist/reply_cache.hpp"
+
+namespace muster::daemon::state_codec {
+
+// Version 2 adds the epoch (which change log follows the snapshot); a
+// version 1 snapshot (no log beside it) still loads, as epoch 0.
+inline constexpr uint64_t kFormatVersion = 2;
+inline constexpr uint64_t kOldestVersion = 1;
+
+// The change records of the log. The coordinator's records, when it saves
+// its rounds, take other numbers.
+enum Record : uint8_t {
+  kJob = 1,      // a job's header (all but its store), replacing the one before
+  kJobGone = 2,  // a job and its store, gone
+  kKey = 3,      // one key of a job's store set
+  kKeyGone = 4,  // one key erased
+  kReply = 5,    // a reply kept for a client's resends
+};
+
+// A live pid's start time (/proc/PID/stat field 22), cached by the caller.
+using StartTime = std::function<uint64_t(int64_t pid)>;
+
+// Everything read back, checked, in the form State::restore takes.
+struct Loaded {
+  uint64_t epoch = 0;
+  struct JobAt {
+    Job job;
+    std::vector<uint64_t> started;  // per slot: its pid's start time when saved
+  };
+  std::map<std::string, JobAt> jobs;
+  struct Reply {
+    std::string client;
+    int64_t uid;
+    ReplyCache::Entry e;
+  };
+  std::vector<Reply> replies;
+};
+
+// The whole state as one snapshot.
+std::string encode_snapshot(const State& state, const ReplyCache& replies, uint64_t epoch,
+                            const StartTime& started);
+// Throws Error with the reason when the bytes cannot be used.
+Loaded decode_snapshot(const std::string& bytes);
+
+// Log records.
+std::string job_header(const Job& job, const StartTime& started);
+std::string job_gone(const std::string& job);
+std::string key_set(const std::string& job, const std::string& key, const std::string& value);
+std::string key_gone(const std::string& job, const std::string& key);
+std::string reply(const std::string& client, int64_t uid, const ReplyCache::Entry& e);
+// Applies one record; throws Error when it does not decode.
+void apply(Loaded& l, uint8_t type, std::string_view payload);
+
+// The checks a loaded state must pass as a whole: no device held twice.
+void check(const Loaded& l);
+
+}  // namespace muster::daemon::state_codec
