@@ -89,6 +89,14 @@ bool Server::Runtime::answered(ReplyTo& to, const zmq::message_t& body, uint16_t
     case ReplyCache::Seen::kNew:
       break;
   }
+  // A change is refused before it is made when the disk has no room to
+  // save it: nothing to roll back, and nobody (a waiter on the key
+  // included) sees a value that a restart would not know.
+  std::string why;
+  if (ReplyCache::mutating(type) && !state_file->reserve(body.size(), &why)) {
+    out.push_back({to, proto::encode_error(to.request_id, ErrorCode::kStorageFailed, why)});
+    return true;
+  }
   replies.begin(to, type, hash);
   return false;
 }

@@ -44,8 +44,11 @@ struct Server::Runtime {
   std::unique_ptr<event::TimerEvent> watchdog;
   std::vector<Outgoing> out;  // what this round produced
   bool dirty = true;          // something to save before the next replies go out
-  std::string last_status;    // the service manager's, as last told
-  bool had_job = false;       // exit_when_idle: whether a job ever ran
+  // A save failed after changes were acknowledged in memory (an I/O error
+  // the reservation could not foresee): every reply waits until one works.
+  bool holding = false;
+  std::string last_status;  // the service manager's, as last told
+  bool had_job = false;     // exit_when_idle: whether a job ever ran
   Clock::time_point idle_since;
 
   // Reads up to a bounded batch of requests from a ROUTER (the local socket

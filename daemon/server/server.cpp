@@ -253,6 +253,9 @@ void Server::run() {
   loop.set_round_end([&] { end_round(); });
   loop.run();
   state.cancel_all(rt.out);
+  // Acknowledgements that never reached the disk are not sent: the clients
+  // send those requests again to the next musterd.
+  if (rt.dirty && !rt.state_file->save(state, rt.replies) && rt.holding) rt.out.clear();
   rt.deliver();
   log::notice("stopping");
 }
@@ -270,6 +273,8 @@ void Server::watch_deadlines() {
   });
   if (cfg_.exit_when_idle)
     rt.loop.add_wake_hint([&state] { return state.job_count() == 0 ? 200L : -1L; });
+  // A save that failed is tried again until one works.
+  rt.loop.add_wake_hint([&rt] { return rt.dirty ? 100L : -1L; });
   // Heartbeats, lost peers and last calls run on a coarse clock.
   rt.loop.add_wake_hint([&state] { return state.cluster_active() ? 50L : -1L; });
   if (hooks_.status_changed)
@@ -293,11 +298,22 @@ void Server::end_round() {
   auto& state = *rt.state;
   state.expire(Clock::now(), rt.out);
   if (state.cluster_active()) state.cluster_tick(Clock::now(), rt.out);
-  if (rt.replies.complete(rt.out)) rt.dirty = true;
+  bool acks = rt.replies.complete(rt.out);
+  if (acks) rt.dirty = true;
   // Saved before any of these replies leaves: a client never acts on an
-  // answer that a restarted daemon would not know.
-  if (rt.dirty && rt.state_file->save(state, rt.replies)) rt.dirty = false;
-  rt.deliver();
+  // answer that a restarted daemon would not know. When the save fails,
+  // replies that acknowledge a change wait for one that works (retried
+  // below); a round that acknowledged nothing (a process exit, reads) is
+  // answered, so reads keep working.
+  if (rt.dirty) {
+    if (rt.state_file->save(state, rt.replies)) {
+      rt.dirty = false;
+      rt.holding = false;
+    } else if (acks) {
+      rt.holding = true;
+    }
+  }
+  if (!rt.holding) rt.deliver();
   if (!cfg_.exit_when_idle) return;
   auto now = Clock::now();
   if (state.job_count() > 0) {
