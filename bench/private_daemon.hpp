@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "muster/client.hpp"
 
@@ -19,7 +20,8 @@ namespace muster::bench {
 
 class PrivateDaemon {
  public:
-  explicit PrivateDaemon(const std::string& musterd) {
+  // extra: more musterd arguments (e.g. --state-dir).
+  explicit PrivateDaemon(const std::string& musterd, std::vector<std::string> extra = {}) {
     // On tmpfs when there is one, as /run (the service's runtime and state
     // directory) is on a real node: the daemon saves its state with fsync
     // before it answers, which a disk would make the benchmark's subject.
@@ -30,8 +32,13 @@ class PrivateDaemon {
     dir_ = tmpl;
     pid_ = fork();
     if (pid_ == 0) {
-      execl(musterd.c_str(), musterd.c_str(), "--runtime-dir", dir_.c_str(), "--log-level", "error",
-            "--no-config", static_cast<char*>(nullptr));
+      std::vector<std::string> args = {musterd,       "--runtime-dir", dir_,
+                                       "--log-level", "error",         "--no-config"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(musterd.c_str(), argv.data());
       _exit(127);
     }
     endpoint_ = "ipc://" + dir_ + "/musterd.sock";
