@@ -48,8 +48,7 @@ bool StateFile::failed(const std::string& why) {
   // Once per failing stretch: the log would fill with the same line.
   if (failure_.empty())
     log::error("state not saved (" + why +
-               "); replies that acknowledge changes wait until it is, and new changes are "
-               "refused while the disk has no room");
+               "); replies that acknowledge changes wait until a save works");
   failure_ = why;
   return false;
 }

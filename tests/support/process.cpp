@@ -138,7 +138,8 @@ bool process_exists(pid_t pid) {
   return p != std::string::npos && p + 2 < s.size() && s[p + 2] != 'Z';
 }
 
-TestDaemon::TestDaemon(std::vector<std::string> extra_args) {
+TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::map<std::string, std::string> env)
+    : env_(std::move(env)) {
   argv_ = {program("MUSTER_TEST_MUSTERD"), "--runtime-dir", dir_.path(), "--log-level", "warning"};
   // Never the machine's /etc/muster/musterd.conf, unless a test gives a file.
   if (std::find(extra_args.begin(), extra_args.end(), "--config") == extra_args.end())
@@ -149,7 +150,7 @@ TestDaemon::TestDaemon(std::vector<std::string> extra_args) {
 }
 
 void TestDaemon::start() {
-  proc_ = std::make_unique<Process>(argv_);
+  proc_ = std::make_unique<Process>(argv_, env_);
   bool up = eventually(
       [&] {
         if (access((dir_.path() + "/musterd.sock").c_str(), F_OK) != 0) return false;

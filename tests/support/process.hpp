@@ -55,7 +55,9 @@ class Process {
 
 class TestDaemon {
  public:
-  explicit TestDaemon(std::vector<std::string> extra_args = {});
+  // env: more environment for musterd (e.g. LD_PRELOAD).
+  explicit TestDaemon(std::vector<std::string> extra_args = {},
+                      std::map<std::string, std::string> env = {});
   ~TestDaemon();
   const std::string& endpoint() const { return endpoint_; }
   const std::string& runtime_dir() const { return dir_.path(); }
@@ -72,6 +74,7 @@ class TestDaemon {
   TempDir dir_;
   std::string endpoint_;
   std::vector<std::string> argv_;
+  std::map<std::string, std::string> env_;
   std::unique_ptr<Process> proc_;
 };
 
