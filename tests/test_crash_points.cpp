@@ -122,6 +122,8 @@ TEST_CASE("an I/O error while saving holds the acknowledgement until a save work
   Client c(ClientOptions{d.endpoint(), 30s});
   c.join({"eio", 1, false, -1});
   c.set("a", "1");
+  Client other(ClientOptions{d.endpoint(), 30s});
+  other.join({"eio", 1, false, -1});
   { std::ofstream(flag) << "x"; }  // from now on every sync fails with EIO
   std::atomic<bool> done{false};
   std::string error;
@@ -137,6 +139,15 @@ TEST_CASE("an I/O error while saving holds the acknowledgement until a save work
   // meanwhile; the resend is held as well).
   std::this_thread::sleep_for(2s);
   CHECK_FALSE(done);
+  // Once a save failed that way, a new change is refused at once and
+  // changes nothing.
+  try {
+    other.set("c", "3");
+    FAIL("a change was acknowledged while every sync fails");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kStorageFailed);
+    CHECK_THAT(e.what(), Catch::Contains("Input/output error"));
+  }
   ::unlink(flag.c_str());  // the disk recovers: the next save works
   CHECK(test::eventually([&] { return done.load(); }, 10s));
   writer.join();
@@ -147,4 +158,5 @@ TEST_CASE("an I/O error while saving holds the acknowledgement until a save work
   after.join({"eio", 1, false, -1});
   CHECK(after.get("a", 0ms) == "1");
   CHECK(after.get("b", 0ms) == "2");
+  CHECK_THROWS_AS(after.get("c", 0ms), Error);
 }

@@ -30,7 +30,7 @@ namespace {
 struct SmallDisk {
   TempDir dir;
   SmallDisk() {
-    if (::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=384k,mode=0700") != 0) {
+    if (::mount("tmpfs", dir.path().c_str(), "tmpfs", 0, "size=512k,mode=0700") != 0) {
       std::printf(
           "SKIP: cannot mount a tmpfs for the state directory (%s); this test needs "
           "root or CAP_SYS_ADMIN\n",

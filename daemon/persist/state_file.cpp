@@ -53,10 +53,21 @@ bool StateFile::failed(const std::string& why) {
   return false;
 }
 
-bool StateFile::reserve(size_t request_bytes, std::string* why) {
+bool StateFile::reserve(size_t request_bytes, bool job_change, std::string* why) {
+  // After a save failed with no log to append to, only a snapshot can carry
+  // the next change, and its room cannot be reserved: refused until a
+  // snapshot has worked again (retried by the server meanwhile).
+  if (retrying()) {
+    *why = "musterd cannot save changes in its state directory " + dir_ + " (" + failure_ +
+           "); nothing was changed. Send it again once the directory is writable";
+    return false;
+  }
   // The request's own bytes (a set's value, a reply that echoes it), one
-  // job's header rewritten, and the records' framing.
-  size_t n = 2 * request_bytes + largest_header_ + 512;
+  // job's header rewritten (a join may make a new one: room for some 230
+  // slots; a larger new job on a nearly full disk is held, not refused, if
+  // its header does not fit), and the records' framing.
+  size_t header = job_change ? std::max<size_t>(largest_header_, 16 * 1024) : largest_header_;
+  size_t n = 2 * request_bytes + header + 512;
   std::string cause;
   if (log_.reserve(n, &cause)) return true;
   *why = "musterd cannot save this change: no room in its state directory " + dir_ + " (" + cause +

@@ -56,9 +56,13 @@ class StateFile {
   // those endings).
   size_t load(State& state, ReplyCache& replies);
 
-  // Room on disk for what handling a request of `request_bytes` may write.
-  // False, with the sentence for the client in *why, when there is none.
-  bool reserve(size_t request_bytes, std::string* why);
+  // Room on disk for what handling a request of `request_bytes` may write
+  // (job_change: it may rewrite a job's slots, a join or a reserve). False,
+  // with the sentence for the client in *why, when there is none.
+  bool reserve(size_t request_bytes, bool job_change, std::string* why);
+  // A save failed where only a new snapshot can carry the next one: the
+  // server retries save() until it works, and changes are refused meanwhile.
+  bool retrying() const { return need_snapshot_ && !failure_.empty(); }
 
   // Makes every change since the last save durable. Never throws: false
   // (logged once per failing stretch; failure() says why) when it could not.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "log.hpp"
+#include "protocol/message_table.hpp"
 #include "server/runtime.hpp"
 
 namespace muster::daemon {
@@ -93,7 +94,9 @@ bool Server::Runtime::answered(ReplyTo& to, const zmq::message_t& body, uint16_t
   // save it: nothing to roll back, and nobody (a waiter on the key
   // included) sees a value that a restart would not know.
   std::string why;
-  if (ReplyCache::mutating(type) && !state_file->reserve(body.size(), &why)) {
+  const proto::MessageTraits* traits = proto::message_traits(type);
+  bool job_change = traits && traits->area == proto::Area::kJobs;
+  if (ReplyCache::mutating(type) && !state_file->reserve(body.size(), job_change, &why)) {
     out.push_back({to, proto::encode_error(to.request_id, ErrorCode::kStorageFailed, why)});
     return true;
   }

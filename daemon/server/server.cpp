@@ -274,7 +274,7 @@ void Server::watch_deadlines() {
   if (cfg_.exit_when_idle)
     rt.loop.add_wake_hint([&state] { return state.job_count() == 0 ? 200L : -1L; });
   // A save that failed is tried again until one works.
-  rt.loop.add_wake_hint([&rt] { return rt.dirty ? 100L : -1L; });
+  rt.loop.add_wake_hint([&rt] { return rt.dirty || rt.state_file->retrying() ? 100L : -1L; });
   // Heartbeats, lost peers and last calls run on a coarse clock.
   rt.loop.add_wake_hint([&state] { return state.cluster_active() ? 50L : -1L; });
   if (hooks_.status_changed)
@@ -293,6 +293,20 @@ void Server::watch_deadlines() {
   }
 }
 
+namespace {
+
+bool refusal(const Outgoing& o) {
+  if (!o.link.empty()) return false;
+  try {
+    return proto::decode_envelope(o.frame.data(), o.frame.size(), true).type ==
+           static_cast<uint16_t>(proto::MsgType::kErrorReply);
+  } catch (const proto::EnvelopeError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 void Server::end_round() {
   auto& rt = *rt_;
   auto& state = *rt.state;
@@ -305,7 +319,7 @@ void Server::end_round() {
   // replies that acknowledge a change wait for one that works (retried
   // below); a round that acknowledged nothing (a process exit, reads) is
   // answered, so reads keep working.
-  if (rt.dirty) {
+  if (rt.dirty || rt.state_file->retrying()) {
     if (rt.state_file->save(state, rt.replies)) {
       rt.dirty = false;
       rt.holding = false;
@@ -313,7 +327,17 @@ void Server::end_round() {
       rt.holding = true;
     }
   }
-  if (!rt.holding) rt.deliver();
+  if (!rt.holding) {
+    rt.deliver();
+  } else {
+    // Refusals (storage_failed among them) acknowledge nothing: they go
+    // out; everything else waits for a save that works.
+    std::vector<Outgoing> now, held;
+    for (auto& o : rt.out) (refusal(o) ? now : held).push_back(std::move(o));
+    rt.out = std::move(now);
+    rt.deliver();
+    rt.out = std::move(held);
+  }
   if (!cfg_.exit_when_idle) return;
   auto now = Clock::now();
   if (state.job_count() > 0) {
