@@ -56,6 +56,8 @@ struct Server::Runtime {
   void receive(zmq::socket_t& sock, bool from_peer);
   // Sends out's frames, taking the large ones; out is cleared after.
   void deliver();
+  // The end of a round: saves what changed, then delivers (durable.cpp).
+  void save_then_deliver();
 
  private:
   // One request, framed as [routing id, (empty,) body].

@@ -293,51 +293,12 @@ void Server::watch_deadlines() {
   }
 }
 
-namespace {
-
-bool refusal(const Outgoing& o) {
-  if (!o.link.empty()) return false;
-  try {
-    return proto::decode_envelope(o.frame.data(), o.frame.size(), true).type ==
-           static_cast<uint16_t>(proto::MsgType::kErrorReply);
-  } catch (const proto::EnvelopeError&) {
-    return false;
-  }
-}
-
-}  // namespace
-
 void Server::end_round() {
   auto& rt = *rt_;
   auto& state = *rt.state;
   state.expire(Clock::now(), rt.out);
   if (state.cluster_active()) state.cluster_tick(Clock::now(), rt.out);
-  bool acks = rt.replies.complete(rt.out);
-  if (acks) rt.dirty = true;
-  // Saved before any of these replies leaves: a client never acts on an
-  // answer that a restarted daemon would not know. When the save fails,
-  // replies that acknowledge a change wait for one that works (retried
-  // below); a round that acknowledged nothing (a process exit, reads) is
-  // answered, so reads keep working.
-  if (rt.dirty || rt.state_file->retrying()) {
-    if (rt.state_file->save(state, rt.replies)) {
-      rt.dirty = false;
-      rt.holding = false;
-    } else if (acks) {
-      rt.holding = true;
-    }
-  }
-  if (!rt.holding) {
-    rt.deliver();
-  } else {
-    // Refusals (storage_failed among them) acknowledge nothing: they go
-    // out; everything else waits for a save that works.
-    std::vector<Outgoing> now, held;
-    for (auto& o : rt.out) (refusal(o) ? now : held).push_back(std::move(o));
-    rt.out = std::move(now);
-    rt.deliver();
-    rt.out = std::move(held);
-  }
+  rt.save_then_deliver();
   if (!cfg_.exit_when_idle) return;
   auto now = Clock::now();
   if (state.job_count() > 0) {
