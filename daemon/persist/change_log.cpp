@@ -37,12 +37,35 @@ std::string header(uint64_t epoch) {
   return payload;
 }
 
-void frame(std::string& out, uint8_t type, std::string_view payload) {
-  std::string body(1, static_cast<char>(type));
-  body.append(payload);
-  put_u32(out, static_cast<uint32_t>(body.size()));
-  put_u32(out, ChangeLog::crc32c(body));
-  out.append(body);
+// One record inside a commit: u32 length of the payload, u8 type, payload.
+void put_record(std::string& out, uint8_t type, std::string_view payload) {
+  put_u32(out, static_cast<uint32_t>(payload.size()));
+  out.push_back(static_cast<char>(type));
+  out.append(payload);
+}
+
+// One commit on disk: u32 length, u32 CRC-32C, the records. A commit is the
+// unit a torn write loses: a round's records apply all together or not at
+// all (a lease moved from one job to another in one round must never load
+// as held by both).
+void put_frame(std::string& out, std::string_view records) {
+  put_u32(out, static_cast<uint32_t>(records.size()));
+  put_u32(out, ChangeLog::crc32c(records));
+  out.append(records);
+}
+
+// The records of one commit; false when they do not parse (a bug: the
+// checksum held).
+bool each_record(std::string_view records,
+                 const std::function<void(uint8_t, std::string_view)>& f) {
+  while (!records.empty()) {
+    if (records.size() < 5) return false;
+    uint32_t len = get_u32(records.data());
+    if (records.size() - 5 < len) return false;
+    f(static_cast<uint8_t>(records[4]), records.substr(5, len));
+    records.remove_prefix(5 + len);
+  }
+  return true;
 }
 
 }  // namespace
@@ -76,8 +99,9 @@ void ChangeLog::close() {
 }
 
 bool ChangeLog::start(uint64_t epoch, std::string* why) {
-  std::string first;
-  frame(first, 0, header(epoch));
+  std::string head, first;
+  put_record(head, 0, header(epoch));
+  put_frame(first, head);
   std::string tmp = path_ + ".tmp";
   if (!files::write_durably(dir_, tmp, path_, first, why)) return false;
   int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
@@ -120,7 +144,7 @@ bool ChangeLog::reserve(size_t n, std::string* why) {
     // claim nothing here and let that save say whether the disk has it.
     return true;
   }
-  uint64_t need = end_ + buffer_.size() + claimed_ + n;
+  uint64_t need = end_ + kRecordHead + buffer_.size() + claimed_ + n;
   if (need > allocated_) {
     // A chunk ahead when the disk allows, else just what is needed.
     for (uint64_t want : {std::max(need, allocated_ + kChunk), need}) {
@@ -145,7 +169,7 @@ bool ChangeLog::reserve(size_t n, std::string* why) {
 }
 
 void ChangeLog::append(uint8_t type, std::string_view payload) {
-  frame(buffer_, type, payload);
+  put_record(buffer_, type, payload);
 }
 
 bool ChangeLog::commit(std::string* why) {
@@ -155,16 +179,18 @@ bool ChangeLog::commit(std::string* why) {
     *why = "the change log is not open";
     return false;
   }
+  std::string frame;
+  put_frame(frame, buffer_);
   size_t done = 0;
-  while (done < buffer_.size()) {
-    ssize_t w = ::pwrite(fd_, buffer_.data() + done, buffer_.size() - done,
-                         static_cast<off_t>(end_ + done));
+  while (done < frame.size()) {
+    ssize_t w =
+        ::pwrite(fd_, frame.data() + done, frame.size() - done, static_cast<off_t>(end_ + done));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       *why = "cannot write " + path_ + ": " + std::strerror(w < 0 ? errno : ENOSPC);
-      // Back to the last durable end: a half-written record must not sit
-      // in front of the next try's records. (This also gives back space
-      // reserved past the end.)
+      // Back to the last durable end: a half-written commit must not sit
+      // in front of the next try's. (This also gives back space reserved
+      // past the end.) The records stay buffered for that try.
       if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) broken_ = true;
       allocated_ = end_;
       return false;
@@ -178,7 +204,7 @@ bool ChangeLog::commit(std::string* why) {
     broken_ = true;
     return false;
   }
-  end_ += buffer_.size();
+  end_ += frame.size();
   allocated_ = std::max(allocated_, end_);
   buffer_.clear();
   return true;
@@ -197,15 +223,18 @@ bool ChangeLog::replay(const std::string& dir, uint64_t epoch,
     uint32_t len = get_u32(bytes.data() + at);
     uint32_t sum = get_u32(bytes.data() + at + 4);
     if (len == 0 || len > kMaxRecord || bytes.size() - at - kRecordHead < len) break;
-    std::string_view body(bytes.data() + at + kRecordHead, len);
-    if (crc32c(body) != sum) break;
-    uint8_t type = static_cast<uint8_t>(body[0]);
-    body.remove_prefix(1);
+    std::string_view records(bytes.data() + at + kRecordHead, len);
+    if (crc32c(records) != sum) break;
     if (first) {
-      if (type != 0 || body != header(epoch)) return false;  // another epoch's
+      // The first commit holds the header alone: the epoch it follows.
+      bool ours = false;
+      each_record(records, [&](uint8_t type, std::string_view payload) {
+        ours = type == 0 && payload == header(epoch);
+      });
+      if (!ours) return false;  // another epoch's, or not a log
       first = false;
-    } else {
-      f(type, body);
+    } else if (!each_record(records, f)) {
+      break;
     }
     at += kRecordHead + len;
   }

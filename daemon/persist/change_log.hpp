@@ -1,17 +1,19 @@
 // An append-only log of typed change records, beside a snapshot: a save
 // costs what changed, not the whole state (a 1-byte set beside a 500 MB
 // store). It knows records as (type, bytes) only; what they mean is the
-// caller's (persist/state_records.hpp for the node's jobs; the coordinator's
+// caller's (persist/state_codec.hpp for the node's jobs; the coordinator's
 // rounds can use the same log with types of their own).
 //
-// On disk, <dir>/state.log: a header record (type 0: "musterd-log", the
-// epoch of the snapshot it follows), then records, each
-//   u32 length (of type + payload), u32 CRC-32C (of type + payload), u8
-//   type, payload.
-// A log whose epoch is not the snapshot's is left over from before a
-// compaction and is ignored. Replay stops at the first record that is cut
+// On disk, <dir>/state.log is a sequence of commits, one per save (a loop
+// round), each
+//   u32 length, u32 CRC-32C (of the records), the records,
+// and each record u32 length of its payload, u8 type, payload. The first
+// commit holds one record, type 0: "musterd-log" and the epoch of the
+// snapshot the log follows; a log of another epoch is left over from before
+// a compaction and is ignored. Replay stops at the first commit that is cut
 // short or fails its checksum (a write torn by a crash or a power cut):
-// everything before it was acknowledged, nothing after it was.
+// every commit before it was acknowledged, nothing after it was, and a
+// round's records load all together or not at all.
 //
 // Space is reserved ahead (fallocate) for the changes a round will write,
 // so a full disk refuses a change before it is made instead of failing to
@@ -50,7 +52,8 @@ class ChangeLog {
   // when it cannot reserve them. Released at the next commit.
   bool reserve(size_t n, std::string* why);
 
-  // Buffers one record; nothing is written before commit().
+  // Buffers one record; nothing is written before commit(), which writes
+  // the buffered records as one commit.
   void append(uint8_t type, std::string_view payload);
   bool pending() const { return !buffer_.empty(); }
 
@@ -66,8 +69,8 @@ class ChangeLog {
 
   uint64_t size() const { return end_; }  // durable bytes, header included
 
-  // Calls f for each intact record of <dir>/state.log if its epoch is
-  // `epoch`. Returns false when there is no such log; *end is the length of
+  // Calls f for each record of the intact commits of <dir>/state.log if its
+  // epoch is `epoch`. Returns false when there is no such log; *end is the length of
   // its intact part, and *torn is set when bytes after it were ignored.
   static bool replay(const std::string& dir, uint64_t epoch,
                      const std::function<void(uint8_t type, std::string_view payload)>& f,
