@@ -122,8 +122,9 @@ TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed m
     INFO("pid " << pid << " survived");
     CHECK(test::eventually([&] { return !test::process_exists(pid); }, 5s));
   }
-  // The job's cgroup goes with it.
+  // The job's cgroup goes with it, and the daemon's, which held only it.
   CHECK(test::eventually([&] { return ::access(job_dir.c_str(), F_OK) != 0; }, 5s));
+  CHECK(test::eventually([&] { return ::access(base.c_str(), F_OK) != 0; }, 5s));
 }
 
 TEST_CASE("a job's cgroup is killed and removed when the job ends normally", "[cgroup]") {

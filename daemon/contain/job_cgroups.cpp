@@ -58,8 +58,12 @@ JobCgroups::JobCgroups(const std::string& mode, const std::string& runtime_dir, 
     why = own.why_not;
     if (why.empty()) {
       std::string dir = own.dir + "/" + daemon_dir_name(runtime_dir);
+      // Made to learn whether we may, then kept only while it holds a job
+      // (or what a killed daemon left for us to adopt): a daemon that is
+      // SIGKILLed between jobs leaves nothing behind.
       why = make(dir);
       if (why.empty()) base_ = dir;
+      if (why.empty() && children(dir).empty()) remove(dir);
     }
   }
   if (uses_cgroups()) {
@@ -79,7 +83,7 @@ JobCgroups::~JobCgroups() {
     retry_removals();
     if (!removals_.empty()) ::usleep(10000);
   }
-  if (uses_cgroups()) remove(base_);  // only when no job is left in it
+  if (uses_cgroups()) remove(base_);  // only when no job's cgroup is left in it
 }
 
 void JobCgroups::adopt(const std::map<std::string, Job>& jobs) {
@@ -145,7 +149,9 @@ void JobCgroups::place(const std::string& id, const Job& job, Record& r) {
     if (!uses_cgroups()) continue;
     if (r.dir.empty()) {
       std::string dir = base_ + "/" + cgroup_name(id, s.pid);
-      if (auto why = make(dir); !why.empty()) {
+      std::string why = make(base_);
+      if (why.empty()) why = make(dir);
+      if (!why.empty()) {
         log::warning("job=" + id + " runs without a cgroup: " + why);
         continue;
       }
@@ -162,8 +168,11 @@ void JobCgroups::place(const std::string& id, const Job& job, Record& r) {
 void JobCgroups::end(const std::string& id, Record& r) {
   if (r.launcher) watch_.unwatch(r.launcher);
   r.launcher = 0;
-  if (!r.dir.empty()) kill(r.dir, "job=" + id + " ended");
-  r.dir.clear();
+  if (!r.dir.empty()) {
+    std::string dir = std::move(r.dir);
+    r.dir.clear();
+    kill(dir, "job=" + id + " ended");
+  }
   // Segments of broadcast roots that were SIGKILLed (the others unlinked
   // theirs); those of live processes stay.
   if (size_t n = shm::remove_orphans(shm::job_prefix(id)))
@@ -177,6 +186,14 @@ void JobCgroups::kill(const std::string& dir, const std::string& why) {
   else
     log::info(why + ": killed what was left in " + dir);
   if (!remove(dir)) removals_.push_back({dir, Clock::now()});
+  remove_base_when_idle();
+}
+
+void JobCgroups::remove_base_when_idle() {
+  if (!uses_cgroups() || !removals_.empty()) return;
+  for (const auto& [id, r] : records_)
+    if (!r.dir.empty()) return;
+  remove(base_);  // fails, harmlessly, while a cgroup we do not know is in it
 }
 
 void JobCgroups::pid_exited(int64_t pid) {
@@ -190,6 +207,7 @@ void JobCgroups::pid_exited(int64_t pid) {
 }
 
 void JobCgroups::retry_removals() {
+  if (removals_.empty()) return;
   auto now = Clock::now();
   std::erase_if(removals_, [&](const Removal& r) {
     if (remove(r.dir)) return true;
@@ -197,6 +215,7 @@ void JobCgroups::retry_removals() {
     log::warning("cgroup " + r.dir + " still holds processes; left in place");
     return true;
   });
+  if (removals_.empty()) remove_base_when_idle();
 }
 
 }  // namespace muster::daemon::contain

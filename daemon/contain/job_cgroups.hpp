@@ -65,6 +65,8 @@ class JobCgroups {
   void place(const std::string& id, const Job& job, Record& r);
   void end(const std::string& id, Record& r);
   void kill(const std::string& dir, const std::string& why);
+  // Our cgroup goes when no job's is left in it (made again for the next).
+  void remove_base_when_idle();
 
   PidWatch& watch_;
   std::string base_;  // our cgroup; empty: the guardian only
