@@ -127,6 +127,37 @@ TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed m
   CHECK(test::eventually([&] { return ::access(base.c_str(), F_OK) != 0; }, 5s));
 }
 
+TEST_CASE("with a cgroup per job, a launcher's death ends a worker that outlived it", "[cgroup]") {
+  test::TestDaemon d;
+  std::string how = containment_of(d);
+  if (how.rfind("cgroup ", 0) != 0) {
+    std::cout << "SKIP: no writable cgroup v2 hierarchy here: " << how << "\n";
+    std::exit(77);
+  }
+  // The worker turns its parent-death signal off, so it lives on as a
+  // registered rank after muster run; with the guardian killed first,
+  // only the daemon (which watches the launcher) can end it.
+  Process p({test::program("MUSTER_TEST_MUSTER"), "run", "-n", "1", "--cpu", "--use-env",
+             "/usr/bin/python3", "-c",
+             "import ctypes, os, time\n"
+             "ctypes.CDLL(None).prctl(1, 0)  # PR_SET_PDEATHSIG: none\n"
+             "print(os.getpid(), os.environ['MUSTER_RUN_GUARD'], flush=True)\n"
+             "time.sleep(1000)\n"},
+            {{"MUSTER_ENDPOINT", d.endpoint()}});
+  std::istringstream line(unprefixed(p.read_line(20s).value_or("")));
+  pid_t worker = 0;
+  std::string guard;
+  line >> worker >> guard;
+  REQUIRE(worker > 0);
+  auto last = guard.substr(guard.rfind(',') == std::string::npos ? 0 : guard.rfind(',') + 1);
+  pid_t guardian = static_cast<pid_t>(std::stoi(last.substr(0, last.find('-'))));
+  REQUIRE(::kill(guardian, SIGKILL) == 0);
+  REQUIRE(test::eventually([&] { return !test::process_exists(guardian); }, 5s));
+  p.signal(SIGKILL);
+  CHECK(p.wait(5s) == 128 + SIGKILL);
+  CHECK(test::eventually([&] { return !test::process_exists(worker); }, 5s));
+}
+
 TEST_CASE("a job's cgroup is killed and removed when the job ends normally", "[cgroup]") {
   test::TestDaemon d;
   std::string how = containment_of(d);
