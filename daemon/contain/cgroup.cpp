@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -104,6 +105,22 @@ std::string kill_all(const std::string& dir) {
 bool remove(const std::string& dir) {
   if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return true;
   return false;
+}
+
+bool empty(const std::string& dir) {
+  std::ifstream in(dir + "/cgroup.events");
+  std::string key, value;
+  while (in >> key >> value)
+    if (key == "populated") return value == "0";
+  return false;
+}
+
+double age_s(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return -1;
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<double>(now.tv_sec - st.st_mtim.tv_sec);
 }
 
 std::vector<std::string> children(const std::string& dir) {

@@ -37,5 +37,9 @@ std::string kill_all(const std::string& dir);
 bool remove(const std::string& dir);
 // The names of dir's child cgroups.
 std::vector<std::string> children(const std::string& dir);
+// Whether no process is in dir or below it ("populated 0" in cgroup.events).
+bool empty(const std::string& dir);
+// Seconds since dir was made (or last changed); -1 when it is not there.
+double age_s(const std::string& dir);
 
 }  // namespace muster::daemon::contain

@@ -41,6 +41,22 @@ std::string cgroup_name(const std::string& id, int64_t first_pid) {
   return "job-" + safe + "-" + std::to_string(first_pid);
 }
 
+// What SIGKILLed daemons of this machine that never came back left in the
+// hierarchy: their jobs' cgroups, empty once the jobs ended (a cgroup v2
+// has no release agent). One that has been empty for a minute is nobody's
+// any more: a daemon fills a job's cgroup in the round it makes it.
+void sweep_dead_daemons(const std::string& parent, const std::string& ours) {
+  for (const auto& d : children(parent)) {
+    if (d.rfind("musterd-", 0) != 0 || d == ours) continue;
+    std::string dir = parent + "/" + d;
+    for (const auto& job : children(dir)) {
+      std::string j = dir + "/" + job;
+      if (job.rfind("job-", 0) == 0 && empty(j) && age_s(j) > 60) remove(j);
+    }
+    if (age_s(dir) > 60) remove(dir);  // only when nothing is left in it
+  }
+}
+
 bool any_reserved(const Job& job) {
   return std::any_of(job.slots.begin(), job.slots.end(),
                      [](const Slot& s) { return s.state == SlotState::kReserved; });
@@ -58,6 +74,7 @@ JobCgroups::JobCgroups(const std::string& mode, const std::string& runtime_dir, 
     why = own.why_not;
     if (why.empty()) {
       std::string dir = own.dir + "/" + daemon_dir_name(runtime_dir);
+      sweep_dead_daemons(own.dir, daemon_dir_name(runtime_dir));
       // Made to learn whether we may, then kept only while it holds a job
       // (or what a killed daemon left for us to adopt): a daemon that is
       // SIGKILLed between jobs leaves nothing behind.
@@ -78,7 +95,11 @@ JobCgroups::JobCgroups(const std::string& mode, const std::string& runtime_dir, 
 }
 
 JobCgroups::~JobCgroups() {
-  // Running jobs keep their cgroups: a restarted daemon adopts them.
+  // Running jobs keep their cgroups: a restarted daemon adopts them. An
+  // empty one (its job's processes are all gone) has nothing to keep, and
+  // with no daemon to remove it later it would stay in the hierarchy.
+  for (const auto& [id, r] : records_)
+    if (!r.dir.empty()) remove(r.dir);
   for (int i = 0; i < 100 && !removals_.empty(); ++i) {
     retry_removals();
     if (!removals_.empty()) ::usleep(10000);
