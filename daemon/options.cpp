@@ -72,7 +72,12 @@ po::options_description settings_description(Settings& s) {
        "public keys (one a line) of the daemons allowed to peer with this one; its own key is "
        "always allowed (default: only its own)")
     ("peer-server-key", po::value(&s.o.config.peer_server_key)->value_name("KEY"),
-       "public key (Z85) expected of the daemons this one connects to (default: its own)");
+       "public key (Z85) expected of the daemons this one connects to (default: its own)")
+    ("containment", po::value(&s.o.config.containment)->value_name("MODE")->default_value("auto"),
+       "auto: each job gets a cgroup (in this daemon's cgroup v2 hierarchy, when writable) that "
+       "is killed and removed when the job ends or its launcher dies; guardian: no cgroups, "
+       "only muster run's guardian kills what a job leaves (the fallback where no hierarchy "
+       "is writable)");
   // clang-format on
   return d;
 }
@@ -120,6 +125,8 @@ void finish(Settings& s, bool whole) {
   if (!c.state_dir.empty() && c.state_dir[0] != '/')
     throw std::runtime_error("--state-dir must be an absolute path");
   c.socket_gid = s.socket_group.empty() ? -1 : group_id(s.socket_group);
+  if (c.containment != "auto" && c.containment != "guardian")
+    throw std::runtime_error("--containment must be auto or guardian, not '" + c.containment + "'");
 
   check_peer_bind(c.peer_bind);
   if (c.peer_port < 0 || c.peer_port > 65535)

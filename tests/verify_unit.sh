@@ -23,7 +23,7 @@ fi
 for want in Restart=on-failure RuntimeDirectory=muster RuntimeDirectoryPreserve=restart \
   StateDirectory=muster \
   ConfigurationDirectory=muster NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes \
-  PrivateTmp=yes SystemCallFilter=@system-service DevicePolicy=closed; do
+  PrivateTmp=yes SystemCallFilter=@system-service DevicePolicy=closed Delegate=yes; do
   grep -qx "$want" "$dir/musterd.service" || { echo "FAIL: missing $want"; exit 1; }
 done
 out=$(cd "$dir" && systemd-analyze verify --man=no ./musterd.service 2>&1)

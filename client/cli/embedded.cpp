@@ -15,6 +15,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/guardian.hpp"
 #include "endpoint.hpp"
 #include "log.hpp"
 #include "muster/client.hpp"
@@ -174,6 +175,7 @@ void ensure_daemon(const std::string& endpoint, int simulate_gpus, const Embedde
     run_embedded(dir, simulate_gpus, peering, fds[1]);
   }
   close(fds[1]);
+  guardian::exempt(pid);  // it serves other launchers' jobs too
   char ok = 0;
   ssize_t n = read(fds[0], &ok, 1);  // EOF: the child failed to bind
   close(fds[0]);

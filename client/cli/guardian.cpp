@@ -11,12 +11,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/posix_io.hpp"
 
@@ -33,10 +38,16 @@ namespace {
 constexpr const char* kGuardVar = "MUSTER_RUN_GUARD";
 struct GuardMsg {
   int32_t op;
-  int32_t pgid;
+  int32_t pgid;    // a group, or for kGuardAdopt a pid
+  uint64_t start;  // kGuardAdopt: the pid's start time (a reused pid is not it)
 };
 constexpr int32_t kGuardAdd = 1;
 constexpr int32_t kGuardForget = 2;
+constexpr int32_t kGuardAdopt = 3;
+
+// muster run's side of adopt_orphans.
+std::set<std::pair<pid_t, uint64_t>> g_told;
+std::set<pid_t> g_exempt;
 
 struct Guard {
   int fd = -1;        // muster run's end of the socket pair
@@ -44,9 +55,9 @@ struct Guard {
   std::string token;  // "PID-HEX": what the guardian looks for
 } g_guard;
 
-void guard_send(int32_t op, pid_t pgid) {
+void guard_send(int32_t op, pid_t pgid, uint64_t start = 0) {
   if (g_guard.fd < 0) return;
-  GuardMsg m{op, static_cast<int32_t>(pgid)};
+  GuardMsg m{op, static_cast<int32_t>(pgid), start};
   ssize_t n;
   do n = send(g_guard.fd, &m, sizeof m, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
@@ -114,6 +125,70 @@ bool carries_token(pid_t pid, const std::string& token) {
   return false;
 }
 
+// Field 22 of /proc/PID/stat (clock ticks after boot); 0 when gone.
+uint64_t start_time(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char* p = strrchr(buf, ')');
+  if (!p) return 0;
+  // The blank after ")" starts field 3 (the state); the 20th blank, field 22.
+  for (int field = 3; field <= 22 && p; ++field) p = strchr(p + 1, ' ');
+  return p ? std::strtoull(p + 1, nullptr, 10) : 0;
+}
+
+// A process's children, from each of its threads' children file.
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> kids;
+  std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(task.c_str());
+  if (!d) return kids;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    int fd = open((task + "/" + e->d_name + "/children").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+    close(fd);
+    char* end = nullptr;
+    for (const char* p = text.c_str(); *p; p = end) {
+      long k = std::strtol(p, &end, 10);
+      if (end == p) break;
+      if (k > 0) kids.push_back(static_cast<pid_t>(k));
+    }
+  }
+  closedir(d);
+  return kids;
+}
+
+// Ends the adopted orphans and everything below them. Stopped first, all
+// of them: a killed parent's children go to init, out of reach, and a
+// stopped process forks no more; then killed together.
+void kill_trees(const std::set<std::pair<pid_t, uint64_t>>& roots) {
+  std::set<pid_t> stopped;
+  for (const auto& [pid, start] : roots)
+    if (start_time(pid) == start && kill(pid, SIGSTOP) == 0) stopped.insert(pid);
+  for (int round = 0; round < 100; ++round) {
+    bool grew = false;
+    for (pid_t p : std::vector<pid_t>(stopped.begin(), stopped.end()))
+      for (pid_t c : children_of(p))
+        if (stopped.insert(c).second) {
+          kill(c, SIGSTOP);
+          grew = true;
+        }
+    if (!grew) break;
+  }
+  for (pid_t p : stopped) kill(p, SIGKILL);
+}
+
 // Kills the processes that carry the token; returns how many it found.
 size_t kill_carriers(const std::string& token) {
   size_t found = 0;
@@ -157,6 +232,7 @@ void detach(int keep_fd) {
 [[noreturn]] void guardian_main(int fd, const std::string& token) {
   detach(fd);
   std::set<pid_t> groups;
+  std::set<std::pair<pid_t, uint64_t>> adopted;
   for (;;) {
     GuardMsg m;
     ssize_t n = recv(fd, &m, sizeof m, 0);
@@ -165,7 +241,9 @@ void detach(int keep_fd) {
     if (n != sizeof m || m.pgid <= 1) continue;
     if (m.op == kGuardAdd) groups.insert(m.pgid);
     if (m.op == kGuardForget) groups.erase(m.pgid);
+    if (m.op == kGuardAdopt) adopted.emplace(m.pgid, m.start);
   }
+  kill_trees(adopted);
   // Rounds until no carrier is left (one may be forking while we look).
   for (int round = 0; round < 100; ++round) {
     for (pid_t g : groups) kill(-g, SIGKILL);
@@ -258,6 +336,20 @@ void watch_group(pid_t pgid) {
 
 void forget_group(pid_t pgid) {
   guard_send(kGuardForget, pgid);
+}
+
+void adopt_orphans(const std::vector<pid_t>& workers) {
+  if (g_guard.fd < 0) return;
+  for (pid_t c : children_of(getpid())) {
+    if (g_exempt.count(c) || std::find(workers.begin(), workers.end(), c) != workers.end())
+      continue;
+    uint64_t start = start_time(c);
+    if (start && g_told.emplace(c, start).second) guard_send(kGuardAdopt, c, start);
+  }
+}
+
+void exempt(pid_t pid) {
+  g_exempt.insert(pid);
 }
 
 }  // namespace muster::cli::guardian

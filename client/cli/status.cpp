@@ -14,6 +14,7 @@ namespace {
 void print_table(const DaemonStatus& s, const std::string& endpoint) {
   std::printf("musterd %s (pid %lld) at %s, up %.0f s\n", s.version.c_str(),
               static_cast<long long>(s.pid), endpoint.c_str(), s.uptime_s);
+  if (!s.containment.empty()) std::printf("containment: %s\n", s.containment.c_str());
   if (s.devices.empty()) {
     std::printf("\nGPUs: none handed out by this daemon\n");
   } else {

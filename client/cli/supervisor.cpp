@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -50,11 +51,14 @@ class Supervision {
  public:
   Supervision(std::vector<Worker>& ws, double grace_s,
               const std::function<std::string()>& world_check)
-      : ws_(ws), grace_s_(grace_s), world_check_(world_check), running_(ws.size()) {}
+      : ws_(ws), grace_s_(grace_s), world_check_(world_check), running_(ws.size()) {
+    for (const auto& w : ws_) pids_.push_back(w.pid);
+  }
 
   Outcome run() {
     sigset_t set = supervisor_set();
     while (running_ > 0) {
+      guardian::adopt_orphans(pids_);
       timespec ts = next_wait();
       siginfo_t info;
       on_signal(sigtimedwait(&set, &info, &ts));
@@ -80,15 +84,15 @@ class Supervision {
   }
 
   // Asks world_check when it is due; returns how long to wait for a signal,
-  // SIGKILLing the group once its grace is over.
+  // SIGKILLing the group once its grace is over. At most 250 ms: orphans
+  // are told to the guardian between waits.
   timespec next_wait() {
-    timespec ts{1, 0};
+    timespec ts{0, 250 * 1000 * 1000};
     if (world_check_) {
       if (!stopping_ && Clock::now() >= next_check_) {
         next_check_ = Clock::now() + std::chrono::milliseconds(250);
         if (auto why = world_check_(); !why.empty()) stop_for_world(why);
       }
-      ts = {0, 250 * 1000 * 1000};
     }
     if (stopping_) {
       auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(kill_at_ - Clock::now());
@@ -97,6 +101,7 @@ class Supervision {
           if (!w.done) kill(-w.pid, SIGKILL);
         left = std::chrono::seconds(1);
       }
+      left = std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(250));
       ts.tv_sec = left.count() / 1000000000;
       ts.tv_nsec = left.count() % 1000000000;
     }
@@ -144,6 +149,7 @@ class Supervision {
   }
 
   std::vector<Worker>& ws_;
+  std::vector<pid_t> pids_;  // the workers: not orphans
   double grace_s_;
   const std::function<std::string()>& world_check_;
   size_t running_;
@@ -205,6 +211,11 @@ int take_pending_stop_signal() {
 Outcome supervise(std::vector<Worker>& ws, double grace_s,
                   const std::function<std::string()>& world_check) {
   Outcome result = Supervision(ws, grace_s, world_check).run();
+  // The last workers' orphans too (a worker that ends right after it
+  // forked them), before the groups are cleared.
+  std::vector<pid_t> pids;
+  for (const auto& w : ws) pids.push_back(w.pid);
+  guardian::adopt_orphans(pids);
   clear_groups(ws);
   return result;
 }

@@ -4,6 +4,8 @@
 // through segments. Not installed.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include "broadcast_shm.hpp"
 #include "broadcast_stream.hpp"
 #include "muster/client.hpp"
+#include "shm/segment_names.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
 // export it.
@@ -70,11 +73,8 @@ class Collective {
       m.algo = preferred_algo();
       m.signature = signature;
       if (total) {
-        char tail[64];
-        std::snprintf(tail, sizeof tail, ".%llu.r%u.%016llx", static_cast<unsigned long long>(seq_),
-                      info_.rank, static_cast<unsigned long long>(nonce()));
         m.segment =
-            "/muster." + name_part(info_.job) + "." + std::to_string(info_.generation) + tail;
+            shm::segment_name(info_.job, info_.generation, seq_, info_.rank, ::getpid(), nonce());
         seg_.create(m.segment, total);
         ChunkSums sums(m.algo, m.chunk);
         for (const auto& p : parts) {
@@ -201,6 +201,12 @@ class Collective {
           throw Error(ErrorCode::kPeerExited,
                       what_ + ": rank " + std::to_string(r.rank) + " exited while reading it");
     }
+  }
+
+  // Removes rank r's segments of this collective whose creator is gone: a
+  // SIGKILLed root unlinks nothing, and its readers see it die.
+  void remove_orphans(uint32_t r) const {
+    shm::remove_orphans(shm::round_prefix(info_.job, info_.generation, seq_, r));
   }
 
   // A publisher's metadata; the error it published is thrown here.

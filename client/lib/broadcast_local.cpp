@@ -82,7 +82,19 @@ class Reader {
         agree_(agree),
         from_(col.what() + " from rank " + std::to_string(root)) {}
 
+  // A root that dies leaves its segment (it unlinks it only when it lives
+  // to end the collective): the readers that see it die remove it.
   void run() {
+    try {
+      read();
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kPeerExited) col_.remove_orphans(root_);
+      throw;
+    }
+  }
+
+ private:
+  void read() {
     col_.ready();
     m_ = col_.meta(root_);
     if (m_.pooled == Pooled::kSegment) {
@@ -100,7 +112,6 @@ class Reader {
     }
   }
 
- private:
   void check() {
     if (local_) throw *local_;
     agree_(m_);

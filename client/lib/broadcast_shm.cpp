@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +15,7 @@
 
 #include "broadcast_checksum.hpp"
 #include "muster/error.hpp"
+#include "shm/segment_names.hpp"
 
 namespace muster::bcast {
 
@@ -86,15 +86,7 @@ void Segment::map(int fd) {
 }
 
 std::string name_part(const std::string& job) {
-  bool plain = !job.empty() && job.size() <= 100 && job[0] != '.' &&
-               std::all_of(job.begin(), job.end(), [](unsigned char c) {
-                 return std::isalnum(c) || (c && std::strchr("-_.:@+", c));
-               });
-  if (plain) return job;
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "h%016llx",
-                static_cast<unsigned long long>(hash_bytes(job.data(), job.size())));
-  return buf;
+  return shm::job_part(job);
 }
 
 uint64_t nonce() {

@@ -1,7 +1,9 @@
 // Shared memory segments of a broadcast (see broadcast.cpp): a publishing
-// rank creates one (/dev/shm/muster.<job>.<generation>.<seq>.r<rank>.<nonce>)
-// and copies its bytes in; readers map it. Segments are unlinked by their
-// creator on every path (RAII); only a SIGKILLed creator leaves one behind.
+// rank creates one (/dev/shm/muster.<job>.<generation>.<seq>.r<rank>.p<pid>.
+// <nonce>, common/shm/segment_names.hpp) and copies its bytes in; readers
+// map it. Segments are unlinked by their creator on every path (RAII); a
+// SIGKILLed creator's are removed by the surviving ranks that see it die
+// (remove_orphans) and by the daemon when the job ends.
 //
 // Speed (256 MiB): the creator writes with pwrite (no zeroing of the new
 // pages, no page tables), checksumming each block just before the kernel

@@ -172,7 +172,7 @@ void Client::wait(const std::vector<std::string>& keys,
 
 DaemonStatus Client::status() {
   auto s = session_->call<proto::StatusReply>(proto::Status{});
-  DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests};
+  DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests, s.containment};
   for (const auto& d : s.devices)
     out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use});
   for (const auto& j : s.jobs) {

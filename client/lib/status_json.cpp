@@ -51,6 +51,7 @@ std::string to_json(const DaemonStatus& s) {
   // Microseconds, the precision the status has always shown.
   o["uptime_s"] = std::round(s.uptime_s * 1e6) / 1e6;
   o["peer_requests"] = s.peer_requests;
+  o["containment"] = s.containment;
   o["devices"] = Object::array();
   for (const auto& d : s.devices) o["devices"].push_back(device_json(d));
   o["jobs"] = Object::array();

@@ -223,6 +223,7 @@ void StatusReply::fields(IO& io) {
   io.num("pid", pid, 0, limits::kMaxPid);
   io.real("uptime_s", uptime_s);
   io.num("peer_requests", peer_requests, 0, UINT64_MAX, wire::kAddedLater);
+  io.str("containment", containment, 4096, wire::kAddedLater);
   io.list("devices", devices, limits::kMaxDevices);
   io.list("jobs", jobs, 1u << 20);
 }

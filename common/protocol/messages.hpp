@@ -285,6 +285,9 @@ struct StatusReply {
   std::vector<JobStatus> jobs;
   // Requests other daemons sent this one (multi-node); optional on the wire.
   uint64_t peer_requests = 0;
+  // How the daemon keeps a job's processes together: "cgroup DIR" or
+  // "guardian (WHY)"; optional on the wire.
+  std::string containment{};
   MUSTER_MESSAGE(StatusReply);
 };
 

@@ -58,6 +58,8 @@ class State {
   // as in use (access.cpp).
   proto::StatusReply status(int64_t viewer = -1) const;
   size_t job_count() const;
+  // How jobs are contained here (contain/job_cgroups.hpp), for status.
+  void set_containment(std::string how) { containment_ = std::move(how); }
 
   // Multi-node (cluster/): this daemon's name among its peers and how long
   // a silent peer may stay silent.
@@ -155,6 +157,7 @@ class State {
   uint64_t peer_requests_ = 0;
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
+  std::string containment_;
 };
 
 }  // namespace muster::daemon

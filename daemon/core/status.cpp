@@ -11,6 +11,7 @@ proto::StatusReply State::status(int64_t viewer) const {
   s.pid = ::getpid();
   s.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
   s.peer_requests = peer_requests_;
+  s.containment = containment_;
   for (const auto& d : jobs_.devices().slots()) {
     proto::DeviceStatus ds{d.device.index, d.device.name, "", -1, 0, !d.job.empty()};
     // Another uid's GPU is only "in use": who holds it is theirs to know.

@@ -45,6 +45,12 @@ struct Config {
   // Children per daemon in the relay tree of the jobs we coordinate; a job
   // of at most this many nodes is a flat star. 0 = always a star.
   uint32_t tree_width = 16;
+
+  // How a job's processes are kept together and ended with it
+  // (contain/job_cgroups.hpp): "auto" = a cgroup per job where a cgroup v2
+  // hierarchy is writable, else muster run's guardian only; "guardian" =
+  // never a cgroup.
+  std::string containment = "auto";
 };
 
 }  // namespace muster::daemon

@@ -8,6 +8,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "contain/job_cgroups.hpp"
 #include "core/state.hpp"
 #include "event/loop.hpp"
 #include "liveness/pidwatch.hpp"
@@ -36,6 +37,9 @@ struct Server::Runtime {
   ReplyCache replies;
   std::unique_ptr<StateFile> state_file;
   int state_lock_fd = -1;  // when the state dir is not the runtime dir
+  // The jobs' cgroups (or the note that there are none), made once the
+  // runtime dir is ours.
+  std::unique_ptr<contain::JobCgroups> cgroups;
 
   // The loop and what only it uses (made by run()).
   event::Loop loop;

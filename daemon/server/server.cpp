@@ -108,6 +108,9 @@ void Server::bind() {
   // The state before the socket: nobody is served from an empty state that
   // a restarted daemon should have taken over.
   load_state();
+  rt_->cgroups =
+      std::make_unique<contain::JobCgroups>(cfg_.containment, cfg_.runtime_dir, rt_->watch);
+  rt_->state->set_containment(rt_->cgroups->description());
   // We hold the lock, so a socket file left here is stale.
   rt_->socket_path = cfg_.runtime_dir + "/musterd.sock";
   ::unlink(rt_->socket_path.c_str());
@@ -236,6 +239,7 @@ void Server::run() {
   rt.pids.emplace(loop, rt.watch, PidEvents::Orders{kPidFds, kPidExits, kPidSweep},
                   [&](int64_t pid) {
                     state.on_pid_exit(pid, rt.out);
+                    rt.cgroups->pid_exited(pid);
                     rt.dirty = true;
                   });
   event::SocketEvent zap(loop, kZap, [&] { rt.zap->handle_ready(); });
@@ -275,6 +279,8 @@ void Server::watch_deadlines() {
     rt.loop.add_wake_hint([&state] { return state.job_count() == 0 ? 200L : -1L; });
   // A save that failed is tried again until one works.
   rt.loop.add_wake_hint([&rt] { return rt.dirty || rt.state_file->retrying() ? 100L : -1L; });
+  // A killed cgroup is removed once its processes are gone: a few ms.
+  rt.loop.add_wake_hint([&rt] { return rt.cgroups->removals_pending() ? 10L : -1L; });
   // Heartbeats, lost peers and last calls run on a coarse clock.
   rt.loop.add_wake_hint([&state] { return state.cluster_active() ? 50L : -1L; });
   if (hooks_.status_changed)
@@ -298,6 +304,10 @@ void Server::end_round() {
   auto& state = *rt.state;
   state.expire(Clock::now(), rt.out);
   if (state.cluster_active()) state.cluster_tick(Clock::now(), rt.out);
+  // Before the replies leave: a worker whose Attach is answered now is
+  // released by muster run only then, so it is in its cgroup before exec.
+  rt.cgroups->sync(state.jobs());
+  rt.cgroups->retry_removals();
   rt.save_then_deliver();
   if (!cfg_.exit_when_idle) return;
   auto now = Clock::now();

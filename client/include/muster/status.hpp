@@ -41,6 +41,10 @@ struct DaemonStatus {
   std::vector<DeviceInfo> devices;
   std::vector<JobInfo> jobs;
   uint64_t peer_requests = 0;  // requests other daemons sent this one
+  // How the daemon keeps each job's processes together: "cgroup DIR" (a
+  // cgroup per job, killed at the job's end) or "guardian (WHY)" (only
+  // muster run's guardian); empty from daemons older than this field.
+  std::string containment{};
 };
 
 // The document `muster status --json` prints.
