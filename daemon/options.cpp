@@ -72,7 +72,12 @@ po::options_description settings_description(Settings& s) {
        "public keys (one a line) of the daemons allowed to peer with this one; its own key is "
        "always allowed (default: only its own)")
     ("peer-server-key", po::value(&s.o.config.peer_server_key)->value_name("KEY"),
-       "public key (Z85) expected of the daemons this one connects to (default: its own)");
+       "public key (Z85) expected of the daemons this one connects to (default: its own)")
+    ("fd-reserve", po::value(&s.o.config.fd_reserve)->value_name("N")->default_value(0),
+       "file descriptors kept free below the open-file limit (which musterd raises to the hard "
+       "limit at start): with the limit less N in use, new local and peer connections wait "
+       "until some end; 0 = the larger of 256 and a sixteenth of the limit");
+
   // clang-format on
   return d;
 }
@@ -110,6 +115,8 @@ void finish(Settings& s, bool whole) {
     c.devices_given = true;
   }
   if (c.tree_width > 65536) throw std::runtime_error("--tree-width must be between 0 and 65536");
+  if (c.fd_reserve > (uint64_t{1} << 30))
+    throw std::runtime_error("--fd-reserve must be between 0 and 1073741824");
   if (c.simulate_gpus < -1 || c.simulate_gpus > 4096)
     throw std::runtime_error("--simulate-gpus must be between -1 and 4096");
   log::Level lvl;

@@ -45,6 +45,11 @@ struct Config {
   // Children per daemon in the relay tree of the jobs we coordinate; a job
   // of at most this many nodes is a flat star. 0 = always a star.
   uint32_t tree_width = 16;
+
+  // Bounded resources (README, "Limits"). File descriptors kept free below
+  // RLIMIT_NOFILE: at the limit less this many, new connections wait
+  // (server/fd_guard.hpp); 0 = max(256, limit / 16).
+  uint64_t fd_reserve = 0;
 };
 
 }  // namespace muster::daemon

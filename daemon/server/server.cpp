@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,7 +86,10 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
 }
 
 Server::~Server() {
-  if (!rt_->socket_path.empty()) ::unlink(rt_->socket_path.c_str());
+  if (!rt_->socket_path.empty()) {
+    ::unlink(rt_->socket_path.c_str());
+    ::unlink((rt_->socket_path + ".full").c_str());  // set aside by the fd guard
+  }
   if (!rt_->peer_endpoint_file.empty()) ::unlink(rt_->peer_endpoint_file.c_str());
   if (lock_fd_ >= 0) ::close(lock_fd_);
   if (rt_->state_lock_fd >= 0) ::close(rt_->state_lock_fd);
@@ -111,9 +115,12 @@ void Server::bind() {
   // We hold the lock, so a socket file left here is stale.
   rt_->socket_path = cfg_.runtime_dir + "/musterd.sock";
   ::unlink(rt_->socket_path.c_str());
+  ::unlink((rt_->socket_path + ".full").c_str());
   endpoint_ = endpoint_for_dir(cfg_.runtime_dir);
+  start_fd_guard();
   auto& r = rt_->router;
   r.set(zmq::sockopt::linger, 0);
+  limit_listener(r);
   r.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
   // No handover: a second connection that presents a connected client's
   // routing id is ignored by ZeroMQ rather than given that client's
@@ -126,6 +133,7 @@ void Server::bind() {
     rt_->socket_path.clear();
     throw Error(ErrorCode::kInternal, "cannot bind " + endpoint_ + ": " + e.what());
   }
+  rt_->fds->set_local_path(rt_->socket_path);
   // Owner and group only: other users must not reach the daemon.
   ::chmod(rt_->socket_path.c_str(), 0660);
   if (cfg_.socket_gid >= 0 && ::chown(rt_->socket_path.c_str(), static_cast<uid_t>(-1),
@@ -146,6 +154,8 @@ void Server::bind_peer() {
   p.set(zmq::sockopt::linger, 0);
   p.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
   peer::make_server(p, sec);
+  limit_listener(p);
+  rt_->fds->monitor_peer(p);
   std::string want = "tcp://" + cfg_.peer_bind + ":" + std::to_string(cfg_.peer_port);
   try {
     p.bind(want);
@@ -159,6 +169,34 @@ void Server::bind_peer() {
   std::ofstream(rt_->peer_endpoint_file) << peer_endpoint_ << "\n";
   log::notice("listening for peer daemons on " + peer_endpoint_ +
               (sec.plain ? " (plain TCP: peer_plain is set)" : " (CURVE)"));
+}
+
+// A reserve that covers what can still come after the listeners pause:
+// both backlogs (kBacklog each) of connections the kernel completed, and
+// the fds the daemon opens itself between two counts (FdGuard::check):
+// state and log files, a pidfd per watched process, two per link to a
+// coordinator, libzmq's mailboxes. 256 at the smallest (a 1,024 limit
+// leaves ~768 for connections); a sixteenth of larger limits.
+void Server::start_fd_guard() {
+  rlimit before{};
+  ::getrlimit(RLIMIT_NOFILE, &before);
+  uint64_t limit = raise_fd_limit();
+  uint64_t reserve = cfg_.fd_reserve ? cfg_.fd_reserve : std::max<uint64_t>(256, limit / 16);
+  rt_->fds.emplace(rt_->ctx, limit, reserve);
+  log::notice(
+      "file descriptors: limit " + std::to_string(limit) +
+      (before.rlim_cur < limit ? " (raised from " + std::to_string(before.rlim_cur) + ")" : "") +
+      "; new connections wait while over " + std::to_string(rt_->fds->ceiling()) +
+      " are open (--fd-reserve " + std::to_string(reserve) + ")");
+}
+
+// Every listener: a short backlog (connections the kernel completes while
+// the fd guard pauses), and handshakes that end within 5 s, so a
+// connection that never speaks holds its fd that long (libzmq: 30 s).
+void Server::limit_listener(zmq::socket_t& s) {
+  constexpr int kBacklog = 64;
+  s.set(zmq::sockopt::backlog, kBacklog);
+  s.set(zmq::sockopt::handshake_ivl, 5000);
 }
 
 void Server::load_state() {
@@ -240,6 +278,8 @@ void Server::run() {
                   });
   event::SocketEvent zap(loop, kZap, [&] { rt.zap->handle_ready(); });
   if (rt.zap) zap.schedule_socket(rt.zap->handle());
+  event::SocketEvent peer_events(loop, kMonitor, [&] { rt.fds->drain_peer(); });
+  if (rt.fds->peer_events()) peer_events.schedule_socket(rt.fds->peer_events());
   event::SocketEvent peer(loop, kPeer, [&] { rt.receive(*rt.peer, true); });
   if (rt.peer) peer.schedule_socket(rt.peer->handle());
   rt.links.emplace(rt.ctx, loop, kLinks, rt.security ? &*rt.security : nullptr,
@@ -299,6 +339,8 @@ void Server::end_round() {
   state.expire(Clock::now(), rt.out);
   if (state.cluster_active()) state.cluster_tick(Clock::now(), rt.out);
   rt.save_then_deliver();
+  // After deliver(), which read the local connections' events.
+  rt.fds->check(rt.conns.open());
   if (!cfg_.exit_when_idle) return;
   auto now = Clock::now();
   if (state.job_count() > 0) {
