@@ -36,6 +36,8 @@ struct Server::Runtime {
   std::string peer_endpoint_file;
   // New connections wait near the fd limit (made by bind()).
   std::optional<FdGuard> fds;
+  uint64_t replies_dropped = 0;  // to local clients whose queue was full
+  Clock::time_point drop_logged{};
   ReplyCache replies;
   std::unique_ptr<StateFile> state_file;
   int state_lock_fd = -1;  // when the state dir is not the runtime dir

@@ -120,6 +120,11 @@ void Server::bind() {
   start_fd_guard();
   auto& r = rt_->router;
   r.set(zmq::sockopt::linger, 0);
+  // Replies wait for a client that does not read up to this many; the one
+  // after is dropped (ZMQ_ROUTER_MANDATORY says so instead of blocking or
+  // dropping silently): Runtime::deliver.
+  r.set(zmq::sockopt::sndhwm, cfg_.reply_queue);
+  r.set(zmq::sockopt::router_mandatory, 1);
   limit_listener(r);
   r.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
   // No handover: a second connection that presents a connected client's
@@ -232,17 +237,32 @@ void Server::Runtime::deliver() {
   // may already be someone else's (a client that reconnected sends its
   // request again and is answered on its new connection).
   conns.drain();
+  // Connections whose queue filled this round: their later replies are
+  // dropped too (a client reads its replies in order).
+  std::vector<uint64_t> full;
   for (auto& o : out) {
     if (!o.link.empty()) {
       links->send(o.link, o.frame);
     } else if (!o.to.from_peer) {
       if (o.to.conn != 0 && !conns.live(o.to.conn)) continue;
-      send_reply(router, o);
+      if (std::find(full.begin(), full.end(), o.to.conn) != full.end() ||
+          send_reply(router, o) == SendResult::kFull) {
+        if (std::find(full.begin(), full.end(), o.to.conn) == full.end()) full.push_back(o.to.conn);
+        ++replies_dropped;
+      }
     } else if (peer) {
       send_reply(*peer, o);
     }
   }
   out.clear();
+  // A client that stopped reading overflows every round: said once in 10 s.
+  if (!full.empty() && Clock::now() - drop_logged > std::chrono::seconds(10)) {
+    drop_logged = Clock::now();
+    log::info(std::to_string(full.size()) +
+              " local client(s) read no replies: their queue is full (--reply-queue), "
+              "replies dropped (" +
+              std::to_string(replies_dropped) + " so far); they send their requests again");
+  }
   links->prune([&](const std::string& name) { return state->has_link(name); });
 }
 
