@@ -195,11 +195,14 @@ void Server::start_fd_guard() {
       " are open (--fd-reserve " + std::to_string(reserve) + ")");
 }
 
-// Every listener: a short backlog (connections the kernel completes while
-// the fd guard pauses), and handshakes that end within 5 s, so a
-// connection that never speaks holds its fd that long (libzmq: 30 s).
+// Every listener: a backlog the reserve is sized for (connections the
+// kernel completes while the fd guard pauses; libzmq's default of 100, set
+// here so the reserve's sum rests on it: 64 made 256 ranks that connect at
+// once wait for libzmq's reconnect more often), and handshakes that end
+// within 5 s, so a connection that never speaks holds its fd that long
+// (libzmq: 30 s).
 void Server::limit_listener(zmq::socket_t& s) {
-  constexpr int kBacklog = 64;
+  constexpr int kBacklog = 100;
   s.set(zmq::sockopt::backlog, kBacklog);
   s.set(zmq::sockopt::handshake_ivl, 5000);
 }
