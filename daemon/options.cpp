@@ -77,7 +77,15 @@ po::options_description settings_description(Settings& s) {
        "auto: each job gets a cgroup (in this daemon's cgroup v2 hierarchy, when writable) that "
        "is killed and removed when the job ends or its launcher dies; guardian: no cgroups, "
        "only muster run's guardian kills what a job leaves (the fallback where no hierarchy "
-       "is writable)");
+       "is writable)")
+    ("fd-reserve", po::value(&s.o.config.fd_reserve)->value_name("N")->default_value(0),
+       "file descriptors kept free below the open-file limit (which musterd raises to the hard "
+       "limit at start): with the limit less N in use, new local and peer connections wait "
+       "until some end; 0 = the larger of 256 and a sixteenth of the limit")
+    ("reply-queue", po::value(&s.o.config.reply_queue)->value_name("N")->default_value(8),
+       "replies queued for one local connection that does not read them; one more is "
+       "dropped (the client sends its request again), so a connection holds at most N+1 "
+       "replies (a reply is at most 64 MiB, a get's at most 16 MiB)");
   // clang-format on
   return d;
 }
@@ -115,6 +123,10 @@ void finish(Settings& s, bool whole) {
     c.devices_given = true;
   }
   if (c.tree_width > 65536) throw std::runtime_error("--tree-width must be between 0 and 65536");
+  if (c.reply_queue < 1 || c.reply_queue > 100000)
+    throw std::runtime_error("--reply-queue must be between 1 and 100000");
+  if (c.fd_reserve > (uint64_t{1} << 30))
+    throw std::runtime_error("--fd-reserve must be between 0 and 1073741824");
   if (c.simulate_gpus < -1 || c.simulate_gpus > 4096)
     throw std::runtime_error("--simulate-gpus must be between -1 and 4096");
   log::Level lvl;

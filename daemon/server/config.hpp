@@ -51,6 +51,13 @@ struct Config {
   // hierarchy is writable, else muster run's guardian only; "guardian" =
   // never a cgroup.
   std::string containment = "auto";
+  // Bounded resources (README, "Limits"). File descriptors kept free below
+  // RLIMIT_NOFILE: at the limit less this many, new connections wait
+  // (server/fd_guard.hpp); 0 = max(256, limit / 16).
+  uint64_t fd_reserve = 0;
+  // Replies queued for one local connection (ZMQ_SNDHWM); one more is
+  // dropped and the client sends its request again.
+  int reply_queue = 8;
 };
 
 }  // namespace muster::daemon

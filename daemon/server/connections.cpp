@@ -14,7 +14,9 @@ constexpr const char* kRouterEvents = "inproc://musterd-router-events";
 }
 
 void ClientConnections::monitor(zmq::socket_t& router) {
-  if (zmq_socket_monitor(router.handle(), kRouterEvents, ZMQ_EVENT_DISCONNECTED) != 0)
+  // Accepted too: the fd guard (fd_guard.hpp) counts open connections.
+  if (zmq_socket_monitor(router.handle(), kRouterEvents,
+                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
     throw Error(ErrorCode::kInternal,
                 std::string("cannot monitor the socket: ") + zmq_strerror(zmq_errno()));
   events_.set(zmq::sockopt::linger, 0);
@@ -39,7 +41,9 @@ void ClientConnections::drain() {
     uint32_t fd;
     std::memcpy(&event, ev.data(), sizeof event);
     std::memcpy(&fd, static_cast<const char*>(ev.data()) + 2, sizeof fd);
+    if (event == ZMQ_EVENT_ACCEPTED) ++open_;
     if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    if (open_ > 0) --open_;
     if (auto it = of_fd_.find(static_cast<int>(fd)); it != of_fd_.end()) {
       live_.erase(it->second);
       of_fd_.erase(it);

@@ -24,12 +24,15 @@ class ClientConnections {
   // The token of the connection a frame came in on (0 = unknown).
   uint64_t token_of(const zmq::message_t& frame);
   bool live(uint64_t token) const { return live_.count(token) != 0; }
+  // Connections accepted and not yet reported gone (as of the last drain).
+  uint64_t open() const { return open_; }
 
  private:
   zmq::socket_t events_;
   std::unordered_map<int, uint64_t> of_fd_;
   std::unordered_set<uint64_t> live_;
   uint64_t next_ = 1;
+  uint64_t open_ = 0;
 };
 
 // The sender's uid and pid, as the kernel saw them when it connected; false

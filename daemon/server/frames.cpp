@@ -13,12 +13,21 @@ zmq::message_t take_frame(std::string& frame) {
       [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
 }
 
-void send_reply(zmq::socket_t& s, Outgoing& o) {
-  if (!s) return;
-  s.send(zmq::buffer(o.to.routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+SendResult send_reply(zmq::socket_t& s, Outgoing& o) {
+  if (!s) return SendResult::kGone;
+  // With ZMQ_ROUTER_MANDATORY the routing id frame says whether the
+  // connection takes the whole reply (libzmq's HWM counts whole messages):
+  // EAGAIN there queues nothing.
+  try {
+    if (!s.send(zmq::buffer(o.to.routing_id), zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+      return SendResult::kFull;
+  } catch (const zmq::error_t&) {
+    return SendResult::kGone;  // EHOSTUNREACH
+  }
   if (o.to.delimiter)
     s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
   s.send(take_frame(o.frame), zmq::send_flags::dontwait);
+  return SendResult::kSent;
 }
 
 }  // namespace muster::daemon

@@ -12,8 +12,13 @@ struct Outgoing;
 // not copied: ZeroMQ frees it once sent (or dropped), on its I/O thread.
 zmq::message_t take_frame(std::string& frame);
 
-// Sends o's frame to o.to.routing_id on a ROUTER, never blocking: a
-// vanished peer is not an error for the daemon (ROUTER drops the reply).
-void send_reply(zmq::socket_t& router, Outgoing& o);
+enum class SendResult { kSent, kFull, kGone };
+
+// Sends o's frame to o.to.routing_id on a ROUTER, never blocking. kFull: the
+// connection's queue is at its ZMQ_SNDHWM (a client that does not read);
+// kGone: no such connection (ZMQ_ROUTER_MANDATORY). Neither is an error
+// for the daemon: the reply is dropped, and the client, should it read
+// again, sends its request again.
+SendResult send_reply(zmq::socket_t& router, Outgoing& o);
 
 }  // namespace muster::daemon

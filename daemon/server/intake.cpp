@@ -13,7 +13,13 @@ void Server::Runtime::receive(zmq::socket_t& sock, bool from_peer) {
   // A disconnect reported first keeps a new connection on a reused fd from
   // inheriting the old one's token.
   if (!from_peer) conns.drain();
-  for (int n = 0; n < 1024; ++n) {
+  // Replies are held until the round ends (saved first: durable.cpp), so a
+  // round that made this many bytes of them ends early: a client pipelining
+  // large gets costs at most this (plus one reply) before the replies meet
+  // its queue's bound (--reply-queue), not its whole pipeline.
+  constexpr size_t kRoundReplyBytes = 64u << 20;
+  size_t made = 0;
+  for (int n = 0; n < 1024 && made < kRoundReplyBytes; ++n) {
     std::vector<zmq::message_t> frames;
     zmq::message_t part;
     if (!sock.recv(part, zmq::recv_flags::dontwait)) break;
@@ -23,7 +29,9 @@ void Server::Runtime::receive(zmq::socket_t& sock, bool from_peer) {
       (void)sock.recv(next);
       frames.push_back(std::move(next));
     }
+    size_t before = out.size();
     take(frames, from_peer);
+    for (size_t i = before; i < out.size(); ++i) made += out[i].frame.size();
   }
 }
 

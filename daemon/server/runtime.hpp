@@ -16,6 +16,7 @@
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
 #include "server/connections.hpp"
+#include "server/fd_guard.hpp"
 #include "server/peer_links.hpp"
 #include "server/pid_events.hpp"
 #include "server/server.hpp"
@@ -34,6 +35,10 @@ struct Server::Runtime {
   std::unique_ptr<peer::ZapHandler> zap;
   std::optional<zmq::socket_t> peer;
   std::string peer_endpoint_file;
+  // New connections wait near the fd limit (made by bind()).
+  std::optional<FdGuard> fds;
+  uint64_t replies_dropped = 0;  // to local clients whose queue was full
+  Clock::time_point drop_logged{};
   ReplyCache replies;
   std::unique_ptr<StateFile> state_file;
   int state_lock_fd = -1;  // when the state dir is not the runtime dir

@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,7 +86,10 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
 }
 
 Server::~Server() {
-  if (!rt_->socket_path.empty()) ::unlink(rt_->socket_path.c_str());
+  if (!rt_->socket_path.empty()) {
+    ::unlink(rt_->socket_path.c_str());
+    ::unlink((rt_->socket_path + ".full").c_str());  // set aside by the fd guard
+  }
   if (!rt_->peer_endpoint_file.empty()) ::unlink(rt_->peer_endpoint_file.c_str());
   if (lock_fd_ >= 0) ::close(lock_fd_);
   if (rt_->state_lock_fd >= 0) ::close(rt_->state_lock_fd);
@@ -114,9 +118,17 @@ void Server::bind() {
   // We hold the lock, so a socket file left here is stale.
   rt_->socket_path = cfg_.runtime_dir + "/musterd.sock";
   ::unlink(rt_->socket_path.c_str());
+  ::unlink((rt_->socket_path + ".full").c_str());
   endpoint_ = endpoint_for_dir(cfg_.runtime_dir);
+  start_fd_guard();
   auto& r = rt_->router;
   r.set(zmq::sockopt::linger, 0);
+  // Replies wait for a client that does not read up to this many; the one
+  // after is dropped (ZMQ_ROUTER_MANDATORY says so instead of blocking or
+  // dropping silently): Runtime::deliver.
+  r.set(zmq::sockopt::sndhwm, cfg_.reply_queue);
+  r.set(zmq::sockopt::router_mandatory, 1);
+  limit_listener(r);
   r.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
   // No handover: a second connection that presents a connected client's
   // routing id is ignored by ZeroMQ rather than given that client's
@@ -129,6 +141,7 @@ void Server::bind() {
     rt_->socket_path.clear();
     throw Error(ErrorCode::kInternal, "cannot bind " + endpoint_ + ": " + e.what());
   }
+  rt_->fds->set_local_path(rt_->socket_path);
   // Owner and group only: other users must not reach the daemon.
   ::chmod(rt_->socket_path.c_str(), 0660);
   if (cfg_.socket_gid >= 0 && ::chown(rt_->socket_path.c_str(), static_cast<uid_t>(-1),
@@ -149,6 +162,8 @@ void Server::bind_peer() {
   p.set(zmq::sockopt::linger, 0);
   p.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
   peer::make_server(p, sec);
+  limit_listener(p);
+  rt_->fds->monitor_peer(p);
   std::string want = "tcp://" + cfg_.peer_bind + ":" + std::to_string(cfg_.peer_port);
   try {
     p.bind(want);
@@ -162,6 +177,37 @@ void Server::bind_peer() {
   std::ofstream(rt_->peer_endpoint_file) << peer_endpoint_ << "\n";
   log::notice("listening for peer daemons on " + peer_endpoint_ +
               (sec.plain ? " (plain TCP: peer_plain is set)" : " (CURVE)"));
+}
+
+// A reserve that covers what can still come after the listeners pause:
+// both backlogs (kBacklog each) of connections the kernel completed, and
+// the fds the daemon opens itself between two counts (FdGuard::check):
+// state and log files, a pidfd per watched process, two per link to a
+// coordinator, libzmq's mailboxes. 256 at the smallest (a 1,024 limit
+// leaves ~768 for connections); a sixteenth of larger limits.
+void Server::start_fd_guard() {
+  rlimit before{};
+  ::getrlimit(RLIMIT_NOFILE, &before);
+  uint64_t limit = raise_fd_limit();
+  uint64_t reserve = cfg_.fd_reserve ? cfg_.fd_reserve : std::max<uint64_t>(256, limit / 16);
+  rt_->fds.emplace(rt_->ctx, limit, reserve);
+  log::notice(
+      "file descriptors: limit " + std::to_string(limit) +
+      (before.rlim_cur < limit ? " (raised from " + std::to_string(before.rlim_cur) + ")" : "") +
+      "; new connections wait while over " + std::to_string(rt_->fds->ceiling()) +
+      " are open (--fd-reserve " + std::to_string(reserve) + ")");
+}
+
+// Every listener: a backlog the reserve is sized for (connections the
+// kernel completes while the fd guard pauses; libzmq's default of 100, set
+// here so the reserve's sum rests on it: 64 made 256 ranks that connect at
+// once wait for libzmq's reconnect more often), and handshakes that end
+// within 5 s, so a connection that never speaks holds its fd that long
+// (libzmq: 30 s).
+void Server::limit_listener(zmq::socket_t& s) {
+  constexpr int kBacklog = 100;
+  s.set(zmq::sockopt::backlog, kBacklog);
+  s.set(zmq::sockopt::handshake_ivl, 5000);
 }
 
 void Server::load_state() {
@@ -197,17 +243,32 @@ void Server::Runtime::deliver() {
   // may already be someone else's (a client that reconnected sends its
   // request again and is answered on its new connection).
   conns.drain();
+  // Connections whose queue filled this round: their later replies are
+  // dropped too (a client reads its replies in order).
+  std::vector<uint64_t> full;
   for (auto& o : out) {
     if (!o.link.empty()) {
       links->send(o.link, o.frame);
     } else if (!o.to.from_peer) {
       if (o.to.conn != 0 && !conns.live(o.to.conn)) continue;
-      send_reply(router, o);
+      if (std::find(full.begin(), full.end(), o.to.conn) != full.end() ||
+          send_reply(router, o) == SendResult::kFull) {
+        if (std::find(full.begin(), full.end(), o.to.conn) == full.end()) full.push_back(o.to.conn);
+        ++replies_dropped;
+      }
     } else if (peer) {
       send_reply(*peer, o);
     }
   }
   out.clear();
+  // A client that stopped reading overflows every round: said once in 10 s.
+  if (!full.empty() && Clock::now() - drop_logged > std::chrono::seconds(10)) {
+    drop_logged = Clock::now();
+    log::info(std::to_string(full.size()) +
+              " local client(s) read no replies: their queue is full (--reply-queue), "
+              "replies dropped (" +
+              std::to_string(replies_dropped) + " so far); they send their requests again");
+  }
   links->prune([&](const std::string& name) { return state->has_link(name); });
 }
 
@@ -244,6 +305,8 @@ void Server::run() {
                   });
   event::SocketEvent zap(loop, kZap, [&] { rt.zap->handle_ready(); });
   if (rt.zap) zap.schedule_socket(rt.zap->handle());
+  event::SocketEvent peer_events(loop, kMonitor, [&] { rt.fds->drain_peer(); });
+  if (rt.fds->peer_events()) peer_events.schedule_socket(rt.fds->peer_events());
   event::SocketEvent peer(loop, kPeer, [&] { rt.receive(*rt.peer, true); });
   if (rt.peer) peer.schedule_socket(rt.peer->handle());
   rt.links.emplace(rt.ctx, loop, kLinks, rt.security ? &*rt.security : nullptr,
@@ -309,6 +372,8 @@ void Server::end_round() {
   rt.cgroups->sync(state.jobs());
   rt.cgroups->retry_removals();
   rt.save_then_deliver();
+  // After deliver(), which read the local connections' events.
+  rt.fds->check(rt.conns.open());
   if (!cfg_.exit_when_idle) return;
   auto now = Clock::now();
   if (state.job_count() > 0) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include <zmq.hpp>
 
 #include "gpu/inventory.hpp"
 #include "server/config.hpp"
@@ -53,6 +54,10 @@ class Server {
 
  private:
   void bind_peer();
+  // Raises the fd limit and makes the guard that keeps below it.
+  void start_fd_guard();
+  // Backlog and handshake limits of a listening ROUTER; before bind.
+  static void limit_listener(zmq::socket_t& s);
   // Locks the state dir (when it is not the runtime dir) and restores it.
   void load_state();
   // run()'s parts: what bounds the loop's wait, and each round's end.

@@ -138,9 +138,13 @@ bool process_exists(pid_t pid) {
   return p != std::string::npos && p + 2 < s.size() && s[p + 2] != 'Z';
 }
 
-TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::map<std::string, std::string> env)
+TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::map<std::string, std::string> env,
+                       std::vector<std::string> wrapper)
     : env_(std::move(env)) {
-  argv_ = {program("MUSTER_TEST_MUSTERD"), "--runtime-dir", dir_.path(), "--log-level", "warning"};
+  argv_ = std::move(wrapper);
+  for (std::string a : {program("MUSTER_TEST_MUSTERD"), std::string("--runtime-dir"), dir_.path(),
+                        std::string("--log-level"), std::string("warning")})
+    argv_.push_back(a);
   // Never the machine's /etc/muster/musterd.conf, unless a test gives a file.
   if (std::find(extra_args.begin(), extra_args.end(), "--config") == extra_args.end())
     argv_.push_back("--no-config");

@@ -55,9 +55,11 @@ class Process {
 
 class TestDaemon {
  public:
-  // env: more environment for musterd (e.g. LD_PRELOAD).
+  // env: more environment for musterd (e.g. LD_PRELOAD); wrapper: a
+  // command that runs musterd (e.g. prlimit --nofile=1024:1024 --).
   explicit TestDaemon(std::vector<std::string> extra_args = {},
-                      std::map<std::string, std::string> env = {});
+                      std::map<std::string, std::string> env = {},
+                      std::vector<std::string> wrapper = {});
   ~TestDaemon();
   const std::string& endpoint() const { return endpoint_; }
   const std::string& runtime_dir() const { return dir_.path(); }
