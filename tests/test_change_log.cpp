@@ -14,20 +14,10 @@
 #include "support/process.hpp"
 
 using muster::daemon::ChangeLog;
+using muster::test::slurp;
+using muster::test::spit;
 
 namespace {
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
 
 std::vector<std::string> replayed(const std::string& dir, uint64_t epoch, bool* found, bool* torn) {
   std::vector<std::string> got;

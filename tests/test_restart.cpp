@@ -22,6 +22,8 @@
 using namespace muster;
 using namespace std::chrono_literals;
 using test::Process;
+using test::slurp;
+using test::spit;
 using test::TempDir;
 using test::TestDaemon;
 
@@ -58,18 +60,6 @@ const JobInfo* job(const DaemonStatus& s, const std::string& id) {
   for (const auto& j : s.jobs)
     if (j.id == id) return &j;
   return nullptr;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
 }
 
 bool exists(const std::string& path) {

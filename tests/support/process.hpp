@@ -17,6 +17,11 @@ namespace muster::test {
 // Path of a built program, passed in by meson as an environment variable.
 std::string program(const char* env_var);
 
+// A whole file's bytes ("" when it cannot be read), and a file replaced by
+// bytes.
+std::string slurp(const std::string& path);
+void spit(const std::string& path, const std::string& bytes);
+
 class TempDir {
  public:
   TempDir();
