@@ -72,7 +72,17 @@ po::options_description settings_description(Settings& s) {
        "public keys (one a line) of the daemons allowed to peer with this one; its own key is "
        "always allowed (default: only its own)")
     ("peer-server-key", po::value(&s.o.config.peer_server_key)->value_name("KEY"),
-       "public key (Z85) expected of the daemons this one connects to (default: its own)");
+       "public key (Z85) expected of the daemons this one connects to (default: its own)")
+    ("max-store-bytes", po::value(&s.o.config.quotas.store_bytes)->value_name("N")->default_value(s.o.config.quotas.store_bytes),
+       "quota: bytes of keys and values in one job's store (256 MiB); a set over it gets "
+       "quota_exceeded; 0 = no limit")
+    ("max-store-keys", po::value(&s.o.config.quotas.store_keys)->value_name("N")->default_value(s.o.config.quotas.store_keys),
+       "quota: keys in one job's store; 0 = no limit")
+    ("max-parked-waits", po::value(&s.o.config.quotas.parked_waits)->value_name("N")->default_value(s.o.config.quotas.parked_waits),
+       "quota: requests parked at once in one job (store get/wait with a timeout, barrier "
+       "arrivals); 0 = no limit")
+    ("max-jobs-per-uid", po::value(&s.o.config.quotas.jobs_per_uid)->value_name("N")->default_value(s.o.config.quotas.jobs_per_uid),
+       "quota: jobs one uid may own on this daemon at once; 0 = no limit");
   // clang-format on
   return d;
 }

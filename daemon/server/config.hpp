@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/quotas.hpp"
+
 namespace muster::daemon {
 
 struct Config {
@@ -45,6 +47,8 @@ struct Config {
   // Children per daemon in the relay tree of the jobs we coordinate; a job
   // of at most this many nodes is a flat star. 0 = always a star.
   uint32_t tree_width = 16;
+  // Per-job and per-uid quotas (core/quotas.hpp has the defaults and why).
+  Quotas quotas;
 };
 
 }  // namespace muster::daemon
