@@ -85,7 +85,17 @@ po::options_description settings_description(Settings& s) {
     ("reply-queue", po::value(&s.o.config.reply_queue)->value_name("N")->default_value(8),
        "replies queued for one local connection that does not read them; one more is "
        "dropped (the client sends its request again), so a connection holds at most N+1 "
-       "replies (a reply is at most 64 MiB, a get's at most 16 MiB)");
+       "replies (a reply is at most 64 MiB, a get's at most 16 MiB)")
+    ("max-store-bytes", po::value(&s.o.config.quotas.store_bytes)->value_name("N")->default_value(s.o.config.quotas.store_bytes),
+       "quota: bytes of keys and values in one job's store (256 MiB); a set over it gets "
+       "quota_exceeded; 0 = no limit")
+    ("max-store-keys", po::value(&s.o.config.quotas.store_keys)->value_name("N")->default_value(s.o.config.quotas.store_keys),
+       "quota: keys in one job's store; 0 = no limit")
+    ("max-parked-waits", po::value(&s.o.config.quotas.parked_waits)->value_name("N")->default_value(s.o.config.quotas.parked_waits),
+       "quota: requests parked at once in one job (store get/wait with a timeout, barrier "
+       "arrivals); 0 = no limit")
+    ("max-jobs-per-uid", po::value(&s.o.config.quotas.jobs_per_uid)->value_name("N")->default_value(s.o.config.quotas.jobs_per_uid),
+       "quota: jobs one uid may own on this daemon at once; 0 = no limit");
   // clang-format on
   return d;
 }

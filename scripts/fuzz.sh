@@ -5,9 +5,13 @@
 #   - tests/fuzz/fuzz_request.cpp: arbitrary bytes through the decoder and
 #     the handler, starting from the committed seed corpus;
 #   - tests/fuzz/fuzz_access.cpp: valid requests of every type from every
-#     kind of sender, against the message table's promises.
+#     kind of sender, against the message table's promises;
+#   - tests/fuzz/fuzz_hostile.cpp: requests of every type whose fields and
+#     envelope carry hostile values (huge counts, deep nesting, wrong types,
+#     boundaries), against the decoder's memory bound and the quotas.
 # Needs clang and libclang-rt-14-dev (scripts/setup-debian.sh).
-#   scripts/fuzz.sh [SECONDS]     fuzz each target for SECONDS (default 60)
+#   scripts/fuzz.sh [SECONDS]     fuzz for 2 x SECONDS in all (default 60), a
+#                                 third of that for each target
 #   scripts/fuzz.sh --make-corpus regenerate tests/fuzz/corpus/
 # New inputs go to build-fuzz/corpus (not committed); a crash leaves its
 # input in build-fuzz/ and fails the script.
@@ -25,8 +29,8 @@ rm -f "$out/include/muster_config.h.new"
 cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -g -O1 -DMSGPACK_NO_BOOST=1 -D_GNU_SOURCE
   -Icommon -Icommon/include -Idaemon -Itests -I"$out/include")
-protocol=(common/protocol/codec.cpp common/protocol/envelope.cpp common/protocol/errors.cpp
-  common/protocol/messages.cpp common/protocol/cluster_messages.cpp
+protocol=(common/protocol/bounded_unpack.cpp common/protocol/codec.cpp
+  common/protocol/envelope.cpp common/protocol/errors.cpp common/protocol/messages.cpp common/protocol/cluster_messages.cpp
   common/protocol/message_table.cpp)
 
 if [[ "${1:-}" == "--make-corpus" ]]; then
@@ -39,6 +43,8 @@ if [[ "${1:-}" == "--make-corpus" ]]; then
 fi
 
 seconds=${1:-60}
+# Two targets once fuzzed SECONDS each; three now share the same total.
+per=$((seconds * 2 / 3))
 # Whole folders, so that a file split off in one of them is compiled too.
 sources=("${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
   daemon/core/*.cpp daemon/jobs/*.cpp daemon/cluster/*.cpp daemon/liveness/pidwatch.cpp)
@@ -62,17 +68,23 @@ for src in "${sources[@]}" daemon/persist/*.cpp; do
   fi
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-for target in fuzz_request fuzz_access; do
+for target in fuzz_request fuzz_access fuzz_hostile; do
   "$cxx" "${flags[@]}" "${san[@]}" "tests/fuzz/$target.cpp" "${objs[@]}" -o "$out/$target"
 done
 cd "$out"
-mkdir -p corpus-access
+mkdir -p corpus-access corpus-hostile
 # Crashes (and leaks, timeouts, out-of-memory) end the run with a non-zero
 # status and leave crash-*/leak-*/timeout-*/oom-* here.
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ./fuzz_request -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+  ./fuzz_request -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
   -print_final_stats=1 -dict=../tests/fuzz/request.dict corpus ../tests/fuzz/corpus
 # Requests are 3 bytes each; 64 of them build enough state to matter.
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ./fuzz_access -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=192 \
+  ./fuzz_access -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -max_len=192 \
   -print_final_stats=1 corpus-access
+# Choices, not bytes of the frame: a few hundred build frames of up to a
+# few MiB, from the first run on (-len_control=0: several requests an
+# input). No single allocation may exceed 64 MiB (decoding amplification).
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ./fuzz_hostile -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=64 \
+  -max_len=256 -len_control=0 -print_final_stats=1 corpus-hostile ../tests/fuzz/hostile-seeds

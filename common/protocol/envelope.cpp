@@ -1,5 +1,8 @@
 #include "protocol/envelope.hpp"
 
+#include <algorithm>
+
+#include "protocol/bounded_unpack.hpp"
 #include "protocol/limits.hpp"
 
 namespace muster::proto {
@@ -62,13 +65,19 @@ Envelope decode_envelope(const void* data, size_t size, bool reference_bins) {
                         0);
   Envelope env;
   size_t offset = 0;
-  // Limits bound what msgpack allocates before we look at anything.
+  // The scan bounds what msgpack allocates, in total, by the frame's size
+  // before anything is allocated (bounded_unpack.hpp); the limits below
+  // are a second line per container.
+  codec::DecodeBudget budget{std::min(limits::kMaxFrameObjects, limits::kFreeObjects + size / 2),
+                             limits::kMaxDepth};
   msgpack::unpack_limit lim(1u << 20, 1u << 16, limits::kMaxFrameBytes, limits::kMaxFrameBytes, 0,
                             limits::kMaxDepth);
   try {
     auto bins = [](msgpack::type::object_type t, size_t, void*) { return t == msgpack::type::BIN; };
-    env.handle = msgpack::unpack(static_cast<const char*>(data), size, offset,
-                                 reference_bins ? +bins : nullptr, nullptr, lim);
+    env.handle = codec::bounded_unpack(static_cast<const char*>(data), size, offset, budget,
+                                       reference_bins ? +bins : nullptr, lim);
+  } catch (const codec::TooManyObjects& e) {
+    throw EnvelopeError(ErrorCode::kTooLarge, std::string("frame refused: ") + e.what(), 0);
   } catch (const msgpack::insufficient_bytes&) {
     throw EnvelopeError(ErrorCode::kBadMessage, "truncated MessagePack frame", 0);
   } catch (const std::exception& e) {

@@ -76,6 +76,7 @@ proto::Reserved JobTable::reserve(const proto::Reserve& m, int64_t owner_uid) {
     throw Error(ErrorCode::kConflict, "job '" + m.job + "' already runs on this daemon with " +
                                           std::to_string(it->second.local_world_size) +
                                           " local rank(s); pick another --job-id");
+  check_jobs_quota(owner_uid);
   auto devices = devices_.pick(m.job, m.local_world_size, m.wants_gpu, m.devices);
   if (!watch_.watch(m.launcher_pid))
     throw Error(ErrorCode::kInvalidArgument,
@@ -99,6 +100,18 @@ proto::Reserved JobTable::reserve(const proto::Reserve& m, int64_t owner_uid) {
             " uid=" + std::to_string(owner_uid));
   jobs_.emplace(m.job, std::move(job));
   return {m.generation, devices};
+}
+
+void JobTable::check_jobs_quota(int64_t owner_uid) const {
+  if (owner_uid < 0 || jobs_per_uid_ == 0) return;
+  uint64_t owned = 0;
+  for (const auto& [id, job] : jobs_) owned += job.owner_uid == owner_uid;
+  if (owned >= jobs_per_uid_)
+    throw Error(ErrorCode::kQuotaExceeded,
+                "uid " + std::to_string(owner_uid) + " owns " + std::to_string(owned) +
+                    " jobs on this daemon, its quota of " + std::to_string(jobs_per_uid_) +
+                    " jobs per uid; nothing was changed (end a job, or raise the quota with "
+                    "musterd --max-jobs-per-uid, 0 = no limit)");
 }
 
 void JobTable::restore(Job job) {
@@ -153,6 +166,7 @@ proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid) {
   Job fresh;
   Job& job = created ? fresh : it->second;
   if (created) {
+    check_jobs_quota(owner_uid);
     job.id = m.job;
     job.owner_uid = owner_uid;
     job.local_world_size = m.local_world_size;

@@ -29,6 +29,9 @@ class JobTable {
   Map::const_iterator end() const { return jobs_.end(); }
   size_t size() const { return jobs_.size(); }
   const DeviceLeases& devices() const { return devices_; }
+  // How many jobs one uid may own (0 = no limit); reserve and join refuse
+  // a new job over it with quota_exceeded, restore never does.
+  void set_jobs_per_uid(uint64_t n) { jobs_per_uid_ = n; }
 
   Job* find(const std::string& id);
   const Job* find(const std::string& id) const;
@@ -62,12 +65,15 @@ class JobTable {
   void erase(const std::string& id) { jobs_.erase(id); }
 
  private:
+  // Throws quota_exceeded when owner_uid already owns its quota of jobs.
+  void check_jobs_quota(int64_t owner_uid) const;
   // Gives the rank's device back and forgets it in the slot.
   void release(Job& job, uint32_t local_rank);
 
   DeviceLeases devices_;
   Map jobs_;
   PidWatch& watch_;
+  uint64_t jobs_per_uid_ = 0;
 };
 
 }  // namespace muster::daemon

@@ -6,7 +6,7 @@
 
 namespace muster::daemon {
 
-int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta) {
+int64_t sum_for_add(const KeyValues& kv, const std::string& key, int64_t delta) {
   int64_t v = 0;
   if (const std::string* found = kv.find(key)) {
     const auto& s = *found;
@@ -17,6 +17,11 @@ int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta) {
   }
   if (__builtin_add_overflow(v, delta, &v))
     throw Error(ErrorCode::kInvalidArgument, "add() on key '" + key + "' would overflow");
+  return v;
+}
+
+int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta) {
+  int64_t v = sum_for_add(kv, key, delta);
   kv.set(key, std::to_string(v));
   return v;
 }

@@ -10,6 +10,9 @@
 
 namespace muster::daemon {
 
+// What add_to would store under key, without storing it; throws as add_to.
+int64_t sum_for_add(const KeyValues& kv, const std::string& key, int64_t delta);
+
 // Adds delta to the decimal integer under key (0 when unset) and stores
 // the sum. Throws Error(kInvalidArgument) when the value is not a decimal
 // integer or the sum overflows; nothing changes then.

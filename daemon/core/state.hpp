@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/job_table.hpp"
+#include "core/quotas.hpp"
 #include "core/reply.hpp"
 #include "core/shard_cache.hpp"
 #include "core/store.hpp"
@@ -60,6 +61,13 @@ class State {
   size_t job_count() const;
   // How jobs are contained here (contain/job_cgroups.hpp), for status.
   void set_containment(std::string how) { containment_ = std::move(how); }
+
+  // The per-job and per-uid quotas (quotas.hpp); they apply to requests
+  // from now on, never to what restore() brings back.
+  void set_quotas(const Quotas& q) {
+    quotas_ = q;
+    jobs_.set_jobs_per_uid(q.jobs_per_uid);
+  }
 
   // Multi-node (cluster/): this daemon's name among its peers and how long
   // a silent peer may stay silent.
@@ -145,7 +153,8 @@ class State {
   void key_changed(Job& job, std::vector<Outgoing>& out);
 
   JobTable jobs_;  // the jobs, their slots and GPU leases
-  Store store_;    // the waits on keys and barriers
+  Quotas quotas_;
+  Store store_;  // the waits on keys and barriers
   ShardCache shards_;
   // Multi-node state.
   static ClusterTables* new_cluster_tables(Store& store, JobTable& jobs);

@@ -4,6 +4,7 @@
 
 #include "core/key_values.hpp"
 #include "core/out_answers.hpp"
+#include "core/quotas.hpp"
 #include "core/state.hpp"
 
 namespace muster::daemon {
@@ -23,6 +24,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreSet: {
       auto m = proto::StoreSet::unpack(env.payload);
       Job& job = store_job(to, m.job);
+      check_store_quota(job, quotas_, m.key, m.value.size());
       job.kv.set(m.key, std::move(m.value));
       reply(to, proto::Ok{}, out);
       key_changed(job, out);
@@ -34,6 +36,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       if (const std::string* v = job.kv.find(m.key)) return reply(to, proto::Value{*v}, out);
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'");
+      check_parked_quota(job, quotas_);
       store_.wait_keys(job, to, Store::KeyWait::kGet, {m.key},
                        now + std::chrono::milliseconds(m.timeout_ms));
       return;
@@ -41,7 +44,10 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreAdd: {
       auto m = proto::StoreAdd::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      reply(to, proto::Int{add_to(job.kv, m.key, m.delta)}, out);
+      int64_t sum = sum_for_add(job.kv, m.key, m.delta);
+      check_store_quota(job, quotas_, m.key, std::to_string(sum).size());
+      job.kv.set(m.key, std::to_string(sum));
+      reply(to, proto::Int{sum}, out);
       key_changed(job, out);
       return;
     }
@@ -51,8 +57,10 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       const std::string* now = job.kv.find(m.key);
       if (!now) {
         if (!m.expected.empty()) return reply(to, proto::Value{m.expected}, out);
+        check_store_quota(job, quotas_, m.key, m.desired.size());
         job.kv.set(m.key, m.desired);
       } else if (*now == m.expected) {
+        check_store_quota(job, quotas_, m.key, m.desired.size());
         job.kv.set(m.key, m.desired);
       }
       reply(to, proto::Value{*job.kv.find(m.key)}, out);
@@ -72,6 +80,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kTimeout,
                     "key(s) " + missing_keys(job.kv, m.keys) + " not set in job '" + m.job + "'");
+      check_parked_quota(job, quotas_);
       store_.wait_keys(job, to, Store::KeyWait::kWait, std::move(m.keys),
                        now + std::chrono::milliseconds(m.timeout_ms));
       return;
@@ -107,6 +116,11 @@ void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outg
       throw Error(ErrorCode::kPeerExited, "barrier '" + m.name + "' of job '" + m.job +
                                               "' cannot complete: rank " + std::to_string(r) +
                                               " has exited");
+  // An arrival that does not fill the barrier parks (checked before the
+  // barrier is looked up, which would create it).
+  auto in = job.barriers.find(m.name);
+  if ((in == job.barriers.end() ? 0 : in->second.count) + 1 < job.world_size())
+    check_parked_quota(job, quotas_);
   auto& b = job.barriers[m.name];
   if (b.arrived.count(m.rank))
     throw Error(ErrorCode::kConflict, "rank " + std::to_string(m.rank) +

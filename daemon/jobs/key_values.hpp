@@ -4,6 +4,7 @@
 // a few bytes on disk.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,16 +22,23 @@ class KeyValues {
   }
   bool contains(const std::string& key) const { return map_.count(key) != 0; }
   size_t size() const { return map_.size(); }
+  // Bytes of all keys and values (what the store quota counts).
+  uint64_t bytes() const { return bytes_; }
   bool empty() const { return map_.empty(); }
   Map::const_iterator begin() const { return map_.begin(); }
   Map::const_iterator end() const { return map_.end(); }
 
   void set(const std::string& key, std::string value) {
-    map_[key] = std::move(value);
+    auto [it, fresh] = map_.try_emplace(key);
+    bytes_ += value.size() - it->second.size() + (fresh ? key.size() : 0);
+    it->second = std::move(value);
     changed_.insert(key);
   }
   bool erase(const std::string& key) {
-    if (map_.erase(key) == 0) return false;
+    auto it = map_.find(key);
+    if (it == map_.end()) return false;
+    bytes_ -= key.size() + it->second.size();
+    map_.erase(it);
     changed_.insert(key);
     return true;
   }
@@ -49,6 +57,7 @@ class KeyValues {
 
  private:
   Map map_;
+  uint64_t bytes_ = 0;
   mutable std::unordered_set<std::string> changed_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "protocol/bounded_unpack.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/limits.hpp"
 
@@ -16,12 +17,22 @@ using codec::MapReader;
 using codec::put_bin;
 using codec::put_str;
 
-// Limits bound what msgpack allocates before anything is checked.
+// The same bounded decoding as a frame's (protocol/bounded_unpack.hpp): a
+// damaged length in a state file cannot make the load allocate more than
+// the file's own bytes can hold. A state file is the daemon's own and may
+// be large (every job's store), so its budget is proportional only: one
+// object per byte, which a valid file never exceeds.
 msgpack::object_handle unpack(std::string_view bytes) {
   msgpack::unpack_limit lim(1u << 24, 1u << 16, limits::kMaxValueBytes, limits::kMaxValueBytes, 0,
                             limits::kMaxDepth);
   size_t offset = 0;
-  auto handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, lim);
+  codec::DecodeBudget budget{bytes.size() + 1, limits::kMaxDepth};
+  msgpack::object_handle handle;
+  try {
+    handle = codec::bounded_unpack(bytes.data(), bytes.size(), offset, budget, nullptr, lim);
+  } catch (const codec::TooManyObjects& e) {
+    throw Error(ErrorCode::kBadMessage, e.what());
+  }
   if (offset != bytes.size()) throw Error(ErrorCode::kBadMessage, "trailing bytes");
   return handle;
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/quotas.hpp"
+
 namespace muster::daemon {
 
 struct Config {
@@ -58,6 +60,8 @@ struct Config {
   // Replies queued for one local connection (ZMQ_SNDHWM); one more is
   // dropped and the client sends its request again.
   int reply_queue = 8;
+  // Per-job and per-uid quotas (core/quotas.hpp has the defaults and why).
+  Quotas quotas;
 };
 
 }  // namespace muster::daemon

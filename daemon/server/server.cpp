@@ -68,6 +68,7 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
     allowed_ = inventory_.devices;
   }
   rt_->state = std::make_unique<State>(allowed_, rt_->watch);
+  rt_->state->set_quotas(cfg_.quotas);
   // Peering settings are checked now; a daemon that never peers needs none,
   // so a bad or missing key only refuses multi-node jobs (and the listener).
   std::string unavailable;

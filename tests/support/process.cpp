@@ -183,6 +183,11 @@ void TestDaemon::start() {
   if (!up) throw std::runtime_error("private musterd did not come up in " + dir_.path());
 }
 
+void TestDaemon::start(const std::vector<std::string>& more_args) {
+  argv_.insert(argv_.end(), more_args.begin(), more_args.end());
+  start();
+}
+
 void TestDaemon::kill9() {
   proc_->signal(SIGKILL);
   if (!proc_->wait(std::chrono::seconds(10)))

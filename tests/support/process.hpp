@@ -76,6 +76,8 @@ class TestDaemon {
   // Starts musterd again on the same runtime dir with the same arguments
   // (as systemd's Restart= does) and waits until it answers.
   void start();
+  // The same, with more arguments from now on (a restart with other settings).
+  void start(const std::vector<std::string>& more_args);
 
  private:
   TempDir dir_;

@@ -27,7 +27,7 @@ enum class ErrorCode : uint16_t {
   kPeerExited = 14,   // a rank the request depends on has exited
   kShuttingDown = 15,
   kStaleGeneration = 16,  // a request from another generation than the job's
-  kQuotaExceeded = 17,    // reserved for per-job and per-uid quotas; not sent yet
+  kQuotaExceeded = 17,    // a per-job or per-uid quota (the message names its option)
   kDeviceFailed = 18,     // reserved for GPU health checks; not sent yet
   kStorageFailed = 19,    // the change could not be made durable (disk full, I/O error)
 };

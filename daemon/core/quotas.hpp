@@ -1,0 +1,42 @@
+// What one job or one uid may make the daemon hold, so that a local user
+// cannot grow it without bound. Each refusal is quota_exceeded (17) with a
+// sentence that names the quota and the option that raises it, and changes
+// nothing. Quotas are checked when something would grow, never on a
+// restore: a state saved under a higher quota loads whole, and what it
+// holds above a lowered one may shrink but not grow.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jobs/job.hpp"
+
+namespace muster::daemon {
+
+// 0 = no limit, for each.
+struct Quotas {
+  // Bytes of keys and values in one job's store. 16 of the largest values
+  // (16 MiB each), or a million NCCL ids; the store is for rendezvous data,
+  // and a node of 8 jobs then holds at most 2 GiB of stores.
+  uint64_t store_bytes = uint64_t{256} << 20;
+  // Keys in one job's store: each costs ~100 bytes of bookkeeping beside
+  // its bytes, so the byte quota alone would let 1-byte keys cost 25 GiB.
+  // 262,144 keys is 64 keys for each of 4,096 ranks.
+  uint64_t store_keys = uint64_t{1} << 18;
+  // Requests parked in one job (store_get and store_wait with a timeout,
+  // barrier arrivals): each rank blocks in one at a time, so 4,096 (the
+  // largest local world) is never reached by a well-behaved job; a parked
+  // wait may hold up to 1 MiB of key names.
+  uint64_t parked_waits = 4096;
+  // Jobs one uid may own on this daemon at once.
+  uint64_t jobs_per_uid = 256;
+};
+
+// Throws quota_exceeded when setting `key` to a value of `value_bytes`
+// bytes would take the job's store over its key or byte quota. A change
+// that does not grow the store is always allowed.
+void check_store_quota(const Job& job, const Quotas& q, const std::string& key, size_t value_bytes);
+// Throws quota_exceeded when the job already has its quota of parked requests.
+void check_parked_quota(const Job& job, const Quotas& q);
+
+}  // namespace muster::daemon
