@@ -95,7 +95,7 @@ TEST_CASE("a frame cannot decode to more objects than its bytes and the budget a
 TEST_CASE(
     "a 60 MiB frame of nils costs the daemon at most 64 MiB over its own size, "
     "and a concurrent job is served") {
-  TestDaemon d;
+  TestDaemon d({}, test::measured_memory_env());
   Client c({d.endpoint()});
   c.join({"beside", 1, false, 0});
   c.set("before", "1");

@@ -176,7 +176,7 @@ TEST_CASE(
 TEST_CASE("a client that never reads its replies costs the daemon a bounded amount of memory") {
   constexpr int kQueue = 8;  // --reply-queue
   constexpr size_t kValue = 16u << 20;
-  TestDaemon d({"--reply-queue", std::to_string(kQueue)});
+  TestDaemon d({"--reply-queue", std::to_string(kQueue)}, test::measured_memory_env());
   Client owner({d.endpoint()});
   owner.join({"big", 1, false, 0});
   owner.set("v", std::string(kValue, 'x'));
@@ -222,7 +222,7 @@ TEST_CASE("a client that never reads its replies costs the daemon a bounded amou
 TEST_CASE("replies past a slow client's queue are dropped, and a request sent again is answered") {
   constexpr int kQueue = 2;
   constexpr size_t kValue = 16u << 20;
-  TestDaemon d({"--reply-queue", std::to_string(kQueue)});
+  TestDaemon d({"--reply-queue", std::to_string(kQueue)}, test::measured_memory_env());
   Client owner({d.endpoint()});
   owner.join({"slow", 1, false, 0});
   owner.set("v", std::string(kValue, 'y'));

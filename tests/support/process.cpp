@@ -20,6 +20,12 @@ extern char** environ;
 
 namespace muster::test {
 
+std::map<std::string, std::string> measured_memory_env() {
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  return {{"ASAN_OPTIONS", std::string(asan ? asan : "") +
+                               ":quarantine_size_mb=0:thread_local_quarantine_size_kb=0"}};
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::ostringstream ss;

@@ -17,6 +17,12 @@ namespace muster::test {
 // Path of a built program, passed in by meson as an environment variable.
 std::string program(const char* env_var);
 
+// Environment for a musterd whose memory a test measures: under
+// AddressSanitizer, freed blocks are not held in its quarantine (256 MiB by
+// default), which would count as the daemon's own growth. No effect in
+// other builds.
+std::map<std::string, std::string> measured_memory_env();
+
 // A whole file's bytes ("" when it cannot be read), and a file replaced by
 // bytes.
 std::string slurp(const std::string& path);
