@@ -86,6 +86,12 @@ po::options_description settings_description(Settings& s) {
        "replies queued for one local connection that does not read them; one more is "
        "dropped (the client sends its request again), so a connection holds at most N+1 "
        "replies (a reply is at most 64 MiB, a get's at most 16 MiB)")
+    ("max-connections-per-uid", po::value(&s.o.config.max_conns_per_uid)->value_name("N")->default_value(s.o.config.max_conns_per_uid),
+       "connections one local user may hold open at once; the next is refused at its "
+       "handshake (the client reports quota_exceeded); 0 = no cap")
+    ("max-connections-per-peer", po::value(&s.o.config.max_conns_per_peer)->value_name("N")->default_value(s.o.config.max_conns_per_peer),
+       "connections one remote address may hold open to the peer port at once; the next is "
+       "refused at its handshake; 0 = no cap")
     ("max-store-bytes", po::value(&s.o.config.quotas.store_bytes)->value_name("N")->default_value(s.o.config.quotas.store_bytes),
        "quota: bytes of keys and values in one job's store (256 MiB); a set over it gets "
        "quota_exceeded; 0 = no limit")

@@ -14,6 +14,7 @@
 
 #include "muster/error.hpp"
 #include "peer/secure.hpp"
+#include "peer/zap_handler.hpp"
 #include "support/process.hpp"
 
 using namespace muster;

@@ -244,16 +244,26 @@ TEST_CASE("replies past a slow client's queue are dropped, and a request sent ag
   REQUIRE_NOTHROW(Client({d.endpoint()}).ping());
 
   // Reads what was queued: the queue's replies, one in ZeroMQ's hands and
-  // the one the test's own socket holds, not all twelve.
+  // the one the test's own socket holds, not all twelve; then, once it has
+  // room, the daemon's word that it dropped the others.
   std::set<uint64_t> got;
+  bool told = false;
   s.set(zmq::sockopt::rcvtimeo, 2000);
   for (zmq::message_t m; s.recv(m);) {
     auto env = proto::decode_envelope(m.data(), m.size());
+    if (env.request_id == 0) {
+      REQUIRE(env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply));
+      CHECK(proto::ErrorReply::unpack(env.payload).code ==
+            static_cast<int64_t>(ErrorCode::kRepliesDropped));
+      told = true;
+      continue;
+    }
     REQUIRE(env.type == static_cast<uint16_t>(proto::MsgType::kValue));
     got.insert(env.request_id);
   }
   WARN("replies queued for the slow reader: " << got.size() << " of " << kGets);
   CHECK(!got.empty());
+  CHECK(told);
   // kQueue in the pipe, one in the daemon's encoder, one in this socket's
   // decoder and one in its pipe (ZMQ_RCVHWM 1): kQueue + 3, and one spare
   // for the pipes' credit, which flows in batches.
@@ -269,4 +279,80 @@ TEST_CASE("replies past a slow client's queue are dropped, and a request sent ag
     CHECK(env.request_id == static_cast<uint64_t>(1 + i));
     CHECK(proto::Value::unpack(env.payload).value == std::string(kValue, 'y'));
   }
+}
+
+TEST_CASE("a client whose replies are dropped loses its parked waits; sent again, they park anew") {
+  // Its parked waits, answered together, fit its queue.
+  constexpr int kQueue = 4;
+  constexpr int kParked = 2;  // --max-parked-waits: the job's whole quota
+  TestDaemon d(
+      {"--reply-queue", std::to_string(kQueue), "--max-parked-waits", std::to_string(kParked)});
+  Client owner({d.endpoint()});
+  owner.join({"parked", 1, false, 0});
+  owner.set("v", std::string(16u << 20, 'z'));
+
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::routing_id, zmq::buffer(std::string("mparks-then-stalls")));
+  s.set(zmq::sockopt::rcvhwm, 1);
+  s.set(zmq::sockopt::rcvbuf, 4096);
+  s.connect(d.endpoint());
+  auto wait_for = [](int i) {
+    return proto::encode(static_cast<uint64_t>(100 + i), proto::StoreGet{"parked", "later", 60000});
+  };
+  for (int i = 0; i < kParked; ++i) s.send(zmq::buffer(wait_for(i)));
+  // Requests on one connection are handled in order: once its ping is
+  // answered, its gets are parked. The quota is full while they wait.
+  s.send(zmq::buffer(proto::encode(99, proto::Ping{})));
+  zmq::message_t pong;
+  REQUIRE(s.recv(pong));
+  REQUIRE(proto::decode_envelope(pong.data(), pong.size()).request_id == 99);
+  try {
+    owner.get("never", 1ms);
+    FAIL("a key nobody set was found");
+  } catch (const Error& e) {
+    REQUIRE(e.code() == ErrorCode::kQuotaExceeded);
+  }
+  // Then it asks for large values and reads none: its queue fills.
+  for (int i = 0; i < 12; ++i)
+    s.send(
+        zmq::buffer(proto::encode(static_cast<uint64_t>(1 + i), proto::StoreGet{"parked", "v"})));
+  // Its parked gets were forgotten with its replies: the quota has room.
+  REQUIRE(test::eventually(
+      [&] {
+        try {
+          owner.get("never", 1ms);
+        } catch (const Error& e) {
+          return e.code() == ErrorCode::kTimeout;
+        }
+        return false;
+      },
+      10s));
+
+  // It reads again: the queued values, then the word that others were
+  // dropped; it sends its waits again (same ids), and they are answered
+  // once the key is set.
+  bool told = false;
+  s.set(zmq::sockopt::rcvtimeo, 3000);
+  for (zmq::message_t m; !told && s.recv(m);) {
+    auto env = proto::decode_envelope(m.data(), m.size());
+    told = env.request_id == 0 && env.type == static_cast<uint16_t>(proto::MsgType::kErrorReply) &&
+           proto::ErrorReply::unpack(env.payload).code ==
+               static_cast<int64_t>(ErrorCode::kRepliesDropped);
+  }
+  REQUIRE(told);
+  for (int i = 0; i < kParked; ++i) s.send(zmq::buffer(wait_for(i)));
+  std::this_thread::sleep_for(500ms);  // parked before the key is set
+  owner.set("later", "now");
+  std::set<uint64_t> answered;
+  for (zmq::message_t m; answered.size() < kParked && s.recv(m);) {
+    auto env = proto::decode_envelope(m.data(), m.size());
+    if (env.type != static_cast<uint16_t>(proto::MsgType::kValue)) continue;
+    if (env.request_id >= 100) {
+      CHECK(proto::Value::unpack(env.payload).value == "now");
+      answered.insert(env.request_id);
+    }
+  }
+  CHECK(answered.size() == kParked);
 }

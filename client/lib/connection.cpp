@@ -80,7 +80,8 @@ void Connection::connect() {
   std::string addr = "inproc://muster-client-monitor-" + std::to_string(::getpid()) + "-" +
                      std::to_string(serial++);
   if (zmq_socket_monitor(sock_.handle(), addr.c_str(),
-                         ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED) == 0) {
+                         ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0) {
     try {
       monitor_.set(zmq::sockopt::linger, 0);
       monitor_.connect(addr);
@@ -180,6 +181,7 @@ std::unique_ptr<Connection::Reply> Connection::await(uint64_t id, proto::MsgType
     auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::min(deadline, resend_at) - now);
     auto r = receive(std::max(left, std::chrono::milliseconds(0)));
+    if (refused_) refused();
     if (!r) {
       now = std::chrono::steady_clock::now();
       if (now < deadline) continue;
@@ -190,7 +192,13 @@ std::unique_ptr<Connection::Reply> Connection::await(uint64_t id, proto::MsgType
       timed_out(sent, limit);
     }
     const uint64_t rid = r->env.request_id;
-    if (rid == id)
+    if (rid == 0 && replies_dropped(r->env)) {
+      // The daemon dropped replies this connection did not read in time
+      // (its queue was full): what they answered is asked again now.
+      resend_all();
+      resend_every = kFirstResend;
+      resend_at = std::chrono::steady_clock::now() + resend_every;
+    } else if (rid == id)
       got = std::move(r);
     else if (Pending* other = find(rid); other && !other->reply)
       other->reply = std::move(r);  // pipelined: kept until awaited
@@ -259,6 +267,21 @@ void Connection::check_reply(const zmq::message_t& reply) {
   }
 }
 
+bool Connection::replies_dropped(const proto::Envelope& env) {
+  if (env.type != static_cast<uint16_t>(proto::MsgType::kErrorReply)) return false;
+  return proto::ErrorReply::unpack(env.payload).code ==
+         static_cast<int64_t>(ErrorCode::kRepliesDropped);
+}
+
+void Connection::refused() const {
+  throw Error(ErrorCode::kQuotaExceeded,
+              "musterd at " + endpoint_ + " refused this connection at its handshake (status " +
+                  std::to_string(refused_) +
+                  "): this user already holds as many connections as the daemon allows "
+                  "(musterd --max-connections-per-uid); end some clients or ask the operator "
+                  "to raise it");
+}
+
 bool Connection::daemon_alive() const {
   if (daemon_pid_ <= 0 || lost_) return false;
   // EPERM: it exists, as root's system daemon does for a user.
@@ -282,11 +305,17 @@ bool Connection::reconnected() {
     if (ev.size() < sizeof(uint16_t)) continue;
     uint16_t event;
     std::memcpy(&event, ev.data(), sizeof event);
+    uint32_t value = 0;
+    if (ev.size() >= sizeof event + sizeof value)
+      std::memcpy(&value, static_cast<const char*>(ev.data()) + sizeof event, sizeof value);
     if (event == ZMQ_EVENT_DISCONNECTED) {
       lost_ = true;
-    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && lost_) {
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      refused_ = value ? value : 400;  // the daemon's ZAP status code
+    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      refused_ = 0;
+      if (lost_) back = true;
       lost_ = false;
-      back = true;
     }
   }
   return back;

@@ -131,6 +131,11 @@ class Connection {
   // Reads the pending connection events; true when the socket connected
   // again after losing its daemon.
   bool reconnected();
+  // An error reply that says the daemon dropped replies unread (request
+  // id 0, replies_dropped): every pending request is sent again.
+  static bool replies_dropped(const proto::Envelope& env);
+  // Throws the refusal of the last handshake (kQuotaExceeded).
+  [[noreturn]] void refused() const;
 
   std::string endpoint_;
   std::chrono::milliseconds request_timeout_, patience_;
@@ -139,7 +144,10 @@ class Connection {
   zmq::socket_t monitor_{client_context(), zmq::socket_type::pair};
   bool monitoring_ = false;
   bool lost_ = false;  // the connection dropped and has not come back yet
-  bool ipc_ = false;   // an ipc:// endpoint: check_reply() looks at each reply's sender
+  // The daemon refused the last handshake (its ZAP status, e.g. 400): over
+  // the connections it allows this uid. 0 = not refused.
+  uint32_t refused_ = 0;
+  bool ipc_ = false;  // an ipc:// endpoint: check_reply() looks at each reply's sender
   // The daemon's pid, from its last reply's credentials (0 = not known): a
   // daemon that is slow (paused, a stalled disk or VM) rather than gone.
   int64_t daemon_pid_ = 0;

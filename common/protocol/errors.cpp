@@ -27,8 +27,9 @@ constexpr const char* kErrorNames[] = {
     "quota_exceeded",
     "device_failed",
     "storage_failed",
+    "replies_dropped",
 };
-static_assert(proto::names_all(kErrorNames, ErrorCode::kStorageFailed));
+static_assert(proto::names_all(kErrorNames, ErrorCode::kRepliesDropped));
 }  // namespace
 
 const char* error_name(ErrorCode code) {

@@ -111,6 +111,12 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
       now, [this](const ReplyTo& to, const std::string& id) { return find_store_job(to, id); }, a);
 }
 
+std::vector<uint64_t> State::forget_client_waits(const std::string& routing_id) {
+  return store_.forget_client(routing_id, [this](const ReplyTo& to, const std::string& id) {
+    return find_store_job(to, id);
+  });
+}
+
 void State::cancel_all(std::vector<Outgoing>& out) {
   OutAnswers a(out);
   store_.cancel_all(a);

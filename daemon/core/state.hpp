@@ -53,6 +53,9 @@ class State {
   std::optional<Clock::time_point> next_deadline() const;
   // Fails every pending wait (daemon shutting down).
   void cancel_all(std::vector<Outgoing>& out);
+  // Forgets the gets and waits parked for one local client, unanswered
+  // (Store::forget_client); returns their request ids.
+  std::vector<uint64_t> forget_client_waits(const std::string& routing_id);
 
   // What `viewer` (a uid) may see: root and in-process callers (-1) see
   // everything; anyone else sees their own jobs, and other uids' GPUs only

@@ -140,6 +140,26 @@ void Store::expire(Clock::time_point now, const FindJob& find, Answers& a) {
   }
 }
 
+std::vector<uint64_t> Store::forget_client(const std::string& routing_id, const FindJob& find) {
+  std::vector<uint64_t> requests;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    const Waiter& w = it->second;
+    if (w.kind == Kind::kBarrier || w.to.from_peer || w.to.routing_id != routing_id) {
+      ++it;
+      continue;
+    }
+    requests.push_back(w.to.request_id);
+    if (Job* job = find(w.to, w.job)) {
+      auto& ids = job->key_waiters;
+      ids.erase(std::remove(ids.begin(), ids.end(), it->first), ids.end());
+    }
+    auto next = std::next(it);
+    drop(it);
+    it = next;
+  }
+  return requests;
+}
+
 void Store::cancel_all(Answers& a) {
   for (auto& [id, w] : waiters_) a.error(w.to, ErrorCode::kShuttingDown, "musterd is stopping");
   waiters_.clear();

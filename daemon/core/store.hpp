@@ -59,6 +59,10 @@ class Store {
   std::optional<Clock::time_point> next_deadline() const;
   // Fails every wait (the daemon is stopping).
   void cancel_all(Answers& a);
+  // Forgets, unanswered, the gets and waits parked for one local client
+  // (its replies go unread: the memory of its keys is freed); returns their
+  // request ids. Its barrier arrivals stay: they count toward the barrier.
+  std::vector<uint64_t> forget_client(const std::string& routing_id, const FindJob& find);
 
  private:
   enum class Kind { kGet, kWait, kBarrier };

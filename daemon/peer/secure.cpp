@@ -9,9 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
-#include <zmq_addon.hpp>
 
-#include "log.hpp"
 #include "muster/error.hpp"
 
 namespace muster::daemon::peer {
@@ -29,8 +27,6 @@ constexpr int kZapEnforceDomain = ZMQ_ZAP_ENFORCE_DOMAIN;
 #else
 constexpr int kZapEnforceDomain = 93;
 #endif
-
-constexpr auto kRefusalLogInterval = std::chrono::minutes(1);
 
 Error invalid(const std::string& what) {
   return Error(ErrorCode::kInvalidArgument, what);
@@ -336,77 +332,6 @@ void make_client(zmq::socket_t& socket, const Security& sec, std::string_view se
   set_key(socket, ZMQ_CURVE_SERVERKEY, z85_to_binary(server));
   set_key(socket, ZMQ_CURVE_PUBLICKEY, z85_to_binary(sec.public_key));
   set_key(socket, ZMQ_CURVE_SECRETKEY, z85_to_binary(sec.secret_key));
-}
-
-ZapHandler::ZapHandler(zmq::context_t& ctx, const Security& sec)
-    : socket_(ctx, zmq::socket_type::rep) {
-  socket_.set(zmq::sockopt::linger, 0);
-  try {
-    socket_.bind(kZapEndpoint);
-  } catch (const zmq::error_t& e) {
-    throw Error(ErrorCode::kConflict,
-                std::string("cannot bind the ZAP handler (") + kZapEndpoint + "): " + e.what());
-  }
-  for (const auto& k : sec.authorized) keys_.insert(z85_to_binary(k));
-}
-
-void ZapHandler::refuse_log(const std::string& address, const std::string& what) {
-  ++refused_;
-  auto now = std::chrono::steady_clock::now();
-  // A refused daemon reconnects every few hundred ms: one line a minute.
-  if (refusals_.size() > 1024) refusals_.clear();
-  auto [it, fresh] = refusals_.try_emplace(address + " " + what);
-  if (!fresh && now - it->second.logged < kRefusalLogInterval) {
-    ++it->second.unlogged;
-    return;
-  }
-  std::string again =
-      it->second.unlogged ? " (and " + std::to_string(it->second.unlogged) + " times since)" : "";
-  it->second = {now, 0};
-  log::warning("peer refused: daemon at " + (address.empty() ? "?" : address) + " " + what + again);
-}
-
-void ZapHandler::handle_ready() {
-  for (;;) {
-    std::vector<zmq::message_t> req;
-    auto got = zmq::recv_multipart(socket_, std::back_inserter(req), zmq::recv_flags::dontwait);
-    if (!got) return;
-    std::string id = req.size() > 1 ? req[1].to_string() : "";
-    std::string code = "400", text = "not authorised", user;
-    if (req.size() < 6 || req[0].to_string_view() != "1.0") {
-      code = "500";
-      text = "malformed ZAP request";
-      log::warning("ZAP: malformed request with " + std::to_string(req.size()) + " frames");
-    } else {
-      std::string domain = req[2].to_string(), address = req[3].to_string();
-      std::string mechanism = req[5].to_string();
-      if (domain != kZapDomain) {
-        refuse_log(address, "in unknown ZAP domain '" + domain + "'");
-      } else if (mechanism != "CURVE" || req.size() != 7 || req[6].size() != 32) {
-        refuse_log(address, "using " + mechanism + " where peering needs CURVE");
-      } else {
-        std::string key = req[6].to_string();
-        if (keys_.count(key)) {
-          code = "200";
-          text = "OK";
-          user = binary_to_z85(key);
-          ++admitted_;
-          log::debug("peer admitted: daemon at " + address + " with key " + user);
-        } else {
-          refuse_log(address, "with CURVE key " + binary_to_z85(key) +
-                                  ", which is not in peer-authorized-keys");
-        }
-      }
-    }
-    std::vector<zmq::message_t> reply;
-    reply.emplace_back(std::string_view("1.0"));
-    reply.emplace_back(id);
-    reply.emplace_back(code);
-    reply.emplace_back(text);
-    reply.emplace_back(user);
-    reply.emplace_back();
-    zmq::send_multipart(socket_, reply);
-  }
 }
 
 }  // namespace muster::daemon::peer

@@ -10,8 +10,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,40 +84,5 @@ void make_server(zmq::socket_t& socket, const Security& sec);
 // CURVE client: our key pair and the server's key (server_key_z85, else
 // sec.server_key). Call before connect. Nothing when plain.
 void make_client(zmq::socket_t& socket, const Security& sec, std::string_view server_key_z85 = {});
-
-// The ZAP handler (RFC 27) for one zmq::context_t: admits CURVE clients
-// whose key Security authorises (200, user id = the key in Z85, so it shows
-// as the message property "User-Id"), refuses all else (400) with a warning
-// naming the peer's address (at most one a minute per key and address).
-// Create it before the server socket binds; needless when plain. Not thread
-// safe: poll socket() (ZMQ_POLLIN) in the loop and call handle_ready().
-class ZapHandler {
- public:
-  // Throws Error(kConflict) when the context already has a handler.
-  ZapHandler(zmq::context_t& ctx, const Security& sec);
-  ZapHandler(const ZapHandler&) = delete;
-  ZapHandler& operator=(const ZapHandler&) = delete;
-
-  zmq::socket_t& socket() { return socket_; }
-  void* handle() { return socket_.handle(); }
-  // Answers every pending request; never blocks.
-  void handle_ready();
-
-  uint64_t admitted() const { return admitted_; }
-  uint64_t refused() const { return refused_; }
-
- private:
-  struct Refusal {
-    std::chrono::steady_clock::time_point logged;
-    uint64_t unlogged = 0;
-  };
-  void refuse_log(const std::string& address, const std::string& what);
-
-  zmq::socket_t socket_;
-  std::set<std::string> keys_;  // binary
-  std::map<std::string, Refusal> refusals_;
-  uint64_t admitted_ = 0;
-  uint64_t refused_ = 0;
-};
 
 }  // namespace muster::daemon::peer

@@ -100,6 +100,14 @@ void ReplyCache::begin(const ReplyTo& to, uint16_t type, uint64_t h) {
   pending_[{to.routing_id, to.request_id}] = {type, h, to.peer_uid, to.conn};
 }
 
+void ReplyCache::forget_pending(const std::string& client, uint64_t request_id) {
+  auto p = pending_.find({client, request_id});
+  if (p == pending_.end()) return;
+  pending_.erase(p);
+  if (auto cl = clients_.find(client); cl != clients_.end() && cl->second.pending > 0)
+    --cl->second.pending;
+}
+
 bool ReplyCache::complete(std::vector<Outgoing>& out) {
   bool changed = false;
   for (auto& o : out) {

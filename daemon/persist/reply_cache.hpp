@@ -81,6 +81,9 @@ class ReplyCache {
   // parked), and sends each on the connection that asked last. Returns true
   // when one of them was a mutating request.
   bool complete(std::vector<Outgoing>& out);
+  // A parked request given up unanswered (Store::forget_client): a copy
+  // sent again is new, and parks again.
+  void forget_pending(const std::string& client, uint64_t request_id);
 
   // For the persister: the entries of mutating requests, and restoring them.
   void for_each_saved(

@@ -60,6 +60,13 @@ struct Config {
   // Replies queued for one local connection (ZMQ_SNDHWM); one more is
   // dropped and the client sends its request again.
   int reply_queue = 8;
+  // Connections one local uid, or one peer address, may hold open at once
+  // (server/conn_caps.hpp); the next is refused at its handshake. 0 = no
+  // cap. A rank needs one or two; 4,096 is a sixteenth of the unit's
+  // LimitNOFILE=65536, so that sixteen users' worth always fit. Peer
+  // daemons hold one link per coordinator they talk to.
+  uint64_t max_conns_per_uid = 4096;
+  uint64_t max_conns_per_peer = 1024;
   // Per-job and per-uid quotas (core/quotas.hpp has the defaults and why).
   Quotas quotas;
 };

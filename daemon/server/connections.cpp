@@ -41,8 +41,12 @@ void ClientConnections::drain() {
     uint32_t fd;
     std::memcpy(&event, ev.data(), sizeof event);
     std::memcpy(&fd, static_cast<const char*>(ev.data()) + 2, sizeof fd);
-    if (event == ZMQ_EVENT_ACCEPTED) ++open_;
+    if (event == ZMQ_EVENT_ACCEPTED) {
+      ++open_;
+      if (on_event_) on_event_(true, static_cast<int>(fd));
+    }
     if (event != ZMQ_EVENT_DISCONNECTED) continue;
+    if (on_event_) on_event_(false, static_cast<int>(fd));
     if (open_ > 0) --open_;
     if (auto it = of_fd_.find(static_cast<int>(fd)); it != of_fd_.end()) {
       live_.erase(it->second);

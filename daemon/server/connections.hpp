@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 #include <zmq.hpp>
@@ -26,6 +27,9 @@ class ClientConnections {
   bool live(uint64_t token) const { return live_.count(token) != 0; }
   // Connections accepted and not yet reported gone (as of the last drain).
   uint64_t open() const { return open_; }
+  // Told of each connection accepted (true) or gone (false), with its fd,
+  // in the order libzmq reported them (the caps per uid: conn_caps.hpp).
+  void on_event(std::function<void(bool accepted, int fd)> f) { on_event_ = std::move(f); }
 
  private:
   zmq::socket_t events_;
@@ -33,6 +37,7 @@ class ClientConnections {
   std::unordered_set<uint64_t> live_;
   uint64_t next_ = 1;
   uint64_t open_ = 0;
+  std::function<void(bool, int)> on_event_;
 };
 
 // The sender's uid and pid, as the kernel saw them when it connected; false

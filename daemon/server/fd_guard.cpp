@@ -82,8 +82,10 @@ void FdGuard::drain_peer() {
       peer_listen_fd_ = static_cast<int>(value);
     } else if (event == ZMQ_EVENT_ACCEPTED) {
       ++peer_open_;
-    } else if (event == ZMQ_EVENT_DISCONNECTED && peer_open_ > 0) {
-      --peer_open_;
+      if (on_peer_) on_peer_(true, static_cast<int>(value));
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+      if (peer_open_ > 0) --peer_open_;
+      if (on_peer_) on_peer_(false, static_cast<int>(value));
     }
   }
 }

@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <zmq.hpp>
@@ -47,6 +48,9 @@ class FdGuard {
   void* peer_events();
   // Reads the peer monitor; never blocks.
   void drain_peer();
+  // Told of each peer connection accepted (true) or gone (false), with its
+  // fd (the caps per address: conn_caps.hpp).
+  void on_peer_event(std::function<void(bool accepted, int fd)> f) { on_peer_ = std::move(f); }
   // The local socket file (renamed aside while paused).
   void set_local_path(std::string path) { local_path_ = std::move(path); }
 
@@ -74,6 +78,7 @@ class FdGuard {
   std::chrono::steady_clock::time_point last_count_;
   bool paused_ = false;
   std::string local_path_;
+  std::function<void(bool, int)> on_peer_;
 };
 
 }  // namespace muster::daemon

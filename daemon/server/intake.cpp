@@ -57,6 +57,7 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
     // Binary fields point into the frame, which outlives the handling.
     auto env = proto::decode_envelope(body->data(), body->size(), true);
     to.request_id = env.request_id;
+    if (from_peer) note_peer(*body, env.type);
     // Every local request is checked against its sender's uid (access.cpp),
     // the reply cache's answers included; a sender the daemon cannot
     // identify is refused, never trusted. Peers are daemons, authenticated
@@ -75,6 +76,18 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
     log::debug(std::string("refused a frame: ") + e.what());
     out.push_back({to, proto::encode_error(e.request_id, e.code(), e.what())});
   }
+}
+
+// A plain TCP connection is a peer's once it sent a daemon-to-daemon
+// request that decodes (a node_join, or the heartbeat of a node whose link
+// reconnected); until then the sweep of conn_caps.hpp may close it. Plain
+// TCP authenticates nobody (peer_plain is for trusted networks): this only
+// bounds how long a connection that speaks no protocol holds its fd.
+void Server::Runtime::note_peer(const zmq::message_t& body, uint16_t type) {
+  const proto::MessageTraits* t = proto::message_traits(type);
+  if (!t || t->sender != proto::Sender::kPeer) return;
+  int fd = zmq_msg_get(const_cast<zmq_msg_t*>(body.handle()), ZMQ_SRCFD);
+  if (fd >= 0) caps->peer_authenticated(fd);
 }
 
 bool Server::Runtime::answered(ReplyTo& to, const zmq::message_t& body, uint16_t type) {

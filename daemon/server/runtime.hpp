@@ -2,6 +2,7 @@
 // steps over it. Only the server's own files include this.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,8 +14,10 @@
 #include "event/loop.hpp"
 #include "liveness/pidwatch.hpp"
 #include "peer/secure.hpp"
+#include "peer/zap_handler.hpp"
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
+#include "server/conn_caps.hpp"
 #include "server/connections.hpp"
 #include "server/fd_guard.hpp"
 #include "server/peer_links.hpp"
@@ -30,14 +33,20 @@ struct Server::Runtime {
   PidWatch watch;
   std::unique_ptr<State> state;
   std::string socket_path;
-  // Peering: our listener (when peer_bind is set), its ZAP handler (CURVE).
+  // Peering: our listener (when peer_bind is set).
   std::optional<peer::Security> security;
+  // Admits every connection of both listeners (CURVE keys, the caps).
   std::unique_ptr<peer::ZapHandler> zap;
+  std::optional<ConnCaps> caps;
   std::optional<zmq::socket_t> peer;
   std::string peer_endpoint_file;
   // New connections wait near the fd limit (made by bind()).
   std::optional<FdGuard> fds;
   uint64_t replies_dropped = 0;  // to local clients whose queue was full
+  uint64_t waits_dropped = 0;    // parked for them (unread.cpp)
+  // Connections whose replies were dropped and that are yet to hear it
+  // (token -> routing id).
+  std::map<uint64_t, std::string> unread;
   Clock::time_point drop_logged{};
   ReplyCache replies;
   std::unique_ptr<StateFile> state_file;
@@ -67,6 +76,10 @@ struct Server::Runtime {
   void deliver();
   // The end of a round: saves what changed, then delivers (durable.cpp).
   void save_then_deliver();
+  // A connection's queue filled: its parked gets and waits are forgotten,
+  // and it is told once it reads again (unread.cpp).
+  void drop_unread(uint64_t conn, const std::string& routing_id);
+  void notify_unread();
 
  private:
   // One request, framed as [routing id, (empty,) body].
@@ -74,6 +87,8 @@ struct Server::Runtime {
   // A local request seen before: answered from the reply cache (true), or
   // new (false); the cache starts tracking a new one.
   bool answered(ReplyTo& to, const zmq::message_t& body, uint16_t type);
+  // Counts a plain TCP peer as one once it sent a peer request.
+  void note_peer(const zmq::message_t& body, uint16_t type);
 };
 
 }  // namespace muster::daemon

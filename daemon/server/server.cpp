@@ -122,6 +122,7 @@ void Server::bind() {
   ::unlink((rt_->socket_path + ".full").c_str());
   endpoint_ = endpoint_for_dir(cfg_.runtime_dir);
   start_fd_guard();
+  start_admission();
   auto& r = rt_->router;
   r.set(zmq::sockopt::linger, 0);
   // Replies wait for a client that does not read up to this many; the one
@@ -135,6 +136,7 @@ void Server::bind() {
   // routing id is ignored by ZeroMQ rather than given that client's
   // replies. A client reconnecting after a restart meets a new socket.
   r.set(zmq::sockopt::router_handover, 0);
+  peer::make_local_server(r);
   rt_->conns.monitor(r);
   try {
     r.bind(endpoint_);
@@ -157,12 +159,11 @@ void Server::bind() {
 
 void Server::bind_peer() {
   const peer::Security& sec = *rt_->security;
-  // The ZAP handler must exist before the CURVE socket binds.
-  if (!sec.plain) rt_->zap = std::make_unique<peer::ZapHandler>(rt_->ctx, sec);
   auto& p = rt_->peer.emplace(rt_->ctx, zmq::socket_type::router);
   p.set(zmq::sockopt::linger, 0);
   p.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
   peer::make_server(p, sec);
+  if (sec.plain) peer::make_plain_server(p);
   limit_listener(p);
   rt_->fds->monitor_peer(p);
   std::string want = "tcp://" + cfg_.peer_bind + ":" + std::to_string(cfg_.peer_port);
@@ -199,6 +200,34 @@ void Server::start_fd_guard() {
       " are open (--fd-reserve " + std::to_string(reserve) + ")");
 }
 
+// Who may hold how many connections (conn_caps.hpp), told by both
+// listeners' monitors and asked by the ZAP handler, which exists before
+// either socket binds (a CURVE socket must not bind without it). The
+// monitors are read first, so the connection in its handshake is counted.
+void Server::start_admission() {
+  auto& rt = *rt_;
+  rt.caps.emplace(cfg_.max_conns_per_uid, cfg_.max_conns_per_peer,
+                  std::chrono::milliseconds(kHandshakeMs));
+  rt.conns.on_event([&rt](bool accepted, int fd) {
+    accepted ? rt.caps->local_accepted(fd) : rt.caps->local_closed(fd);
+  });
+  const bool plain = rt.security && rt.security->plain;
+  rt.fds->on_peer_event([&rt, plain](bool accepted, int fd) {
+    accepted ? rt.caps->peer_accepted(fd, plain) : rt.caps->peer_closed(fd);
+  });
+  peer::ZapPolicy policy;
+  policy.local = [&rt](int64_t uid) {
+    rt.conns.drain();
+    return rt.caps->admit_local(uid);
+  };
+  policy.peer = [&rt](const std::string& address) {
+    rt.fds->drain_peer();
+    return rt.caps->admit_peer(address);
+  };
+  rt.zap = std::make_unique<peer::ZapHandler>(rt.ctx, rt.security ? &*rt.security : nullptr,
+                                              std::move(policy));
+}
+
 // Every listener: a backlog the reserve is sized for (connections the
 // kernel completes while the fd guard pauses; libzmq's default of 100, set
 // here so the reserve's sum rests on it: 64 made 256 ranks that connect at
@@ -208,7 +237,7 @@ void Server::start_fd_guard() {
 void Server::limit_listener(zmq::socket_t& s) {
   constexpr int kBacklog = 100;
   s.set(zmq::sockopt::backlog, kBacklog);
-  s.set(zmq::sockopt::handshake_ivl, 5000);
+  s.set(zmq::sockopt::handshake_ivl, kHandshakeMs);
 }
 
 void Server::load_state() {
@@ -254,7 +283,10 @@ void Server::Runtime::deliver() {
       if (o.to.conn != 0 && !conns.live(o.to.conn)) continue;
       if (std::find(full.begin(), full.end(), o.to.conn) != full.end() ||
           send_reply(router, o) == SendResult::kFull) {
-        if (std::find(full.begin(), full.end(), o.to.conn) == full.end()) full.push_back(o.to.conn);
+        if (std::find(full.begin(), full.end(), o.to.conn) == full.end()) {
+          full.push_back(o.to.conn);
+          drop_unread(o.to.conn, o.to.routing_id);
+        }
         ++replies_dropped;
       }
     } else if (peer) {
@@ -262,13 +294,16 @@ void Server::Runtime::deliver() {
     }
   }
   out.clear();
+  notify_unread();
   // A client that stopped reading overflows every round: said once in 10 s.
   if (!full.empty() && Clock::now() - drop_logged > std::chrono::seconds(10)) {
     drop_logged = Clock::now();
     log::info(std::to_string(full.size()) +
               " local client(s) read no replies: their queue is full (--reply-queue), "
               "replies dropped (" +
-              std::to_string(replies_dropped) + " so far); they send their requests again");
+              std::to_string(replies_dropped) +
+              " so far) with the gets and waits parked for them (" + std::to_string(waits_dropped) +
+              "); they send their requests again");
   }
   links->prune([&](const std::string& name) { return state->has_link(name); });
 }
@@ -305,7 +340,7 @@ void Server::run() {
                     rt.dirty = true;
                   });
   event::SocketEvent zap(loop, kZap, [&] { rt.zap->handle_ready(); });
-  if (rt.zap) zap.schedule_socket(rt.zap->handle());
+  zap.schedule_socket(rt.zap->handle());
   event::SocketEvent peer_events(loop, kMonitor, [&] { rt.fds->drain_peer(); });
   if (rt.fds->peer_events()) peer_events.schedule_socket(rt.fds->peer_events());
   event::SocketEvent peer(loop, kPeer, [&] { rt.receive(*rt.peer, true); });
@@ -345,6 +380,15 @@ void Server::watch_deadlines() {
   rt.loop.add_wake_hint([&rt] { return rt.dirty || rt.state_file->retrying() ? 100L : -1L; });
   // A killed cgroup is removed once its processes are gone: a few ms.
   rt.loop.add_wake_hint([&rt] { return rt.cgroups->removals_pending() ? 10L : -1L; });
+  // A client whose replies were dropped is told once it reads again.
+  rt.loop.add_wake_hint([&rt] { return rt.unread.empty() ? -1L : 100L; });
+  // Plain TCP connections that never sent a peer request are closed.
+  rt.loop.add_wake_hint([&rt]() -> long {
+    auto d = rt.caps->next_sweep();
+    if (!d) return -1;
+    return std::max<long>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(*d - Clock::now()).count() + 1);
+  });
   // Heartbeats, lost peers and last calls run on a coarse clock.
   rt.loop.add_wake_hint([&state] { return state.cluster_active() ? 50L : -1L; });
   if (hooks_.status_changed)
@@ -375,6 +419,11 @@ void Server::end_round() {
   rt.save_then_deliver();
   // After deliver(), which read the local connections' events.
   rt.fds->check(rt.conns.open());
+  // check() read the peer connections' events: no fd is stale.
+  if (size_t n = rt.caps->sweep(Clock::now()))
+    log::info("closed " + std::to_string(n) +
+              " plain TCP connection(s) to the peer port that sent no peer request within " +
+              std::to_string(kHandshakeMs / 1000) + " s");
   if (!cfg_.exit_when_idle) return;
   auto now = Clock::now();
   if (state.job_count() > 0) {

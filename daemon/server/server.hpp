@@ -56,6 +56,13 @@ class Server {
   void bind_peer();
   // Raises the fd limit and makes the guard that keeps below it.
   void start_fd_guard();
+  // The caps per uid and per peer address, and the ZAP handler that
+  // enforces them; before the sockets bind.
+  void start_admission();
+  // How long a connection may take to finish its handshake, and a plain
+  // TCP peer to send its first peer request (ZMQ_HANDSHAKE_IVL; libzmq's
+  // default is 30 s).
+  static constexpr int kHandshakeMs = 5000;
   // Backlog and handshake limits of a listening ROUTER; before bind.
   static void limit_listener(zmq::socket_t& s);
   // Locks the state dir (when it is not the runtime dir) and restores it.

@@ -30,6 +30,7 @@ enum class ErrorCode : uint16_t {
   kQuotaExceeded = 17,    // a per-job or per-uid quota (the message names its option)
   kDeviceFailed = 18,     // reserved for GPU health checks; not sent yet
   kStorageFailed = 19,    // the change could not be made durable (disk full, I/O error)
+  kRepliesDropped = 20,   // replies to this connection were dropped unread: send again
 };
 
 // Stable lower-case name, e.g. "timeout"; used in CLI output and JSON.

@@ -1,0 +1,115 @@
+#include "server/conn_caps.hpp"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+namespace muster::daemon {
+
+namespace {
+
+void forget(std::unordered_map<int64_t, uint64_t>& counts, int64_t key) {
+  if (auto it = counts.find(key); it != counts.end() && --it->second == 0) counts.erase(it);
+}
+
+}  // namespace
+
+std::string tcp_peer_address(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
+  char host[NI_MAXHOST] = {};
+  if (::getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0,
+                    NI_NUMERICHOST) != 0)
+    return "";
+  return host;
+}
+
+void ConnCaps::local_accepted(int fd) {
+  // The fd is still the connection's: its DISCONNECTED event, which comes
+  // after this ACCEPTED one, has not been read. -1: the kernel would not
+  // say (counted together).
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  int64_t uid = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.uid : -1;
+  if (auto old = uid_of_fd_.find(fd); old != uid_of_fd_.end()) forget(per_uid_open_, old->second);
+  uid_of_fd_[fd] = uid;
+  ++per_uid_open_[uid];
+}
+
+void ConnCaps::local_closed(int fd) {
+  auto it = uid_of_fd_.find(fd);
+  if (it == uid_of_fd_.end()) return;
+  forget(per_uid_open_, it->second);
+  uid_of_fd_.erase(it);
+}
+
+void ConnCaps::peer_accepted(int fd, bool needs_auth) {
+  peer_closed(fd);  // a lost DISCONNECTED: the fd is someone else's now
+  std::string address = tcp_peer_address(fd);
+  address_of_fd_[fd] = address;
+  ++per_address_open_[address];
+  if (needs_auth) unauthenticated_[fd] = {Clock::now(), address};
+}
+
+void ConnCaps::peer_closed(int fd) {
+  unauthenticated_.erase(fd);
+  auto it = address_of_fd_.find(fd);
+  if (it == address_of_fd_.end()) return;
+  if (auto n = per_address_open_.find(it->second); n != per_address_open_.end() && --n->second == 0)
+    per_address_open_.erase(n);
+  address_of_fd_.erase(it);
+}
+
+uint64_t ConnCaps::local_of(int64_t uid) const {
+  auto it = per_uid_open_.find(uid);
+  return it == per_uid_open_.end() ? 0 : it->second;
+}
+
+uint64_t ConnCaps::peers_of(const std::string& address) const {
+  auto it = per_address_open_.find(address);
+  return it == per_address_open_.end() ? 0 : it->second;
+}
+
+std::string ConnCaps::admit_local(int64_t uid) const {
+  uint64_t n = local_of(uid);
+  if (per_uid_ == 0 || n <= per_uid_) return "";
+  return "over its cap: uid " + std::to_string(uid) + " has " + std::to_string(n - 1) +
+         " connections open, the most musterd allows one user (max-connections-per-uid " +
+         std::to_string(per_uid_) + ")";
+}
+
+std::string ConnCaps::admit_peer(const std::string& address) const {
+  uint64_t n = peers_of(address);
+  if (per_address_ == 0 || n <= per_address_) return "";
+  return "over its cap: " + std::to_string(n - 1) +
+         " connections from this address are open, the most musterd allows one host "
+         "(max-connections-per-peer " +
+         std::to_string(per_address_) + ")";
+}
+
+size_t ConnCaps::sweep(Clock::time_point now) {
+  size_t closed = 0;
+  for (auto it = unauthenticated_.begin(); it != unauthenticated_.end();) {
+    if (now - it->second.since < auth_within_) {
+      ++it;
+      continue;
+    }
+    // Only while the fd is still that connection (the same peer address):
+    // its DISCONNECTED may be on its way, and the number reused.
+    if (tcp_peer_address(it->first) == it->second.address) {
+      ::shutdown(it->first, SHUT_RDWR);
+      ++closed;
+    }
+    it = unauthenticated_.erase(it);
+  }
+  return closed;
+}
+
+std::optional<ConnCaps::Clock::time_point> ConnCaps::next_sweep() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [fd, u] : unauthenticated_)
+    if (!next || u.since + auth_within_ < *next) next = u.since + auth_within_;
+  return next;
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,74 @@
+// Connections per local uid and per peer address, capped, so that one user
+// or one host cannot take the file descriptors every other client needs
+// (the fd guard, fd_guard.hpp, only keeps the daemon as a whole below its
+// ceiling). Counted from the listeners' monitor events (ACCEPTED and
+// DISCONNECTED carry the connection's fd; the kernel says whose it is:
+// SO_PEERCRED for the local socket, getpeername for TCP) and enforced by
+// the ZAP handler (peer/zap_handler.hpp) during the handshake, so a refused
+// connection never sends a request. The connection being admitted is
+// already counted: a cap of N admits N.
+//
+// Plain TCP peers (peer_plain) have no handshake to authenticate them: one
+// counts as a peer once it sent a valid peer request, and one that sent
+// none within auth_within is closed (shutdown(2) on its fd: libzmq's I/O
+// thread sees the end and closes it as it would any lost connection; the
+// fd stays libzmq's). CURVE peers are authenticated by their handshake,
+// which ZMQ_HANDSHAKE_IVL bounds.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace muster::daemon {
+
+class ConnCaps {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // 0 = no cap.
+  ConnCaps(uint64_t per_uid, uint64_t per_address, std::chrono::milliseconds auth_within)
+      : per_uid_(per_uid), per_address_(per_address), auth_within_(auth_within) {}
+
+  void local_accepted(int fd);
+  void local_closed(int fd);
+  // needs_auth: a plain TCP peer, closed unless it sends a valid request.
+  void peer_accepted(int fd, bool needs_auth);
+  void peer_closed(int fd);
+  // A valid peer request came on fd: its connection is a peer's.
+  void peer_authenticated(int fd) { unauthenticated_.erase(fd); }
+
+  // "" to admit, else why not (names the setting).
+  std::string admit_local(int64_t uid) const;
+  std::string admit_peer(const std::string& address) const;
+
+  // Closes the plain TCP connections that sent no valid request in time;
+  // returns how many.
+  size_t sweep(Clock::time_point now);
+  // When the next one is due to be closed, if any waits.
+  std::optional<Clock::time_point> next_sweep() const;
+
+  uint64_t local_of(int64_t uid) const;
+  uint64_t peers_of(const std::string& address) const;
+
+ private:
+  struct Unauthenticated {
+    Clock::time_point since;
+    std::string address;
+  };
+  uint64_t per_uid_, per_address_;
+  std::chrono::milliseconds auth_within_;
+  std::unordered_map<int, int64_t> uid_of_fd_;
+  std::unordered_map<int64_t, uint64_t> per_uid_open_;
+  std::unordered_map<int, std::string> address_of_fd_;
+  std::map<std::string, uint64_t> per_address_open_;
+  std::unordered_map<int, Unauthenticated> unauthenticated_;
+};
+
+// The numeric address of a TCP connection's peer, as libzmq writes it in a
+// ZAP request ("127.0.0.1", "::1"); "" when the fd has none.
+std::string tcp_peer_address(int fd);
+
+}  // namespace muster::daemon

@@ -1,0 +1,165 @@
+// Connections per uid and per peer address (issue #16): refused at the
+// handshake (ZAP) beyond their cap, so one user or host cannot take the
+// fds everyone needs; plain TCP connections that speak no peer protocol
+// are closed. Each connection here is a raw DEALER whose socket monitor
+// tells how its handshake ended.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <zmq.hpp>
+
+#include "muster/client.hpp"
+#include "protocol/cluster_messages.hpp"
+#include "protocol/envelope.hpp"
+#include "protocol/messages.hpp"
+#include "support/as_user.hpp"
+#include "support/process.hpp"
+
+using namespace muster;
+using namespace std::chrono_literals;
+using test::TestDaemon;
+
+namespace {
+
+// A DEALER and the events of its connection.
+class Probe {
+ public:
+  Probe(zmq::context_t& ctx, const std::string& endpoint) : s_(ctx, zmq::socket_type::dealer) {
+    static int n = 0;
+    const std::string mon = "inproc://conn-caps-probe-" + std::to_string(++n);
+    s_.set(zmq::sockopt::linger, 0);
+    REQUIRE(zmq_socket_monitor(s_.handle(), mon.c_str(),
+                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                   ZMQ_EVENT_DISCONNECTED) == 0);
+    mon_.emplace(ctx, zmq::socket_type::pair);
+    mon_->set(zmq::sockopt::linger, 0);
+    mon_->connect(mon);
+    s_.connect(endpoint);
+  }
+  ~Probe() { zmq_socket_monitor(s_.handle(), nullptr, 0); }
+
+  // The next event (and its value) within timeout; 0 when none came.
+  uint16_t next(std::chrono::milliseconds timeout, uint32_t* value = nullptr) {
+    mon_->set(zmq::sockopt::rcvtimeo, static_cast<int>(timeout.count()));
+    zmq::message_t ev, addr;
+    if (!mon_->recv(ev) || ev.size() < 6) return 0;
+    (void)mon_->recv(addr);
+    uint16_t event;
+    std::memcpy(&event, ev.data(), sizeof event);
+    if (value) std::memcpy(value, static_cast<const char*>(ev.data()) + 2, sizeof *value);
+    return event;
+  }
+  zmq::socket_t& socket() { return s_; }
+
+ private:
+  zmq::socket_t s_;
+  std::optional<zmq::socket_t> mon_;
+};
+
+std::string peer_endpoint(const TestDaemon& d) {
+  std::string ep;
+  REQUIRE(test::eventually(
+      [&] {
+        std::ifstream(d.runtime_dir() + "/peer-endpoint") >> ep;
+        return !ep.empty();
+      },
+      10s));
+  return ep;
+}
+
+const std::vector<std::string> kPlainPeers = {"--peer-plain", "--peer-bind", "127.0.0.1",
+                                              "--peer-port", "0"};
+
+}  // namespace
+
+TEST_CASE("a uid over its connection cap is refused at the handshake, and others are not") {
+  TestDaemon d({"--max-connections-per-uid", "3"});
+  zmq::context_t ctx;
+  std::vector<std::unique_ptr<Probe>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<Probe>(ctx, d.endpoint()));
+    REQUIRE(held.back()->next(10s) == ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+  }
+  Probe over(ctx, d.endpoint());
+  uint32_t status = 0;
+  REQUIRE(over.next(10s, &status) == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+  CHECK(status == 400);
+
+  // What a user of libmuster sees: quota_exceeded naming the setting, at
+  // once rather than after the request timeout.
+  try {
+    Client({d.endpoint(), 30000ms}).ping();
+    FAIL("a fourth connection of this uid was served");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kQuotaExceeded);
+    CHECK_THAT(e.what(), Catch::Contains("max-connections-per-uid"));
+  }
+
+  // Another user still gets in: the cap is this uid's, not the daemon's.
+  if (test::root()) {
+    test::open_to_everyone(d);
+    const std::string ep = d.endpoint();
+    test::AsNobody nobody([&](test::Lines& io) {
+      io.say(test::ask(ep, proto::encode(1, proto::Ping{}), {"", 5000ms}));
+    });
+    CHECK(nobody.hear() == "reply=pong");
+  } else {
+    WARN("SKIP (part): a second uid needs root; this test runs as uid " << ::geteuid());
+  }
+
+  // A connection that ends makes room.
+  held.pop_back();
+  REQUIRE(test::eventually(
+      [&] {
+        try {
+          Client({d.endpoint(), 2000ms}).ping();
+          return true;
+        } catch (const Error&) {
+          return false;
+        }
+      },
+      20s));
+  REQUIRE(test::process_exists(d.pid()));
+}
+
+TEST_CASE("a peer address over its connection cap is refused at the handshake") {
+  auto args = kPlainPeers;
+  args.insert(args.end(), {"--max-connections-per-peer", "2"});
+  TestDaemon d(args);
+  const std::string ep = peer_endpoint(d);
+  zmq::context_t ctx;
+  Probe a(ctx, ep), b(ctx, ep);
+  REQUIRE(a.next(10s) == ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+  REQUIRE(b.next(10s) == ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+  Probe c(ctx, ep);
+  uint32_t status = 0;
+  REQUIRE(c.next(10s, &status) == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+  CHECK(status == 400);
+  // The local socket is another matter.
+  CHECK_NOTHROW(Client({d.endpoint()}).ping());
+}
+
+TEST_CASE("a plain TCP connection that sends no peer request is closed; a peer's stays") {
+  TestDaemon d(kPlainPeers);
+  const std::string ep = peer_endpoint(d);
+  zmq::context_t ctx;
+  Probe silent(ctx, ep), peer(ctx, ep);
+  REQUIRE(silent.next(10s) == ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+  REQUIRE(peer.next(10s) == ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+  // A node joining a job this daemon would coordinate.
+  proto::NodeJoin join;
+  join.job = "caps-join";
+  join.node_id = "test-node";
+  join.min_nodes = join.max_nodes = 2;
+  join.timeout_ms = 30000;
+  auto frame = proto::encode(7, join);
+  peer.socket().send(zmq::buffer(frame));
+  // Closed by the daemon after its handshake interval (5 s).
+  REQUIRE(silent.next(20s) == ZMQ_EVENT_DISCONNECTED);
+  // Swept together, had it been silent too: it is not closed.
+  CHECK(peer.next(3s) == 0);
+  REQUIRE(test::process_exists(d.pid()));
+}
