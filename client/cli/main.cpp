@@ -1,4 +1,4 @@
-// `muster`: the command line of muster (run, status, keygen).
+// `muster`: the command line of muster (run, launch, status, keygen).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -11,6 +11,7 @@ const char* kUsage =
     "Usage: muster COMMAND [ARGS...]\n\n"
     "Commands:\n"
     "  run      launch N workers of a program with torchrun's environment (drop-in for torchrun)\n"
+    "  launch   the same, passing --local_rank=N like torch.distributed.launch\n"
     "  status   show the node daemon's GPUs, leases and jobs\n"
     "  keygen   make a CURVE key pair for peering between daemons (multi-node jobs)\n\n"
     "Options:\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "run") return muster::cli::run_main(rest);
+  if (cmd == "launch") return muster::cli::launch_main(rest);
   if (cmd == "status") return muster::cli::status_main(rest);
   if (cmd == "keygen") return muster::cli::keygen_main(rest);
   std::cerr << "muster: unknown command '" << cmd << "'\n\n" << kUsage;

@@ -20,6 +20,7 @@
 #include "cli/run_options.hpp"
 #include "cli/spawn.hpp"
 #include "cli/supervisor.hpp"
+#include "cli/worker_argv.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
@@ -96,24 +97,6 @@ std::string generated_job_id() {
   char buf[64];
   std::snprintf(buf, sizeof buf, "job-%d-%llx", getpid(), static_cast<unsigned long long>(ms));
   return buf;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::vector<std::string> worker_argv(const RunOptions& o, uint32_t local_rank) {
-  std::vector<std::string> argv;
-  if (!o.no_python && ends_with(o.program, ".py")) {
-    const char* py = std::getenv("MUSTER_PYTHON");
-    argv = {py && *py ? py : "python3", "-u"};
-  }
-  argv.push_back(o.program);
-  // torch.distributed.launch's convention: before the program's own arguments.
-  if (!o.use_env) argv.push_back("--local_rank=" + std::to_string(local_rank));
-  argv.insert(argv.end(), o.args.begin(), o.args.end());
-  return argv;
 }
 
 std::vector<std::string> worker_env(const std::map<std::string, std::string>& set) {
@@ -280,12 +263,15 @@ void wait_for_children() {
 
 }  // namespace
 
-int run_main(const std::vector<std::string>& args) {
+namespace {
+
+int launcher_main(const std::vector<std::string>& args, bool launch_style) {
+  const char* name = launch_style ? "muster launch" : "muster run";
   std::optional<RunOptions> parsed;
   try {
-    parsed = parse_run_options(args);
+    parsed = parse_run_options(args, launch_style);
   } catch (const std::exception& e) {
-    std::cerr << "muster run: " << e.what() << "\nTry 'muster run --help'.\n";
+    std::cerr << name << ": " << e.what() << "\nTry '" << name << " --help'.\n";
     return 2;
   }
   if (!parsed) return 0;
@@ -342,6 +328,16 @@ int run_main(const std::vector<std::string>& args) {
   }
   wait_for_children();
   return code;
+}
+
+}  // namespace
+
+int run_main(const std::vector<std::string>& args) {
+  return launcher_main(args, false);
+}
+
+int launch_main(const std::vector<std::string>& args) {
+  return launcher_main(args, true);
 }
 
 }  // namespace muster::cli

@@ -66,7 +66,7 @@ void add_local_options(po::options_description& desc, RunOptions& o, RawOptions&
     ("nproc_per_node", po::value(&o.nproc), "alias of --nproc-per-node (torch.distributed.launch spelling)")
     ("devices", po::value(&raw.devices), "GPUs this job may lease, e.g. 0,1,4,6 (like CUDA_VISIBLE_DEVICES)")
     ("job-id", po::value(&o.job_id), "job id (TORCHELASTIC_RUN_ID); default: generated")
-    ("use-env", po::bool_switch(&o.use_env), "do not pass --local_rank=N; workers read LOCAL_RANK")
+    ("use-env", po::bool_switch(&o.use_env), "muster launch: do not pass --local_rank=N (workers read LOCAL_RANK); muster run: accepted, it never passes it")
     ("cpu", po::bool_switch(&o.cpu), "lease no GPU even when the daemon has some")
     ("no-python", po::bool_switch(&o.no_python), "run PROGRAM directly even if it ends in .py")
     ("simulate-gpus", po::value(&o.simulate_gpus)->default_value(-1),
@@ -112,12 +112,19 @@ void add_multinode_options(po::options_description& desc, RunOptions& o, RawOpti
   // clang-format on
 }
 
-void print_help(const po::options_description& desc) {
+void print_help(const po::options_description& desc, bool launch_style) {
+  if (launch_style)
+    std::cout << "Usage: muster launch [OPTIONS] PROGRAM [ARGS...]\n\n"
+                 "`muster run` as torch.distributed.launch: each worker also gets\n"
+                 "--local_rank=N on its command line (unless --use-env), after the script,\n"
+                 "the -m MODULE or the -c COMMAND when PROGRAM is a Python interpreter, else\n"
+                 "right after PROGRAM. Everything else is as below.\n\n";
   std::cout << "Usage: muster run [OPTIONS] PROGRAM [ARGS...]\n\n"
                "Starts N workers of PROGRAM on this node with torchrun's environment (RANK,\n"
                "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
                "TORCHELASTIC_*) plus MUSTER_ENDPOINT, MUSTER_JOB_ID and MUSTER_DEVICE (the leased\n"
-               "GPU, -1 for none) for libmuster. Each\n"
+               "GPU, -1 for none) for libmuster, and nothing added to PROGRAM's arguments, as\n"
+               "torchrun (`muster launch` adds --local_rank=N). Each\n"
                "rank leases its own GPU when the daemon has GPUs (never shared). Uses the node's\n"
                "musterd, or starts an embedded one if none answers; it serves until no job\n"
                "is left on it (yours or another launcher's that found it).\n"
@@ -194,8 +201,10 @@ void check(RunOptions& o, const RawOptions& raw) {
 
 }  // namespace
 
-std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args) {
+std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args,
+                                            bool launch_style) {
   RunOptions o;
+  o.launch_style = launch_style;
   RawOptions raw;
   po::options_description desc("Options");
   add_local_options(desc, o, raw);
@@ -210,10 +219,10 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
     throw std::runtime_error(e.what());
   }
   if (vm.count("help")) {
-    print_help(desc);
+    print_help(desc, launch_style);
     return std::nullopt;
   }
-  if (i >= args.size()) throw std::runtime_error("no PROGRAM given (try 'muster run --help')");
+  if (i >= args.size()) throw std::runtime_error("no PROGRAM given");
   o.program = args[i];
   o.args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
   check(o, raw);

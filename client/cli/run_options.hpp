@@ -10,9 +10,10 @@ namespace muster::cli {
 
 struct RunOptions {
   uint32_t nproc = 1;
-  std::vector<int> devices;  // allowed subset for this job
-  std::string job_id;        // empty: generated
-  bool use_env = false;
+  std::vector<int> devices;   // allowed subset for this job
+  std::string job_id;         // empty: generated
+  bool use_env = false;       // `muster run`: a no-op (never appends)
+  bool launch_style = false;  // `muster launch`: append --local_rank=N unless use_env
   bool cpu = false;
   bool no_python = false;
   int simulate_gpus = -1;     // for an embedded daemon only
@@ -38,6 +39,7 @@ struct RunOptions {
 };
 
 // nullopt after printing --help. Throws std::runtime_error (exit 2).
-std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args);
+std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args,
+                                            bool launch_style = false);
 
 }  // namespace muster::cli
