@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/flag_parser.hpp"
 #include "muster_config.h"
 
 namespace {
@@ -38,6 +39,9 @@ int main(int argc, char** argv) {
   if (cmd == "launch") return muster::cli::launch_main(rest);
   if (cmd == "status") return muster::cli::status_main(rest);
   if (cmd == "keygen") return muster::cli::keygen_main(rest);
-  std::cerr << "muster: unknown command '" << cmd << "'\n\n" << kUsage;
+  std::string hint = muster::cli::closest(cmd, {"run", "launch", "status", "keygen", "help"});
+  std::cerr << "muster: unknown command '" << cmd << "'"
+            << (hint.empty() ? "" : "; did you mean '" + hint + "'?") << "\n\n"
+            << kUsage;
   return 2;
 }

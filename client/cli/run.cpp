@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -68,6 +69,7 @@ struct Placement {
 Placement place(const std::string& endpoint, const RunOptions& o, const std::string& job,
                 const muster::Reservation& booked, int port) {
   Placement p;
+  p.master_addr = o.master_addr;
   p.world_size = o.nproc;
   p.master_port = port;
   p.generation = booked.generation;
@@ -109,6 +111,39 @@ std::vector<std::string> worker_env(const std::map<std::string, std::string>& se
   return env;
 }
 
+// The embedded daemon's peering, should this run start one.
+EmbeddedPeering peering_for(const RunOptions& o) {
+  EmbeddedPeering peering{o.peer_plain, o.peer_key_file, o.peer_authorized_keys, "", 0};
+  // Hosting needs peering settings; without them the rendezvous says so.
+  if (!o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
+    auto colon = o.coordinator.rfind(':');
+    std::string host = o.coordinator.substr(0, colon);
+    int port = std::atoi(o.coordinator.c_str() + colon + 1);
+    peering.listen_host = coordinator_address_to_host(host, port);
+    peering.listen_port = port;
+  }
+  return peering;
+}
+
+// --nproc-per-node gpu, cpu or auto: the number the daemon's GPUs (those
+// --devices allows) or this machine's CPUs give.
+void resolve_nproc(const std::string& endpoint, RunOptions& o) {
+  if (o.nproc_spec != "gpu" && o.nproc_spec != "auto" && o.nproc_spec != "cpu") return;
+  size_t gpus = 0;
+  if (o.nproc_spec != "cpu" && !o.cpu) {
+    ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
+    Client c({endpoint});
+    gpus = o.devices.empty() ? c.status().devices.size() : o.devices.size();
+  }
+  if (o.nproc_spec == "gpu" && gpus == 0)
+    throw std::runtime_error("--nproc-per-node gpu: no GPU to lease (the daemon has none" +
+                             std::string(o.cpu ? ", or --cpu" : "") + ")");
+  if (gpus == 0) o.cpu = true;  // cpu, or auto on a machine without GPUs
+  unsigned cpus = std::thread::hardware_concurrency();
+  o.nproc = static_cast<uint32_t>(gpus ? gpus : std::clamp(cpus, 1u, 4096u));
+  std::cerr << "muster: --nproc-per-node " << o.nproc_spec << ": " << o.nproc << " workers\n";
+}
+
 // A restart's Reserve: the daemon may still be noting the old workers' exits
 // (the job is still there, or its GPUs), and an embedded daemon left idle
 // may have stopped; give both a few seconds.
@@ -119,16 +154,7 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     try {
-      EmbeddedPeering peering{o.peer_plain, o.peer_key_file, o.peer_authorized_keys, "", 0};
-      // Hosting needs peering settings; without them the rendezvous says so.
-      if (!o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
-        auto colon = o.coordinator.rfind(':');
-        std::string host = o.coordinator.substr(0, colon);
-        int port = std::atoi(o.coordinator.c_str() + colon + 1);
-        peering.listen_host = coordinator_address_to_host(host, port);
-        peering.listen_port = port;
-      }
-      ensure_daemon(endpoint, o.simulate_gpus, peering);
+      ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
       Client launcher({endpoint});
       return muster::reserve(launcher, job, o.nproc, !o.cpu, devices, getpid(), generation);
     } catch (const Error& e) {
@@ -275,10 +301,15 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     return 2;
   }
   if (!parsed) return 0;
-  const RunOptions& o = *parsed;
-
   block_supervisor_signals();
   std::string endpoint = resolve_endpoint();
+  try {
+    resolve_nproc(endpoint, *parsed);
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  }
+  const RunOptions& o = *parsed;
   std::string job = o.job_id.empty() ? generated_job_id() : o.job_id;
   int port = o.master_port ? o.master_port : free_port();
   std::vector<Failure> failures;

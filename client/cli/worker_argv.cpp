@@ -49,9 +49,11 @@ size_t local_rank_position(const std::vector<std::string>& argv) {
 
 std::vector<std::string> worker_argv(const RunOptions& o, uint32_t local_rank) {
   std::vector<std::string> argv;
-  if (!o.no_python && ends_with(o.program, ".py")) {
+  bool python = o.run_path || o.module || (!o.no_python && ends_with(o.program, ".py"));
+  if (python) {
     const char* py = std::getenv("MUSTER_PYTHON");
     argv = {py && *py ? py : "python3", "-u"};
+    if (o.module && !o.run_path) argv.push_back("-m");
   }
   argv.push_back(o.program);
   argv.insert(argv.end(), o.args.begin(), o.args.end());

@@ -21,8 +21,8 @@ bool is_python_interpreter(const std::string& program);
 size_t local_rank_position(const std::vector<std::string>& argv);
 
 // The argv rank local_rank execs: $MUSTER_PYTHON -u for a PROGRAM ending in
-// .py (unless --no-python), `--local_rank=N` only for `muster launch`
-// without --use-env.
+// .py (unless --no-python) or with --run-path, $MUSTER_PYTHON -u -m with
+// --module; `--local_rank=N` only for `muster launch` without --use-env.
 std::vector<std::string> worker_argv(const RunOptions& o, uint32_t local_rank);
 
 }  // namespace muster::cli
