@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <iostream>
@@ -18,8 +19,10 @@
 #include "cli/commands.hpp"
 #include "cli/embedded.hpp"
 #include "cli/output_pump.hpp"
+#include "cli/run_dirs.hpp"
 #include "cli/run_options.hpp"
 #include "cli/spawn.hpp"
+#include "cli/summary.hpp"
 #include "cli/supervisor.hpp"
 #include "cli/worker_argv.hpp"
 #include "endpoint.hpp"
@@ -166,37 +169,11 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
   }
 }
 
-struct Failure {
-  uint32_t attempt = 0;
-  Outcome outcome;
-  std::deque<std::string> tail;
-};
-
-void print_summary(const std::vector<Failure>& failures, const RunOptions& o) {
-  std::string s = "muster run: the job failed";
-  if (o.max_restarts > 0)
-    s += " in all " + std::to_string(failures.size()) + " attempt(s) (--max-restarts " +
-         std::to_string(o.max_restarts) + ")";
-  s += ":\n";
-  for (const auto& f : failures) {
-    if (f.outcome.rank < 0) {  // stopped because the job's world changed
-      s += "  attempt " + std::to_string(f.attempt) + ": " + f.outcome.world_changed + "\n";
-      continue;
-    }
-    s += "  attempt " + std::to_string(f.attempt) + ": rank " + std::to_string(f.outcome.rank) +
-         " " + f.outcome.how + "\n";
-    if (f.tail.empty()) s += "    (no stderr output)\n";
-    for (const auto& line : f.tail)
-      s += "    [rank" + std::to_string(f.outcome.rank) + "]: " + line + "\n";
-  }
-  std::cerr << s << std::flush;
-}
-
 // The variables torchrun sets for a worker, and muster's own.
 std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::string& endpoint,
                                                const std::string& job, const Placement& at,
                                                const muster::Reservation& booked, uint32_t r,
-                                               uint32_t restarts) {
+                                               uint32_t restarts, const std::string& error_file) {
   std::string rank = std::to_string(at.rank_offset + r);
   std::map<std::string, std::string> vars = {
       {"RANK", rank},
@@ -217,7 +194,16 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
       {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
       {"MUSTER_DEVICE", std::to_string(booked.devices.at(r))},
       {"MUSTER_GENERATION", std::to_string(at.generation)},
+      {"ROLE_NAME", o.role},
+      {"TORCHELASTIC_ERROR_FILE", error_file},
+      // Workers make the store themselves (rank 0 hosts it); there is no
+      // agent store to use, not even with --rdzv-backend static.
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
+  // torchrun's default: a hung NCCL collective ends the worker (and the job
+  // restarts) instead of hanging it.
+  for (const char* v : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})
+    if (!std::getenv(v)) vars[v] = "1";
   // torchrun's default: N ranks on one node must not each spawn N threads.
   if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = "1";
   return vars;
@@ -252,15 +238,19 @@ struct Group {
   std::vector<Worker> workers;
   OutputPump pump;
   bool membership_change = false;
+  uint32_t rank_offset = 0;
+  std::vector<std::string> error_files;  // per local rank
 
   explicit Group(const RunOptions& o) : pump(o.prefix_output, 5) {}
 
   Outcome run(const std::string& endpoint, const RunOptions& o, const std::string& job,
-              uint32_t attempt, uint32_t restarts, int port) {
+              uint32_t attempt, uint32_t restarts, int port, const RunDirs& dirs) {
     auto booked = reserve(endpoint, o, job, attempt, restarts);
     Placement at = place(endpoint, o, job, booked, port);
+    rank_offset = at.rank_offset;
     for (uint32_t r = 0; r < o.nproc; ++r) {
-      auto vars = worker_vars(o, endpoint, job, at, booked, r, restarts);
+      error_files.push_back(dirs.error_file(attempt, r));
+      auto vars = worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back());
       workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars), true));
       pump.add(workers.back());
     }
@@ -312,6 +302,14 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
   const RunOptions& o = *parsed;
   std::string job = o.job_id.empty() ? generated_job_id() : o.job_id;
   int port = o.master_port ? o.master_port : free_port();
+  std::optional<RunDirs> dirs;
+  try {
+    dirs.emplace(o.log_dir, job);
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  }
+  if (dirs->kept()) std::cerr << name << ": log directory " << dirs->base() << "\n";
   std::vector<Failure> failures;
   int code = 1;
   // Restarts after failures (counted against --max-restarts); a new world
@@ -320,7 +318,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
   // Whether another attempt may start: says so, or prints the summary.
   auto may_restart = [&](const char* with) {
     if (restarts >= o.max_restarts) {
-      print_summary(failures, o);
+      print_summary(name, failures, o, dirs->kept());
       return false;
     }
     ++restarts;
@@ -332,7 +330,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     Group group(o);
     Outcome out;
     try {
-      out = group.run(endpoint, o, job, attempt, restarts, port);
+      out = group.run(endpoint, o, job, attempt, restarts, port, *dirs);
     } catch (const std::exception& e) {
       std::cerr << "muster run: " << e.what() << "\n";
       kill_all(group.workers, SIGKILL);
@@ -345,12 +343,13 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     code = out.code;
     if (!out.world_changed.empty() && !out.interrupted) {
       if (group.membership_change) continue;  // same restart count, next generation
-      failures.push_back({attempt, out, {}});
+      failures.push_back({attempt, out, {}, group.rank_offset, {}, std::time(nullptr)});
       if (!may_restart(" with the other nodes")) break;
       continue;
     }
     if (code == 0 || out.rank < 0) break;
-    failures.push_back({attempt, out, group.pump.tail(static_cast<uint32_t>(out.rank))});
+    failures.push_back({attempt, out, group.pump.tail(static_cast<uint32_t>(out.rank)),
+                        group.rank_offset, group.error_files, std::time(nullptr)});
     if (int sig = take_pending_stop_signal(); sig || out.interrupted) {
       if (sig) code = 128 + sig;
       break;  // the user's stop is never retried

@@ -1,0 +1,108 @@
+// The worker environment torchrun gives (error files, role, NCCL error
+// handling, no agent store), and what muster run says when a rank fails:
+// the error its torch `@record` wrote, first.
+#include <catch2/catch.hpp>
+
+#include <ctime>
+#include <regex>
+
+#include "support/muster_cli.hpp"
+#include "support/process.hpp"
+
+using namespace std::chrono_literals;
+using muster::test::Process;
+namespace test = muster::test;
+
+namespace {
+
+struct Ran {
+  std::string text;  // stdout and stderr
+  int code = -1;
+};
+
+Ran run(const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
+  test::TempDir dir;
+  auto full = test::embedded_env(dir.path());
+  full.insert(env.begin(), env.end());
+  Process p(test::muster_cmd("run", args), full, true);
+  Ran r;
+  r.text = p.read_all(40s);
+  r.code = p.wait(10s).value_or(-1);
+  return r;
+}
+
+// What torch 1.13's ErrorHandler.record_exception writes.
+std::string torch_error_json(const std::string& message, long timestamp) {
+  return "{\"message\": {\"message\": \"" + message +
+         "\", \"extraInfo\": {\"py_callstack\": \"Traceback (most recent call last):\\n  File "
+         "\\\"/x/train.py\\\", line 40, in <module>\\n    main()\\n  File \\\"/x/train.py\\\", "
+         "line 9, in main\\n    raise ValueError(\\\"boom\\\")\\n" +
+         message + "\\n\", \"timestamp\": \"" + std::to_string(timestamp) + "\"}}}";
+}
+
+}  // namespace
+
+TEST_CASE("workers get torchrun's error file per rank and attempt, role and NCCL settings") {
+  std::string script =
+      "echo \"$RANK $TORCHELASTIC_ERROR_FILE $ROLE_NAME $TORCH_NCCL_ASYNC_ERROR_HANDLING "
+      "$NCCL_ASYNC_ERROR_HANDLING $TORCHELASTIC_USE_AGENT_STORE\"; "
+      "if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exit 5; fi";
+  auto r = run({"-n", "2", "--role", "trainer", "--max-restarts", "1", "/bin/sh", "-c", script});
+  CHECK(r.code == 0);
+  INFO(r.text);
+  for (int attempt = 0; attempt < 2; ++attempt)
+    for (int rank = 0; rank < 2; ++rank) {
+      std::regex line("\\[rank" + std::to_string(rank) + "\\]: " + std::to_string(rank) +
+                      " /\\S+_\\w+/attempt_" + std::to_string(attempt) + "/" +
+                      std::to_string(rank) + "/error.json trainer 1 1 False");
+      CHECK(std::regex_search(r.text, line));
+    }
+  // A user's own setting stays.
+  auto own = run({"-n", "1", "/bin/sh", "-c", "echo nccl=$NCCL_ASYNC_ERROR_HANDLING"},
+                 {{"NCCL_ASYNC_ERROR_HANDLING", "0"}});
+  CHECK_THAT(own.text, Catch::Contains("nccl=0"));
+}
+
+TEST_CASE("a failed rank's recorded error is the root cause, first, even when stderr is silent") {
+  long ts = 1764624000;
+  std::string script = "if [ $RANK = 1 ]; then printf '%s' '" +
+                       torch_error_json("ValueError: boom", ts) +
+                       "' > $TORCHELASTIC_ERROR_FILE; exit 3; fi; exec sleep 30";
+  auto r = run({"-n", "2", "--grace-period", "1", "/bin/sh", "-c", script});
+  CHECK(r.code == 3);
+  auto at = r.text.find("Root cause (first observed failure):");
+  REQUIRE(at != std::string::npos);
+  auto summary = r.text.substr(at);
+  std::time_t t = ts;
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+  CHECK_THAT(summary, Catch::StartsWith("Root cause (first observed failure):\n"
+                                        "  rank      : 1 (local rank 1), attempt 0\n"
+                                        "  exit      : exited with code 3\n"
+                                        "  time      : " +
+                                        std::string(when) +
+                                        "\n"
+                                        "  error     : ValueError: boom\n"
+                                        "  raised at : File \"/x/train.py\", line 9, in main\n"));
+  // The root cause comes before the attempts' list.
+  CHECK(summary.find("Attempts:\n  attempt 0: rank 1 exited with code 3\n    (no stderr output)") !=
+        std::string::npos);
+}
+
+TEST_CASE("a rank without an error file is said to have none") {
+  auto r = run({"-n", "1", "/bin/sh", "-c", "echo oops >&2; exit 4"});
+  CHECK(r.code == 4);
+  CHECK_THAT(r.text, Catch::Contains("  error     : (no error file: the program did not record "
+                                     "one; torch's @record writes it)\n"));
+}
+
+TEST_CASE("ModuleNotFoundError: the summary names the interpreter and MUSTER_PYTHON") {
+  test::TempDir dir;
+  test::spit(dir.path() + "/needs.py", "import no_such_module_for_muster_tests\n");
+  auto r = run({"-n", "1", dir.path() + "/needs.py"}, {{"MUSTER_PYTHON", "/usr/bin/python3"}});
+  CHECK(r.code == 1);
+  CHECK_THAT(r.text, Catch::Contains("hint      : the workers ran /usr/bin/python3; if the module "
+                                     "is installed for another Python, set MUSTER_PYTHON"));
+}
