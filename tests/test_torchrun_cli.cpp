@@ -145,6 +145,8 @@ TEST_CASE("usage errors exit 2 at once with argparse's words") {
       {{"run", "--nproc_per_node"}, "argument --nproc-per-node: expected one argument"},
       {{"launch", "--max_restarts=-1", "/bin/true"}, "must be between 0 and 1000"},
       {{"rnu", "/bin/true"}, "unknown command 'rnu'; did you mean 'run'?"},
+      {{"run", "-r", "4", "/bin/true"}, "--redirects: '4' is not 0, 1, 2, 3"},
+      {{"run", "--tee", "0:1,x:2", "/bin/true"}, "--tee: '0:1,x:2' is not"},
   };
   for (const auto& [args, words] : cases) {
     INFO(args[1]);

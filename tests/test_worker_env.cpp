@@ -3,6 +3,8 @@
 // the error its torch `@record` wrote, first.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <ctime>
 #include <regex>
 
@@ -105,4 +107,42 @@ TEST_CASE("ModuleNotFoundError: the summary names the interpreter and MUSTER_PYT
   CHECK(r.code == 1);
   CHECK_THAT(r.text, Catch::Contains("hint      : the workers ran /usr/bin/python3; if the module "
                                      "is installed for another Python, set MUSTER_PYTHON"));
+}
+
+TEST_CASE("--log-dir with -r and -t: files laid out as torch 1.13 lays them out") {
+  test::TempDir logs;
+  auto r = run({"-n", "2", "--rdzv-id", "lj", "--log-dir", logs.path(), "-r", "0:1,1:2", "-t",
+                "1:1", "/bin/sh", "-c", "echo out$RANK; echo err$RANK >&2"});
+  CHECK(r.code == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(r.text, m, std::regex("log directory (" + logs.path() + "/lj_\\w+)")));
+  std::string base = m[1];
+  CHECK(test::slurp(base + "/attempt_0/0/stdout.log") == "out0\n");
+  CHECK(access((base + "/attempt_0/0/stderr.log").c_str(), F_OK) != 0);
+  CHECK(test::slurp(base + "/attempt_0/1/stdout.log") == "out1\n");  // teed
+  CHECK(test::slurp(base + "/attempt_0/1/stderr.log") == "err1\n");
+  // Redirected streams leave the console; teed and untouched ones reach it.
+  CHECK_THAT(r.text, !Catch::Contains("[rank0]: out0") && !Catch::Contains("[rank1]: err1"));
+  CHECK_THAT(r.text, Catch::Contains("[rank0]: err0") && Catch::Contains("[rank1]: out1"));
+}
+
+TEST_CASE(
+    "with --log-dir each attempt has its own directory and the summary names the error file") {
+  test::TempDir logs;
+  std::string script = "if [ $RANK = 1 ]; then printf '%s' '" +
+                       torch_error_json("KeyError: 'lr'", 1764624000) +
+                       "' > $TORCHELASTIC_ERROR_FILE; echo gone >&2; exit 2; fi";
+  auto r = run({"-n", "2", "--rdzv_id", "lf", "--log_dir", logs.path(), "--redirects", "3",
+                "--max_restarts", "1", "/bin/sh", "-c", script});
+  CHECK(r.code == 2);
+  std::smatch m;
+  REQUIRE(std::regex_search(
+      r.text, m, std::regex("error file: (" + logs.path() + "/lf_\\w+)/attempt_1/1/error.json\n")));
+  std::string base = m[1];
+  for (const char* attempt : {"/attempt_0", "/attempt_1"}) {
+    CHECK_THAT(test::slurp(base + attempt + "/1/error.json"), Catch::Contains("KeyError"));
+    CHECK(test::slurp(base + attempt + "/1/stderr.log") == "gone\n");
+  }
+  // Redirected stderr still feeds the summary's last lines.
+  CHECK_THAT(r.text, Catch::Contains("    [rank1]: gone\n"));
 }

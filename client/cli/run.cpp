@@ -252,7 +252,7 @@ struct Group {
       error_files.push_back(dirs.error_file(attempt, r));
       auto vars = worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back());
       workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars), true));
-      pump.add(workers.back());
+      pump.add(workers.back(), stream_routes(o.redirects, o.tee, r, dirs.rank_dir(attempt, r)));
     }
     std::vector<int64_t> pids;
     for (const auto& w : workers) pids.push_back(w.pid);
@@ -304,7 +304,8 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
   int port = o.master_port ? o.master_port : free_port();
   std::optional<RunDirs> dirs;
   try {
-    dirs.emplace(o.log_dir, job);
+    // Logs asked for without --log-dir stay in the temporary directory.
+    dirs.emplace(o.log_dir, job, !o.redirects.empty() || !o.tee.empty());
   } catch (const std::exception& e) {
     std::cerr << name << ": " << e.what() << "\n";
     return 1;

@@ -25,9 +25,9 @@ std::string make_unique_dir(const std::string& prefix) {
 
 }  // namespace
 
-RunDirs::RunDirs(const std::string& log_dir, const std::string& run_id) {
-  keep_ = !log_dir.empty();
-  if (keep_) {
+RunDirs::RunDirs(const std::string& log_dir, const std::string& run_id, bool keep_temporary) {
+  keep_ = !log_dir.empty() || keep_temporary;
+  if (!log_dir.empty()) {
     std::error_code ec;
     fs::create_directories(log_dir, ec);
     if (ec) throw std::runtime_error("--log-dir " + log_dir + ": " + ec.message());

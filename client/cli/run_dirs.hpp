@@ -1,7 +1,8 @@
 // Where a job's per-rank files go, laid out as torch 1.13's launcher lays
 // them out: <base>/attempt_<n>/<local_rank>/{error.json,stdout.log,stderr.log},
 // base = <log_dir>/<run_id>_<random> (--log-dir), else a private temporary
-// directory removed when the run ends.
+// directory removed when the run ends (kept when keep_temporary: the
+// workers' logs are in it).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@ namespace muster::cli {
 class RunDirs {
  public:
   // Creates base. Throws std::runtime_error when it cannot.
-  RunDirs(const std::string& log_dir, const std::string& run_id);
+  RunDirs(const std::string& log_dir, const std::string& run_id, bool keep_temporary);
   ~RunDirs();
   RunDirs(const RunDirs&) = delete;
   RunDirs& operator=(const RunDirs&) = delete;

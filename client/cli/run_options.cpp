@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/run_flags.hpp"
+#include "cli/std_spec.hpp"
 #include "device_list.hpp"
 #include "peer/secure.hpp"
 
@@ -138,8 +139,13 @@ void check_program(const RunOptions& o) {
     throw std::runtime_error("--start-method: invalid choice '" + o.start_method +
                              "' (choose from 'spawn', 'fork', 'forkserver')");
   if (o.monitor_interval_s <= 0) throw std::runtime_error("--monitor-interval must be above 0");
-  if (!o.log_dir.empty() || !o.redirects.empty() || !o.tee.empty())
-    throw std::runtime_error("--log-dir, --redirects and --tee are not supported yet");
+  for (const auto& [flag, spec] : {std::pair{"--redirects", o.redirects}, {"--tee", o.tee}}) {
+    try {
+      std_streams(spec, 0);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string(flag) + ": " + e.what());
+    }
+  }
 }
 
 // Ranges and contradictions, said before anything starts.
