@@ -19,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "cli/embedded.hpp"
 #include "cli/output_pump.hpp"
+#include "cli/rendezvous_wait.hpp"
 #include "cli/run_dirs.hpp"
 #include "cli/run_options.hpp"
 #include "cli/spawn.hpp"
@@ -86,8 +87,7 @@ Placement place(const std::string& endpoint, const RunOptions& o, const std::str
   r.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_timeout_s * 1000));
   r.master_addr = o.local_addr.empty() ? host_name() : o.local_addr;
   r.master_port = port;
-  Client launcher({endpoint});
-  auto w = muster::rendezvous(launcher, job, r);
+  auto w = wait_for_world(endpoint, job, r, o.launch_style ? "muster launch" : "muster run");
   std::cerr << "muster run: job " << job << " generation " << w.generation << ": node "
             << w.node_rank << " of " << w.num_nodes << ", ranks " << w.rank_offset << ".."
             << w.rank_offset + o.nproc - 1 << " of " << w.world_size << "\n";
