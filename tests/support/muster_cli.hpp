@@ -2,6 +2,8 @@
 // embedded daemon in a private runtime directory.
 #pragma once
 
+#include <unistd.h>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +23,12 @@ inline std::vector<std::string> muster_cmd(const std::string& subcommand,
                                            std::vector<std::string> args) {
   args.insert(args.begin(), {program("MUSTER_TEST_MUSTER"), subcommand});
   return args;
+}
+
+// The Python some launcher tests run as a plain program (argv printing, a
+// failing import); "" where the machine has none (those tests then only warn).
+inline std::string system_python() {
+  return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "";
 }
 
 }  // namespace muster::test
