@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "muster/client.hpp"
+#include "support/muster_cli.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -21,12 +22,11 @@ using test::Process;
 namespace {
 
 std::map<std::string, std::string> env_for(const std::string& runtime_dir) {
-  return {{"MUSTER_RUNTIME_DIR", runtime_dir}, {"MUSTER_ENDPOINT", ""}};
+  return test::embedded_env(runtime_dir);
 }
 
 std::vector<std::string> muster_run(std::vector<std::string> args) {
-  args.insert(args.begin(), {test::program("MUSTER_TEST_MUSTER"), "run"});
-  return args;
+  return test::muster_cmd("run", std::move(args));
 }
 
 size_t count(const std::string& s, const std::string& what) {
@@ -157,7 +157,7 @@ TEST_CASE("workers die with muster run even when it is SIGKILLed") {
   for (auto pid : pids) CHECK(test::eventually([&] { return !test::process_exists(pid); }, 2s));
 }
 
-TEST_CASE("workers get torchrun's environment, and --local_rank unless --use-env") {
+TEST_CASE("workers get torchrun's environment") {
   test::TempDir dir;
   Process p(
       muster_run({"-n", "2", "--job-id", "envjob", "--use-env", "/bin/sh", "-c",
@@ -174,12 +174,6 @@ TEST_CASE("workers get torchrun's environment, and --local_rank unless --use-env
   std::smatch m;
   REQUIRE(std::regex_search(text, m, port));
   CHECK(std::stoi(m[1]) > 0);
-
-  Process legacy(muster_run({"-n", "2", "/bin/echo", "arg"}), env_for(dir.path()));
-  auto out = legacy.read_all(20s);
-  REQUIRE(legacy.wait(5s) == 0);
-  CHECK_THAT(out, Catch::Contains("--local_rank=0 arg"));
-  CHECK_THAT(out, Catch::Contains("--local_rank=1 arg"));
 }
 
 TEST_CASE("muster run refuses bad arguments with exit code 2") {

@@ -1,9 +1,10 @@
-// `muster`: the command line of muster (run, status, keygen).
+// `muster`: the command line of muster (run, launch, status, keygen).
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/flag_parser.hpp"
 #include "muster_config.h"
 
 namespace {
@@ -11,6 +12,7 @@ const char* kUsage =
     "Usage: muster COMMAND [ARGS...]\n\n"
     "Commands:\n"
     "  run      launch N workers of a program with torchrun's environment (drop-in for torchrun)\n"
+    "  launch   the same, passing --local_rank=N like torch.distributed.launch\n"
     "  status   show the node daemon's GPUs, leases and jobs\n"
     "  keygen   make a CURVE key pair for peering between daemons (multi-node jobs)\n\n"
     "Options:\n"
@@ -34,8 +36,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "run") return muster::cli::run_main(rest);
+  if (cmd == "launch") return muster::cli::launch_main(rest);
   if (cmd == "status") return muster::cli::status_main(rest);
   if (cmd == "keygen") return muster::cli::keygen_main(rest);
-  std::cerr << "muster: unknown command '" << cmd << "'\n\n" << kUsage;
+  std::string hint = muster::cli::closest(cmd, {"run", "launch", "status", "keygen", "help"});
+  std::cerr << "muster: unknown command '" << cmd << "'"
+            << (hint.empty() ? "" : "; did you mean '" + hint + "'?") << "\n\n"
+            << kUsage;
   return 2;
 }

@@ -22,7 +22,9 @@ struct OutputPump::StreamReader {
     int fd = -1;
     uint32_t rank = 0;
     int dest = STDOUT_FILENO;
-    std::string buf;  // an unfinished line
+    std::string buf;      // an unfinished line
+    int file_fd = -1;     // its log file (--redirects/--tee), -1: none
+    bool console = true;  // also to muster run's stdout/stderr
   };
   using Clock = std::chrono::steady_clock;
   bool prefix;
@@ -43,14 +45,16 @@ struct OutputPump::StreamReader {
   }
 
   void line_done(Stream& s, std::string line) {
-    if (prefix) write_all(s.dest, "[rank" + std::to_string(s.rank) + "]: " + line + "\n");
+    if (prefix && s.console)
+      write_all(s.dest, "[rank" + std::to_string(s.rank) + "]: " + line + "\n");
     if (s.dest == STDERR_FILENO) keep_tail(s.rank, std::move(line));
   }
 
   void take(Stream& s, const char* data, size_t n) {
     // Without a prefix the bytes go out as they come; lines are still cut
     // for the stderr tail.
-    if (!prefix) write_all(s.dest, std::string(data, n));
+    if (s.file_fd >= 0) write_all(s.file_fd, std::string(data, n));
+    if (!prefix && s.console) write_all(s.dest, std::string(data, n));
     if (!prefix && s.dest != STDERR_FILENO) return;
     s.buf.append(data, n);
     size_t start = 0;
@@ -67,6 +71,7 @@ struct OutputPump::StreamReader {
     if (!s.buf.empty()) line_done(s, std::move(s.buf));
     s.buf.clear();
     close_fd(s.fd);
+    close_fd(s.file_fd);
   }
 
   // Reads from every stream poll found ready.
@@ -128,12 +133,40 @@ OutputPump::~OutputPump() {
   finish(0);
   close_fd(reader_->wake[0]);
   close_fd(reader_->wake[1]);
-  for (auto& s : reader_->streams) close_fd(s.fd);
+  for (auto& s : reader_->streams) {
+    close_fd(s.fd);
+    close_fd(s.file_fd);
+  }
 }
 
-void OutputPump::add(Worker& w) {
-  if (w.out_fd >= 0) reader_->streams.push_back({w.out_fd, w.rank, STDOUT_FILENO, {}});
-  if (w.err_fd >= 0) reader_->streams.push_back({w.err_fd, w.rank, STDERR_FILENO, {}});
+namespace {
+
+int open_log(const std::string& path) {
+  if (path.empty()) return -1;
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write " + path + ": " + strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
+void OutputPump::add(Worker& w, const StreamRoutes& routes) {
+  int out_file = open_log(routes.out_file);
+  int err_file = -1;
+  try {
+    err_file = open_log(routes.err_file);
+  } catch (...) {
+    close_fd(out_file);
+    throw;
+  }
+  if (w.out_fd >= 0)
+    reader_->streams.push_back({w.out_fd, w.rank, STDOUT_FILENO, {}, out_file, routes.out_console});
+  else
+    close_fd(out_file);
+  if (w.err_fd >= 0)
+    reader_->streams.push_back({w.err_fd, w.rank, STDERR_FILENO, {}, err_file, routes.err_console});
+  else
+    close_fd(err_file);
   w.out_fd = w.err_fd = -1;
 }
 

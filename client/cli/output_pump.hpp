@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/spawn.hpp"
+#include "cli/std_spec.hpp"
 
 namespace muster::cli {
 
@@ -20,8 +21,10 @@ class OutputPump {
   ~OutputPump();
   OutputPump(const OutputPump&) = delete;
   OutputPump& operator=(const OutputPump&) = delete;
-  // Takes over w.out_fd and w.err_fd; call before start().
-  void add(Worker& w);
+  // Takes over w.out_fd and w.err_fd; call before start(). routes: log
+  // files (torchrun's --redirects/--tee; the bytes as written) and whether
+  // each stream also reaches the console. Throws when a file cannot be made.
+  void add(Worker& w, const StreamRoutes& routes = {});
   void start();
   // Reads on until every pipe is at EOF or drain_s has passed, writes out
   // unfinished lines and stops the thread.

@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <iostream>
@@ -17,9 +19,13 @@
 #include "cli/commands.hpp"
 #include "cli/embedded.hpp"
 #include "cli/output_pump.hpp"
+#include "cli/rendezvous_wait.hpp"
+#include "cli/run_dirs.hpp"
 #include "cli/run_options.hpp"
 #include "cli/spawn.hpp"
+#include "cli/summary.hpp"
 #include "cli/supervisor.hpp"
+#include "cli/worker_argv.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
@@ -67,6 +73,7 @@ struct Placement {
 Placement place(const std::string& endpoint, const RunOptions& o, const std::string& job,
                 const muster::Reservation& booked, int port) {
   Placement p;
+  p.master_addr = o.master_addr;
   p.world_size = o.nproc;
   p.master_port = port;
   p.generation = booked.generation;
@@ -80,8 +87,7 @@ Placement place(const std::string& endpoint, const RunOptions& o, const std::str
   r.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_timeout_s * 1000));
   r.master_addr = o.local_addr.empty() ? host_name() : o.local_addr;
   r.master_port = port;
-  Client launcher({endpoint});
-  auto w = muster::rendezvous(launcher, job, r);
+  auto w = wait_for_world(endpoint, job, r, o.launch_style ? "muster launch" : "muster run");
   std::cerr << "muster run: job " << job << " generation " << w.generation << ": node "
             << w.node_rank << " of " << w.num_nodes << ", ranks " << w.rank_offset << ".."
             << w.rank_offset + o.nproc - 1 << " of " << w.world_size << "\n";
@@ -98,24 +104,6 @@ std::string generated_job_id() {
   return buf;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::vector<std::string> worker_argv(const RunOptions& o, uint32_t local_rank) {
-  std::vector<std::string> argv;
-  if (!o.no_python && ends_with(o.program, ".py")) {
-    const char* py = std::getenv("MUSTER_PYTHON");
-    argv = {py && *py ? py : "python3", "-u"};
-  }
-  argv.push_back(o.program);
-  // torch.distributed.launch's convention: before the program's own arguments.
-  if (!o.use_env) argv.push_back("--local_rank=" + std::to_string(local_rank));
-  argv.insert(argv.end(), o.args.begin(), o.args.end());
-  return argv;
-}
-
 std::vector<std::string> worker_env(const std::map<std::string, std::string>& set) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
@@ -124,6 +112,39 @@ std::vector<std::string> worker_env(const std::map<std::string, std::string>& se
   }
   for (const auto& [k, v] : set) env.push_back(k + "=" + v);
   return env;
+}
+
+// The embedded daemon's peering, should this run start one.
+EmbeddedPeering peering_for(const RunOptions& o) {
+  EmbeddedPeering peering{o.peer_plain, o.peer_key_file, o.peer_authorized_keys, "", 0};
+  // Hosting needs peering settings; without them the rendezvous says so.
+  if (!o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
+    auto colon = o.coordinator.rfind(':');
+    std::string host = o.coordinator.substr(0, colon);
+    int port = std::atoi(o.coordinator.c_str() + colon + 1);
+    peering.listen_host = coordinator_address_to_host(host, port);
+    peering.listen_port = port;
+  }
+  return peering;
+}
+
+// --nproc-per-node gpu, cpu or auto: the number the daemon's GPUs (those
+// --devices allows) or this machine's CPUs give.
+void resolve_nproc(const std::string& endpoint, RunOptions& o) {
+  if (o.nproc_spec != "gpu" && o.nproc_spec != "auto" && o.nproc_spec != "cpu") return;
+  size_t gpus = 0;
+  if (o.nproc_spec != "cpu" && !o.cpu) {
+    ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
+    Client c({endpoint});
+    gpus = o.devices.empty() ? c.status().devices.size() : o.devices.size();
+  }
+  if (o.nproc_spec == "gpu" && gpus == 0)
+    throw std::runtime_error("--nproc-per-node gpu: no GPU to lease (the daemon has none" +
+                             std::string(o.cpu ? ", or --cpu" : "") + ")");
+  if (gpus == 0) o.cpu = true;  // cpu, or auto on a machine without GPUs
+  unsigned cpus = std::thread::hardware_concurrency();
+  o.nproc = static_cast<uint32_t>(gpus ? gpus : std::clamp(cpus, 1u, 4096u));
+  std::cerr << "muster: --nproc-per-node " << o.nproc_spec << ": " << o.nproc << " workers\n";
 }
 
 // A restart's Reserve: the daemon may still be noting the old workers' exits
@@ -136,16 +157,7 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
     try {
-      EmbeddedPeering peering{o.peer_plain, o.peer_key_file, o.peer_authorized_keys, "", 0};
-      // Hosting needs peering settings; without them the rendezvous says so.
-      if (!o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
-        auto colon = o.coordinator.rfind(':');
-        std::string host = o.coordinator.substr(0, colon);
-        int port = std::atoi(o.coordinator.c_str() + colon + 1);
-        peering.listen_host = coordinator_address_to_host(host, port);
-        peering.listen_port = port;
-      }
-      ensure_daemon(endpoint, o.simulate_gpus, peering);
+      ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
       Client launcher({endpoint});
       return muster::reserve(launcher, job, o.nproc, !o.cpu, devices, getpid(), generation);
     } catch (const Error& e) {
@@ -157,37 +169,11 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
   }
 }
 
-struct Failure {
-  uint32_t attempt = 0;
-  Outcome outcome;
-  std::deque<std::string> tail;
-};
-
-void print_summary(const std::vector<Failure>& failures, const RunOptions& o) {
-  std::string s = "muster run: the job failed";
-  if (o.max_restarts > 0)
-    s += " in all " + std::to_string(failures.size()) + " attempt(s) (--max-restarts " +
-         std::to_string(o.max_restarts) + ")";
-  s += ":\n";
-  for (const auto& f : failures) {
-    if (f.outcome.rank < 0) {  // stopped because the job's world changed
-      s += "  attempt " + std::to_string(f.attempt) + ": " + f.outcome.world_changed + "\n";
-      continue;
-    }
-    s += "  attempt " + std::to_string(f.attempt) + ": rank " + std::to_string(f.outcome.rank) +
-         " " + f.outcome.how + "\n";
-    if (f.tail.empty()) s += "    (no stderr output)\n";
-    for (const auto& line : f.tail)
-      s += "    [rank" + std::to_string(f.outcome.rank) + "]: " + line + "\n";
-  }
-  std::cerr << s << std::flush;
-}
-
 // The variables torchrun sets for a worker, and muster's own.
 std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::string& endpoint,
                                                const std::string& job, const Placement& at,
                                                const muster::Reservation& booked, uint32_t r,
-                                               uint32_t restarts) {
+                                               uint32_t restarts, const std::string& error_file) {
   std::string rank = std::to_string(at.rank_offset + r);
   std::map<std::string, std::string> vars = {
       {"RANK", rank},
@@ -208,7 +194,16 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
       {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
       {"MUSTER_DEVICE", std::to_string(booked.devices.at(r))},
       {"MUSTER_GENERATION", std::to_string(at.generation)},
+      {"ROLE_NAME", o.role},
+      {"TORCHELASTIC_ERROR_FILE", error_file},
+      // Workers make the store themselves (rank 0 hosts it); there is no
+      // agent store to use, not even with --rdzv-backend static.
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
+  // torchrun's default: a hung NCCL collective ends the worker (and the job
+  // restarts) instead of hanging it.
+  for (const char* v : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})
+    if (!std::getenv(v)) vars[v] = "1";
   // torchrun's default: N ranks on one node must not each spawn N threads.
   if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = "1";
   return vars;
@@ -243,17 +238,21 @@ struct Group {
   std::vector<Worker> workers;
   OutputPump pump;
   bool membership_change = false;
+  uint32_t rank_offset = 0;
+  std::vector<std::string> error_files;  // per local rank
 
   explicit Group(const RunOptions& o) : pump(o.prefix_output, 5) {}
 
   Outcome run(const std::string& endpoint, const RunOptions& o, const std::string& job,
-              uint32_t attempt, uint32_t restarts, int port) {
+              uint32_t attempt, uint32_t restarts, int port, const RunDirs& dirs) {
     auto booked = reserve(endpoint, o, job, attempt, restarts);
     Placement at = place(endpoint, o, job, booked, port);
+    rank_offset = at.rank_offset;
     for (uint32_t r = 0; r < o.nproc; ++r) {
-      auto vars = worker_vars(o, endpoint, job, at, booked, r, restarts);
+      error_files.push_back(dirs.error_file(attempt, r));
+      auto vars = worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back());
       workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars), true));
-      pump.add(workers.back());
+      pump.add(workers.back(), stream_routes(o.redirects, o.tee, r, dirs.rank_dir(attempt, r)));
     }
     std::vector<int64_t> pids;
     for (const auto& w : workers) pids.push_back(w.pid);
@@ -280,21 +279,38 @@ void wait_for_children() {
 
 }  // namespace
 
-int run_main(const std::vector<std::string>& args) {
+namespace {
+
+int launcher_main(const std::vector<std::string>& args, bool launch_style) {
+  const char* name = launch_style ? "muster launch" : "muster run";
   std::optional<RunOptions> parsed;
   try {
-    parsed = parse_run_options(args);
+    parsed = parse_run_options(args, launch_style);
   } catch (const std::exception& e) {
-    std::cerr << "muster run: " << e.what() << "\nTry 'muster run --help'.\n";
+    std::cerr << name << ": " << e.what() << "\nTry '" << name << " --help'.\n";
     return 2;
   }
   if (!parsed) return 0;
-  const RunOptions& o = *parsed;
-
   block_supervisor_signals();
   std::string endpoint = resolve_endpoint();
+  try {
+    resolve_nproc(endpoint, *parsed);
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  }
+  const RunOptions& o = *parsed;
   std::string job = o.job_id.empty() ? generated_job_id() : o.job_id;
   int port = o.master_port ? o.master_port : free_port();
+  std::optional<RunDirs> dirs;
+  try {
+    // Logs asked for without --log-dir stay in the temporary directory.
+    dirs.emplace(o.log_dir, job, !o.redirects.empty() || !o.tee.empty());
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  }
+  if (dirs->kept()) std::cerr << name << ": log directory " << dirs->base() << "\n";
   std::vector<Failure> failures;
   int code = 1;
   // Restarts after failures (counted against --max-restarts); a new world
@@ -303,7 +319,7 @@ int run_main(const std::vector<std::string>& args) {
   // Whether another attempt may start: says so, or prints the summary.
   auto may_restart = [&](const char* with) {
     if (restarts >= o.max_restarts) {
-      print_summary(failures, o);
+      print_summary(name, failures, o, dirs->kept());
       return false;
     }
     ++restarts;
@@ -315,7 +331,7 @@ int run_main(const std::vector<std::string>& args) {
     Group group(o);
     Outcome out;
     try {
-      out = group.run(endpoint, o, job, attempt, restarts, port);
+      out = group.run(endpoint, o, job, attempt, restarts, port, *dirs);
     } catch (const std::exception& e) {
       std::cerr << "muster run: " << e.what() << "\n";
       kill_all(group.workers, SIGKILL);
@@ -328,12 +344,13 @@ int run_main(const std::vector<std::string>& args) {
     code = out.code;
     if (!out.world_changed.empty() && !out.interrupted) {
       if (group.membership_change) continue;  // same restart count, next generation
-      failures.push_back({attempt, out, {}});
+      failures.push_back({attempt, out, {}, group.rank_offset, {}, std::time(nullptr)});
       if (!may_restart(" with the other nodes")) break;
       continue;
     }
     if (code == 0 || out.rank < 0) break;
-    failures.push_back({attempt, out, group.pump.tail(static_cast<uint32_t>(out.rank))});
+    failures.push_back({attempt, out, group.pump.tail(static_cast<uint32_t>(out.rank)),
+                        group.rank_offset, group.error_files, std::time(nullptr)});
     if (int sig = take_pending_stop_signal(); sig || out.interrupted) {
       if (sig) code = 128 + sig;
       break;  // the user's stop is never retried
@@ -342,6 +359,16 @@ int run_main(const std::vector<std::string>& args) {
   }
   wait_for_children();
   return code;
+}
+
+}  // namespace
+
+int run_main(const std::vector<std::string>& args) {
+  return launcher_main(args, false);
+}
+
+int launch_main(const std::vector<std::string>& args) {
+  return launcher_main(args, true);
 }
 
 }  // namespace muster::cli

@@ -1,123 +1,93 @@
 #include "cli/run_options.hpp"
 
-#include <boost/program_options.hpp>
 #include <iostream>
-#include <set>
 
+#include "cli/run_flags.hpp"
+#include "cli/std_spec.hpp"
 #include "device_list.hpp"
 #include "peer/secure.hpp"
-
-namespace po = boost::program_options;
 
 namespace muster::cli {
 
 namespace {
-const std::set<std::string> kTakesValue = {"-n",
-                                           "--nproc-per-node",
-                                           "--nproc_per_node",
-                                           "--devices",
-                                           "--job-id",
-                                           "--simulate-gpus",
-                                           "--grace-period",
-                                           "--master-port",
-                                           "--master_port",
-                                           "--max-restarts",
-                                           "--max_restarts",
-                                           "--nnodes",
-                                           "--coordinator",
-                                           "--rdzv-endpoint",
-                                           "--rdzv_endpoint",
-                                           "--node-rank",
-                                           "--node_rank",
-                                           "--last-call",
-                                           "--rdzv-timeout",
-                                           "--local-addr",
-                                           "--local_addr",
-                                           "--peer-key-file",
-                                           "--peer-authorized-keys"};
 
-// "N" or "MIN:MAX", as torchrun's --nnodes.
-void parse_nnodes(const std::string& s, uint32_t& min_nodes, uint32_t& max_nodes) {
-  auto colon = s.find(':');
-  auto number = [&](const std::string& t) {
-    if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos)
-      throw std::runtime_error("--nnodes takes N or MIN:MAX, got '" + s + "'");
-    return static_cast<uint32_t>(std::stoul(t));
-  };
-  min_nodes = number(s.substr(0, colon));
-  max_nodes = colon == std::string::npos ? min_nodes : number(s.substr(colon + 1));
-  if (min_nodes < 1 || max_nodes < min_nodes || max_nodes > 65536)
-    throw std::runtime_error("--nnodes: need 1 <= MIN <= MAX <= 65536, got '" + s + "'");
+// torchrun's --rdzv-conf K=V,...: the keys with a meaning here set muster's
+// timeouts; torch's others are said to be ignored.
+void apply_rdzv_conf(const std::string& conf, RunOptions& o) {
+  size_t start = 0;
+  while (start < conf.size()) {
+    size_t end = conf.find(',', start);
+    if (end == std::string::npos) end = conf.size();
+    std::string kv = conf.substr(start, end - start);
+    start = end + 1;
+    if (kv.empty()) continue;
+    auto eq = kv.find('=');
+    if (eq == std::string::npos)
+      throw std::runtime_error("--rdzv-conf takes KEY=VALUE,..., got '" + kv + "'");
+    std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    try {
+      if (key == "join_timeout" || key == "timeout")
+        o.rdzv_timeout_s = float_value(value);
+      else if (key == "last_call_timeout")
+        o.last_call_s = float_value(value);
+      else
+        std::cerr << "muster: --rdzv-conf " << key << " has no meaning here; ignored\n";
+    } catch (const FlagError& e) {
+      throw std::runtime_error("--rdzv-conf " + key + ": " + e.what());
+    }
+  }
 }
 
-// Option values converted and checked before they land in RunOptions.
-struct RawOptions {
-  std::string devices;
-  std::string nnodes = "1";
-  bool no_prefix = false;
-};
-
-// The options of the workers on this node and their restarts.
-void add_local_options(po::options_description& desc, RunOptions& o, RawOptions& raw) {
-  // clang-format off
-  desc.add_options()
-    ("help,h", "print this help and exit")
-    ("nproc-per-node,n", po::value(&o.nproc)->default_value(1), "number of workers (ranks) on this node")
-    ("nproc_per_node", po::value(&o.nproc), "alias of --nproc-per-node (torch.distributed.launch spelling)")
-    ("devices", po::value(&raw.devices), "GPUs this job may lease, e.g. 0,1,4,6 (like CUDA_VISIBLE_DEVICES)")
-    ("job-id", po::value(&o.job_id), "job id (TORCHELASTIC_RUN_ID); default: generated")
-    ("use-env", po::bool_switch(&o.use_env), "do not pass --local_rank=N; workers read LOCAL_RANK")
-    ("cpu", po::bool_switch(&o.cpu), "lease no GPU even when the daemon has some")
-    ("no-python", po::bool_switch(&o.no_python), "run PROGRAM directly even if it ends in .py")
-    ("simulate-gpus", po::value(&o.simulate_gpus)->default_value(-1),
-       "if this run starts its own embedded daemon, pretend N GPUs exist (demos, tests)")
-    ("grace-period", po::value(&o.grace_s)->default_value(5.0),
-       "seconds between SIGTERM and SIGKILL when stopping workers")
-    ("master-port", po::value(&o.master_port)->default_value(0), "MASTER_PORT for workers (0: a free port)")
-    ("master_port", po::value(&o.master_port), "alias of --master-port")
-    ("max-restarts", po::value(&o.max_restarts)->default_value(0),
-       "restart the whole group up to K times after a worker fails (TORCHELASTIC_RESTART_COUNT)")
-    ("max_restarts", po::value(&o.max_restarts), "alias of --max-restarts (torchrun spelling)")
-    ("no-prefix-output", po::bool_switch(&raw.no_prefix),
-       "pass workers' output through as is, without the `[rankN]: ` line prefix");
-  // clang-format on
+// torchrun's rendezvous flags mapped onto muster's coordinator, job id and
+// timeouts.
+void apply_rendezvous(RunOptions& o, const RawOptions& raw) {
+  if (o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2")
+    throw std::runtime_error("--rdzv-backend " + o.rdzv_backend +
+                             ": muster has no etcd rendezvous; its nodes meet at the "
+                             "coordinating musterd: use c10d (the default) with --rdzv-endpoint "
+                             "HOST:PORT of that daemon");
+  if (o.rdzv_backend != "c10d" && o.rdzv_backend != "static")
+    throw std::runtime_error("--rdzv-backend: invalid choice '" + o.rdzv_backend +
+                             "' (choose from 'c10d', 'static')");
+  apply_rdzv_conf(raw.rdzv_conf, o);
+  if (o.standalone) {
+    // As torchrun: a private rendezvous, explicit --rdzv-* ignored.
+    if (o.max_nodes > 1)
+      throw std::runtime_error("--standalone is one node alone; --nnodes " + raw.nnodes +
+                               " contradicts it");
+    o.coordinator.clear();
+  }
+  if (o.max_nodes == 1) o.coordinator.clear();  // torchrun's endpoint on one node: unused
+  if (!o.coordinator.empty()) {
+    // HOST[:PORT], the port torchrun's default (and musterd's --peer-port).
+    auto colon = o.coordinator.rfind(':');
+    bool bracketed = !o.coordinator.empty() && o.coordinator.back() == ']';
+    if (colon == std::string::npos || bracketed) o.coordinator += ":29400";
+    colon = o.coordinator.rfind(':');
+    std::string port = o.coordinator.substr(colon + 1);
+    if (colon == 0 || port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) < 1 ||
+        std::stoi(port) > 65535)
+      throw std::runtime_error("--rdzv-endpoint must be HOST:PORT, got '" + o.coordinator + "'");
+  }
+  // On node 0 of a multi-node job, --master-addr is this node's address.
+  if (o.max_nodes > 1 && o.local_addr.empty() && o.node_rank == 0) o.local_addr = o.master_addr;
+  if (o.max_nodes == 1 && o.master_addr.empty()) o.master_addr = "127.0.0.1";
 }
 
-// Multi-node jobs and an embedded daemon's peering.
-void add_multinode_options(po::options_description& desc, RunOptions& o, RawOptions& raw) {
-  // clang-format off
-  desc.add_options()
-    ("nnodes", po::value(&raw.nnodes)->default_value("1"),
-       "number of nodes, N or MIN:MAX (elastic); more than 1 needs --coordinator")
-    ("coordinator", po::value(&o.coordinator), "HOST:PORT of the daemon that coordinates a "
-       "multi-node job (its --peer-bind/--peer-port); every node gives the same")
-    ("rdzv-endpoint", po::value(&o.coordinator), "alias of --coordinator (torchrun spelling)")
-    ("rdzv_endpoint", po::value(&o.coordinator), "alias of --coordinator")
-    ("node-rank", po::value(&o.node_rank)->default_value(-1),
-       "this node's rank when a fixed order is wanted (default: assigned, stable)")
-    ("node_rank", po::value(&o.node_rank), "alias of --node-rank")
-    ("last-call", po::value(&o.last_call_s)->default_value(30.0),
-       "seconds to wait for more nodes once MIN have joined (elastic --nnodes)")
-    ("rdzv-timeout", po::value(&o.rdzv_timeout_s)->default_value(600.0),
-       "seconds to wait for the world to form before giving up")
-    ("local-addr", po::value(&o.local_addr), "this node's address for MASTER_ADDR when it "
-       "becomes node 0 (default: the host name)")
-    ("local_addr", po::value(&o.local_addr), "alias of --local-addr")
-    ("peer-key-file", po::value(&o.peer_key_file), "if this run starts its own embedded daemon "
-       "for a multi-node job: its CURVE key pair (from `muster keygen`)")
-    ("peer-authorized-keys", po::value(&o.peer_authorized_keys),
-       "with --peer-key-file: public keys of the other nodes' daemons, if they differ")
-    ("peer-plain", po::bool_switch(&o.peer_plain), "if this run starts its own embedded daemon "
-       "for a multi-node job: peer over plain TCP (a trusted network only)");
-  // clang-format on
-}
-
-void print_help(const po::options_description& desc) {
+void print_help(const FlagParser& flags, bool launch_style) {
+  if (launch_style)
+    std::cout << "Usage: muster launch [OPTIONS] PROGRAM [ARGS...]\n\n"
+                 "`muster run` as torch.distributed.launch: each worker also gets\n"
+                 "--local_rank=N on its command line (unless --use-env), after the script,\n"
+                 "the -m MODULE or the -c COMMAND when PROGRAM is a Python interpreter, else\n"
+                 "right after PROGRAM. Everything else is as below.\n\n";
   std::cout << "Usage: muster run [OPTIONS] PROGRAM [ARGS...]\n\n"
                "Starts N workers of PROGRAM on this node with torchrun's environment (RANK,\n"
                "LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
                "TORCHELASTIC_*) plus MUSTER_ENDPOINT, MUSTER_JOB_ID and MUSTER_DEVICE (the leased\n"
-               "GPU, -1 for none) for libmuster. Each\n"
+               "GPU, -1 for none) for libmuster, and nothing added to PROGRAM's arguments, as\n"
+               "torchrun (`muster launch` adds --local_rank=N). Each\n"
                "rank leases its own GPU when the daemon has GPUs (never shared). Uses the node's\n"
                "musterd, or starts an embedded one if none answers; it serves until no job\n"
                "is left on it (yours or another launcher's that found it).\n"
@@ -140,38 +110,61 @@ void print_help(const po::options_description& desc) {
                "--max-restarts, they form the next generation together. Without a node\n"
                "daemon, the embedded one peers with --peer-key-file or --peer-plain, and the\n"
                "node whose address is the coordinator's hosts it.\n\n"
-            << desc;
+               "PET_<FLAG> variables (PET_NPROC_PER_NODE=4, PET_STANDALONE=1) give defaults,\n"
+               "as torchrun's; every flag takes _ for - (--nproc_per_node), and a unique\n"
+               "prefix of a flag is the flag (--nproc 4).\n\n"
+               "Options:\n"
+            << flags.help();
 }
 
-// Splits args at the program: the first word that is not an option or its
-// value. Returns the program's index (args.size() when none is given).
-size_t split_at_program(const std::vector<std::string>& args, std::vector<std::string>& opts) {
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const auto& a = args[i];
-    if (a == "--") return i + 1;
-    if (a.empty() || a[0] != '-') break;
-    opts.push_back(a);
-    if (kTakesValue.count(a) && i + 1 < args.size()) opts.push_back(args[++i]);
+// --nproc-per-node N, or gpu/cpu/auto resolved once the daemon answers.
+void check_nproc(RunOptions& o) {
+  const auto& s = o.nproc_spec;
+  if (s == "gpu" || s == "cpu" || s == "auto") return;
+  int64_t n = 0;
+  try {
+    n = int_value(s);
+  } catch (const FlagError&) {
+    throw std::runtime_error("--nproc-per-node takes a number, gpu, cpu or auto, got '" + s + "'");
   }
-  return i;
+  if (n < 1 || n > 4096) throw std::runtime_error("--nproc-per-node must be between 1 and 4096");
+  o.nproc = static_cast<uint32_t>(n);
+}
+
+// How PROGRAM runs, and the flags accepted only for torchrun's command lines.
+void check_program(const RunOptions& o) {
+  if (o.module && o.no_python && !o.run_path)
+    throw std::runtime_error("--module and --no-python contradict each other");
+  if (o.start_method != "spawn" && o.start_method != "fork" && o.start_method != "forkserver")
+    throw std::runtime_error("--start-method: invalid choice '" + o.start_method +
+                             "' (choose from 'spawn', 'fork', 'forkserver')");
+  if (o.monitor_interval_s <= 0) throw std::runtime_error("--monitor-interval must be above 0");
+  for (const auto& [flag, spec] : {std::pair{"--redirects", o.redirects}, {"--tee", o.tee}}) {
+    try {
+      std_streams(spec, 0);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string(flag) + ": " + e.what());
+    }
+  }
 }
 
 // Ranges and contradictions, said before anything starts.
 void check(RunOptions& o, const RawOptions& raw) {
-  if (o.nproc < 1 || o.nproc > 4096)
-    throw std::runtime_error("--nproc-per-node must be between 1 and 4096");
+  check_nproc(o);
+  check_program(o);
   if (o.grace_s < 0 || o.grace_s > 3600)
     throw std::runtime_error("--grace-period must be between 0 and 3600 seconds");
   if (o.max_restarts > 1000) throw std::runtime_error("--max-restarts must be between 0 and 1000");
   o.prefix_output = !raw.no_prefix;
   if (o.master_port < 0 || o.master_port > 65535)
     throw std::runtime_error("--master-port must be between 0 and 65535");
-  parse_nnodes(raw.nnodes, o.min_nodes, o.max_nodes);
+  apply_rendezvous(o, raw);
   if (o.max_nodes > 1 && o.coordinator.empty())
-    throw std::runtime_error("--nnodes " + raw.nnodes + " needs --coordinator HOST:PORT");
+    throw std::runtime_error("--nnodes " + raw.nnodes + " needs --rdzv-endpoint HOST:PORT");
   if (!o.coordinator.empty() && o.job_id.empty())
-    throw std::runtime_error("a multi-node job needs --job-id: every node must name the same job");
+    throw std::runtime_error(
+        "a multi-node job needs --rdzv-id (--job-id): every node must name "
+        "the same job");
   if (o.node_rank >= static_cast<int>(o.max_nodes))
     throw std::runtime_error("--node-rank must be below the number of nodes (" +
                              std::to_string(o.max_nodes) + ")");
@@ -194,26 +187,23 @@ void check(RunOptions& o, const RawOptions& raw) {
 
 }  // namespace
 
-std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args) {
+std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args,
+                                            bool launch_style) {
   RunOptions o;
+  o.launch_style = launch_style;
   RawOptions raw;
-  po::options_description desc("Options");
-  add_local_options(desc, o, raw);
-  add_multinode_options(desc, o, raw);
-  std::vector<std::string> opts;
-  size_t i = split_at_program(args, opts);
-  po::variables_map vm;
+  FlagParser flags(run_flags(o, raw));
+  size_t i = 0;
   try {
-    po::store(po::command_line_parser(opts).options(desc).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
+    i = flags.parse(args, environment());
+  } catch (const FlagError& e) {
     throw std::runtime_error(e.what());
   }
-  if (vm.count("help")) {
-    print_help(desc);
+  if (raw.help) {
+    print_help(flags, launch_style);
     return std::nullopt;
   }
-  if (i >= args.size()) throw std::runtime_error("no PROGRAM given (try 'muster run --help')");
+  if (i >= args.size()) throw std::runtime_error("no PROGRAM given");
   o.program = args[i];
   o.args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
   check(o, raw);

@@ -1,7 +1,9 @@
-// `muster run`'s options. Parsing stops at the program: everything after it
-// belongs to the program, as with torchrun.
+// `muster run`'s options: torchrun's command line and muster's own.
+// Parsing stops at the program: everything after it belongs to the program,
+// as with torchrun.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,16 +12,30 @@ namespace muster::cli {
 
 struct RunOptions {
   uint32_t nproc = 1;
-  std::vector<int> devices;  // allowed subset for this job
-  std::string job_id;        // empty: generated
-  bool use_env = false;
+  std::string nproc_spec = "1";  // as given: N, gpu, cpu or auto (resolved at start)
+  std::vector<int> devices;      // allowed subset for this job
+  std::string job_id;            // empty: generated
+  bool use_env = false;          // `muster run`: a no-op (never appends)
+  bool launch_style = false;     // `muster launch`: append --local_rank=N unless use_env
   bool cpu = false;
   bool no_python = false;
-  int simulate_gpus = -1;     // for an embedded daemon only
-  double grace_s = 5.0;       // SIGTERM -> SIGKILL
-  int master_port = 0;        // 0: pick a free one
-  uint32_t max_restarts = 0;  // restarts of the whole group after a failure
-  bool prefix_output = true;  // `[rankN]: ` before each line of a worker
+  bool module = false;    // -m: $MUSTER_PYTHON -u -m PROGRAM
+  bool run_path = false;  // --run-path: $MUSTER_PYTHON -u PROGRAM, whatever its name
+  bool standalone = false;
+  std::string role = "default";  // ROLE_NAME
+  std::string rdzv_backend = "c10d";
+  double monitor_interval_s = 5.0;     // accepted; muster hears of exits at once
+  std::string start_method = "spawn";  // accepted; muster always forks and execs
+  int simulate_gpus = -1;              // for an embedded daemon only
+  double grace_s = 5.0;                // SIGTERM -> SIGKILL
+  int master_port = 0;                 // 0: pick a free one
+  std::string master_addr;             // MASTER_ADDR on one node (default 127.0.0.1)
+  uint32_t max_restarts = 0;           // restarts of the whole group after a failure
+  bool prefix_output = true;           // `[rankN]: ` before each line of a worker
+  // torchrun's --log-dir, --redirects, --tee ("" = none).
+  std::string log_dir;
+  std::string redirects;
+  std::string tee;
   // Multi-node (torchrun's c10d rendezvous): nodes MIN..MAX through the
   // daemon at coordinator (host:port); empty coordinator = this node alone.
   uint32_t min_nodes = 1;
@@ -38,6 +54,8 @@ struct RunOptions {
 };
 
 // nullopt after printing --help. Throws std::runtime_error (exit 2).
-std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args);
+// PET_<FLAG> variables of the environment are defaults, as torchrun's.
+std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args,
+                                            bool launch_style = false);
 
 }  // namespace muster::cli

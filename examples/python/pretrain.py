@@ -2,7 +2,7 @@
 
     muster run -n 4 --use-env /usr/bin/python3 examples/python/pretrain.py --checkpoint /tmp/ck.pt
 
-(or without --use-env: the script also accepts torch.distributed.launch's
+(or under `muster launch`: the script also accepts torch.distributed.launch's
 --local_rank). init_torch picks NCCL on leased GPUs, else gloo, and
 bootstraps torch.distributed through musterd; sync_model makes every rank
 start from the master's weights; DistributedSampler shards the data;

@@ -1,5 +1,5 @@
 """An unmodified torch.distributed.launch-style script: parses --local_rank
-with argparse (run by `muster run -n 4 THIS --lr 0.1`, without --use-env),
+with argparse (run by `muster launch -n 4 THIS --lr 0.1`, without --use-env),
 initialises gloo through env:// and all-reduces."""
 import argparse
 import os

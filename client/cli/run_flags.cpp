@@ -1,0 +1,163 @@
+#include "cli/run_flags.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace muster::cli {
+
+int64_t int_value(const std::string& s) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = s.empty() ? 0 : std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end || errno) throw FlagError("invalid int value: '" + s + "'");
+  return v;
+}
+
+double float_value(const std::string& s) {
+  char* end = nullptr;
+  double v = s.empty() ? 0 : std::strtod(s.c_str(), &end);
+  if (s.empty() || *end) throw FlagError("invalid float value: '" + s + "'");
+  return v;
+}
+
+namespace {
+
+// "N" or "MIN:MAX", as torchrun's --nnodes.
+void parse_nnodes(const std::string& s, uint32_t& min_nodes, uint32_t& max_nodes) {
+  auto colon = s.find(':');
+  auto number = [&](const std::string& t) {
+    if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos)
+      throw std::runtime_error("--nnodes takes N or MIN:MAX, got '" + s + "'");
+    return static_cast<uint32_t>(std::stoul(t));
+  };
+  min_nodes = number(s.substr(0, colon));
+  max_nodes = colon == std::string::npos ? min_nodes : number(s.substr(colon + 1));
+  if (min_nodes < 1 || max_nodes < min_nodes || max_nodes > 65536)
+    throw std::runtime_error("--nnodes: need 1 <= MIN <= MAX <= 65536, got '" + s + "'");
+}
+
+int64_t bounded(const std::string& s, int64_t lo, int64_t hi) {
+  int64_t v = int_value(s);
+  if (v < lo || v > hi)
+    throw FlagError("must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return v;
+}
+
+// A setter that stores the value as given.
+auto text(std::string& to) {
+  return [&to](const std::string& v) { to = v; };
+}
+auto on(bool& to) {
+  return [&to](const std::string& v) { to = switch_value(v); };
+}
+auto seconds(double& to) {
+  return [&to](const std::string& v) { to = float_value(v); };
+}
+// A flag muster does not have, refused with why and what to use instead.
+auto refused(const std::string& why) {
+  return [why](const std::string&) -> void { throw FlagError(why); };
+}
+
+std::vector<Flag> torchrun_flags(RunOptions& o, RawOptions& raw) {
+  // clang-format off
+  return {
+    {"help", 'h', "", "print this help and exit", on(raw.help)},
+    {"nnodes", 0, "N|MIN:MAX", "number of nodes, or MIN:MAX (elastic); more than 1 needs "
+       "--rdzv-endpoint and --rdzv-id",
+       [&o, &raw](const std::string& v) {
+         parse_nnodes(v, o.min_nodes, o.max_nodes);
+         raw.nnodes = v;
+       }},
+    {"nproc-per-node", 'n', "N", "workers (ranks) on this node: a number, gpu (one per GPU "
+       "the job may lease), cpu (one per CPU, no GPU) or auto (gpu if there are GPUs, else cpu)",
+       text(o.nproc_spec)},
+    {"rdzv-backend", 0, "NAME", "c10d (the default: nodes meet at the coordinating musterd) or "
+       "static (the same, --node-rank fixing the order); etcd is refused", text(o.rdzv_backend)},
+    {"rdzv-endpoint", 0, "HOST[:PORT]", "the musterd that coordinates a multi-node job (its "
+       "--peer-port, default 29400); every node gives the same", text(o.coordinator),
+       {"coordinator"}},
+    {"rdzv-id", 0, "ID", "job id (TORCHELASTIC_RUN_ID); default: generated", text(o.job_id),
+       {"job-id"}},
+    {"rdzv-conf", 0, "K=V,...", "join_timeout (or timeout) sets --rdzv-timeout, "
+       "last_call_timeout sets --last-call; torch's other keys are accepted and ignored",
+       text(raw.rdzv_conf)},
+    {"standalone", 0, "", "one node alone: the job meets on this node's daemon, no "
+       "--rdzv-* needed (those given are ignored, as torchrun does)", on(o.standalone)},
+    {"max-restarts", 0, "K", "restart the whole group up to K times after a worker fails "
+       "(TORCHELASTIC_RESTART_COUNT)",
+       [&o](const std::string& v) { o.max_restarts = static_cast<uint32_t>(bounded(v, 0, 1000)); }},
+    {"monitor-interval", 0, "SECONDS", "accepted for torchrun's command lines; muster hears "
+       "of a worker's exit at once instead of polling", seconds(o.monitor_interval_s)},
+    {"start-method", 0, "METHOD", "spawn, fork or forkserver: accepted; muster always starts "
+       "each worker as a new process (fork and exec, like spawn)", text(o.start_method)},
+    {"role", 0, "ROLE", "the workers' role (ROLE_NAME); default: default", text(o.role)},
+    {"module", 'm', "", "run PROGRAM as a Python module: $MUSTER_PYTHON -u -m PROGRAM",
+       on(o.module)},
+    {"no-python", 0, "", "run PROGRAM directly even if it ends in .py", on(o.no_python)},
+    {"run-path", 0, "", "run PROGRAM with $MUSTER_PYTHON -u whatever its name (torchrun runs "
+       "it with runpy.run_path); takes precedence over --no-python", on(o.run_path)},
+    {"log-dir", 0, "DIR", "write workers' output and error files under DIR as torchrun lays "
+       "them out", text(o.log_dir)},
+    {"redirects", 'r', "SPEC", "send workers' streams only to files in --log-dir: 0 none, 1 "
+       "stdout, 2 stderr, 3 both, or LOCAL_RANK:N,... per rank", text(o.redirects)},
+    {"tee", 't', "SPEC", "copy workers' streams to files in --log-dir as well as to the "
+       "console (SPEC as --redirects)", text(o.tee)},
+    {"node-rank", 0, "RANK", "this node's rank when a fixed order is wanted (default: "
+       "assigned, stable)",
+       [&o](const std::string& v) { o.node_rank = static_cast<int>(bounded(v, -1, 65535)); }},
+    {"master-addr", 0, "ADDR", "MASTER_ADDR on one node (default 127.0.0.1); on node 0 of a "
+       "multi-node job, this node's address for the others", text(o.master_addr)},
+    {"master-port", 0, "PORT", "MASTER_PORT for workers (default: a free port)",
+       [&o](const std::string& v) { o.master_port = static_cast<int>(bounded(v, 0, 65535)); }},
+    {"local-addr", 0, "ADDR", "this node's address for MASTER_ADDR when it becomes node 0 "
+       "(default: the host name)", text(o.local_addr)},
+    {"use-env", 0, "", "muster launch: do not pass --local_rank=N (workers read LOCAL_RANK); "
+       "muster run: accepted, it never passes it", on(o.use_env)},
+    {"local-ranks-filter", 0, "RANKS", "refused (newer torchrun)", refused(
+       "muster shows every rank's output, each line prefixed [rankN]: -- keep some ranks' "
+       "lines by that prefix (grep '^\\[rank0\\]'), or write each rank's to files with "
+       "--log-dir and --redirects")},
+    {"logs-specs", 0, "NAME", "refused (newer torchrun)", refused(
+       "--logs-specs picks a torch LogsSpecs plugin, which muster cannot load; use --log-dir "
+       "with --redirects/--tee for torchrun's default layout")},
+  };
+  // clang-format on
+}
+
+std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
+  // clang-format off
+  return {
+    {"devices", 0, "LIST", "GPUs this job may lease, e.g. 0,1,4,6 (like CUDA_VISIBLE_DEVICES)",
+       text(raw.devices)},
+    {"cpu", 0, "", "lease no GPU even when the daemon has some", on(o.cpu)},
+    {"simulate-gpus", 0, "N", "if this run starts its own embedded daemon, pretend N GPUs exist "
+       "(demos, tests)",
+       [&o](const std::string& v) { o.simulate_gpus = static_cast<int>(bounded(v, -1, 1024)); }},
+    {"grace-period", 0, "SECONDS", "seconds between SIGTERM and SIGKILL when stopping workers "
+       "(default 5)", seconds(o.grace_s)},
+    {"no-prefix-output", 0, "", "pass workers' output through as is, without the `[rankN]: ` "
+       "line prefix", on(raw.no_prefix)},
+    {"last-call", 0, "SECONDS", "seconds to wait for more nodes once MIN have joined (elastic "
+       "--nnodes; default 30)", seconds(o.last_call_s)},
+    {"rdzv-timeout", 0, "SECONDS", "seconds to wait for the world to form before giving up "
+       "(default 600)", seconds(o.rdzv_timeout_s)},
+    {"peer-key-file", 0, "FILE", "if this run starts its own embedded daemon for a multi-node "
+       "job: its CURVE key pair (from `muster keygen`)", text(o.peer_key_file)},
+    {"peer-authorized-keys", 0, "FILE", "with --peer-key-file: public keys of the other nodes' "
+       "daemons, if they differ", text(o.peer_authorized_keys)},
+    {"peer-plain", 0, "", "if this run starts its own embedded daemon for a multi-node job: "
+       "peer over plain TCP (a trusted network only)", on(o.peer_plain)},
+  };
+  // clang-format on
+}
+
+}  // namespace
+
+std::vector<Flag> run_flags(RunOptions& o, RawOptions& raw) {
+  auto flags = torchrun_flags(o, raw);
+  auto more = muster_flags(o, raw);
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
+}  // namespace muster::cli
