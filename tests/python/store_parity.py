@@ -278,5 +278,70 @@ class PrefixMusterStoreTest(unittest.TestCase, StoreTestBase):
         return dist.PrefixStore(self.prefix, self.musterstore)
 
 
+class NewerApiOnThisTorchTest(unittest.TestCase):
+    """muster: MusterStore's newer-API methods called as functions, so that
+    they run on a torch that does not declare them (torch's semantics, as in
+    test_append, test_multi_get/set, test_queues*, test_clone above)."""
+
+    def setUp(self):
+        from muster.distributed import _NEWER_API
+        self.api = _NEWER_API
+        self.store = muster.MusterStore()
+        self.store.set_timeout(timedelta(seconds=300))
+
+    def call(self, name, *args, store=None, **kwargs):
+        return self.api[name](store or self.store, *args, **kwargs)
+
+    def test_torch_declares_what_musterstore_shows(self):
+        for name in self.api:
+            self.assertEqual(hasattr(muster.MusterStore, name), hasattr(dist.Store, name), name)
+
+    def test_append_multi_list(self):
+        s = self.store
+        s.set("foo", "po")
+        self.call("append", "foo", "tato")
+        self.call("append", "bar", "potato")
+        self.assertEqual(s.get("foo"), b"potato")
+        self.call("multi_set", ["m1", "m2"], ["po", b"tato"])
+        self.assertEqual(self.call("multi_get", ["m2", "m1", "bar"]), [b"tato", b"po", b"potato"])
+        self.assertEqual(self.call("list_keys"), ["bar", "foo", "m1", "m2"])
+        self.assertTrue(self.call("has_extended_api"))
+
+    def test_queues_and_clone(self):
+        s = self.store
+        self.assertEqual(self.call("queue_len", "q"), 0)
+        self.call("queue_push", "q", "1")
+        self.call("queue_push", "q", "2")
+        self.assertTrue(s.check(["q"]))
+        self.assertEqual(self.call("queue_len", "q"), 2)
+        self.assertEqual(self.call("queue_pop", "q"), b"1")
+        self.assertEqual(self.call("queue_pop", "q", block=False), b"2")
+        self.assertFalse(s.check(["q"]))
+        empty = getattr(dist, "QueueEmptyError", muster.Error)
+        with self.assertRaisesRegex(empty, "empty"):
+            self.call("queue_pop", "q", block=False)
+        s.set_timeout(timedelta(seconds=0.05))
+        with self.assertRaisesRegex(DistStoreError, "timeout"):
+            self.call("queue_pop", "q")
+        s.set_timeout(timedelta(seconds=300))
+        # Two clones, each waiting for the other's push (test_queues_bidirectional).
+        a, b = self.call("clone"), self.call("clone")
+        self.assertIsInstance(a, dist.Store)
+
+        def worker_a():
+            self.call("queue_push", "to_b", "a1", store=a)
+            return self.call("queue_pop", "to_a", store=a)
+
+        def worker_b():
+            got = self.call("queue_pop", "to_b", store=b)
+            self.call("queue_push", "to_a", "b1", store=b)
+            return got
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            fa, fb = pool.submit(worker_a), pool.submit(worker_b)
+            self.assertEqual(fa.result(), b"b1")
+            self.assertEqual(fb.result(), b"a1")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

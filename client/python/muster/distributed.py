@@ -48,7 +48,7 @@ class _torch_errors:
     def __exit__(self, kind, e, tb):
         if kind is not None and issubclass(kind, muster.Error) and \
                 not isinstance(e, StoreTimeout) and getattr(e, "name", "") == "timeout":
-            t = StoreTimeout(f"Timeout: {e}")
+            t = StoreTimeout(f"Timeout: {e} (store timeout)")
             t.code, t.name = e.code, e.name
             raise t from e
         return False
@@ -124,7 +124,7 @@ class MusterStore(dist.Store):
             with _torch_errors():
                 return self._c.queue_pop(self._k(key), _ms(self.timeout))
         try:
-            return self._c.queue_pop(self._k(key), 0)
+            return self._c.queue_pop(self._k(key), 0.0)
         except muster.Error as e:
             if e.name != "not_found":
                 raise
@@ -142,8 +142,11 @@ class MusterStore(dist.Store):
         return MusterStore(self._c.clone(), self._prefix, self.timeout)
 
 
+# name -> function, kept for tests on a torch that lacks them.
+_NEWER_API = {}
 for _name in ("has_extended_api", "append", "multi_get", "multi_set", "queue_push", "queue_pop",
               "queue_len", "list_keys", "clone"):
+    _NEWER_API[_name] = getattr(MusterStore, _name)
     if not hasattr(dist.Store, _name):
         delattr(MusterStore, _name)
 
