@@ -6,7 +6,7 @@ pkgs=(build-essential pkg-config meson ninja-build
   libzmq3-dev cppzmq-dev libmsgpack-dev libmsgpack-cxx-dev
   libboost-program-options-dev catch2 pybind11-dev libsystemd-dev
   nlohmann-json3-dev libxxhash-dev
-  python3-torch python3-numpy
+  python3-torch python3-numpy python3-mesonpy python3-venv python3-pip
   clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -29,6 +29,15 @@ for f in sbin/musterd bin/muster include/muster/client.hpp include/muster/broadc
   lib/sysusers.d/muster.conf lib/tmpfiles.d/muster.conf share/doc/muster/musterd.conf.example; do
   [ -e "$root/$f" ] || fail "$prefix/$f not installed"
 done
+# The Python package goes where the interpreter looks (its platlib), not
+# under a fixed path below the prefix.
+if [ -d "$build/client/python/muster" ]; then
+  platlib=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
+  for f in __init__.py distributed.py; do
+    [ -e "$dest$platlib/muster/$f" ] || fail "muster/$f not installed in $platlib"
+  done
+  ls "$dest$platlib"/muster/_muster*.so >/dev/null 2>&1 || fail "muster._muster not installed in $platlib"
+fi
 pc=$(find "$root" -name muster.pc | head -n 1)
 [ -n "$pc" ] || fail "muster.pc not installed"
 libdir=$(dirname "$(dirname "$pc")")

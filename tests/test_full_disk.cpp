@@ -16,10 +16,12 @@
 
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
+#include "support/error_code.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
+using test::code_of;
 using test::Process;
 using test::TempDir;
 using test::TestDaemon;
@@ -61,15 +63,6 @@ struct SmallDisk {
   }
   void free_up() const { REQUIRE(::unlink(filler().c_str()) == 0); }
 };
-
-ErrorCode code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kOk;
-}
 
 // A process that joins (its own pid) and keeps its slot until it ends.
 struct Rank {

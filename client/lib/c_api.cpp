@@ -8,8 +8,10 @@
 
 namespace {
 
+using muster::capi::copy_out;
 using muster::capi::guarded;
 using muster::capi::null_arg;
+using muster::capi::timeout;
 
 void fill(const muster::RankInfo& r, muster_rank_info* out) {
   if (!out) return;
@@ -23,23 +25,6 @@ void fill(const muster::RankInfo& r, muster_rank_info* out) {
   out->num_nodes = r.num_nodes;
   out->device = r.device;
   out->generation = r.generation;
-}
-
-void copy_out(const std::string& s, void** value, size_t* len) {
-  char* p = static_cast<char*>(std::malloc(s.size() + 1));
-  if (!p) throw std::bad_alloc();
-  std::memcpy(p, s.data(), s.size());
-  p[s.size()] = 0;
-  if (value)
-    *value = p;
-  else
-    std::free(p);
-  if (len) *len = s.size();
-}
-
-std::optional<std::chrono::milliseconds> timeout(int64_t ms) {
-  if (ms < 0) return std::nullopt;
-  return std::chrono::milliseconds(ms);
 }
 
 }  // namespace

@@ -2,8 +2,12 @@
 // files of libmuster. Not installed.
 #pragma once
 
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -45,6 +49,26 @@ int guarded(muster_client* c, F&& f) {
 inline muster::Error null_arg(const char* what) {
   return muster::Error(muster::ErrorCode::kInvalidArgument,
                        std::string(what) + " must not be NULL");
+}
+
+// A malloc'd, NUL-terminated copy of s in *value (when value is set; free
+// with muster_free), its length in *len.
+inline void copy_out(const std::string& s, void** value, size_t* len) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) throw std::bad_alloc();
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = 0;
+  if (value)
+    *value = p;
+  else
+    std::free(p);
+  if (len) *len = s.size();
+}
+
+// A C timeout: < 0 is the default.
+inline std::optional<std::chrono::milliseconds> timeout(int64_t ms) {
+  if (ms < 0) return std::nullopt;
+  return std::chrono::milliseconds(ms);
 }
 
 }  // namespace muster::capi

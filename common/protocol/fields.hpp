@@ -250,6 +250,17 @@ template <class M>
 
 }  // namespace muster::proto::wire
 
+namespace muster::proto {
+// A request that names a job and may carry a generation fence: the job
+// first, its own fields, the fence last.
+template <class IO, class M, class F>
+void fenced(IO& io, M& m, F&& own) {
+  io.job(m.job);
+  own();
+  io.fence(m.generation);
+}
+}  // namespace muster::proto
+
 // Defines M::pack() and M::unpack() over M::fields(); errors name the
 // message by its row in the message table.
 #define MUSTER_CODEC(M)                                                      \

@@ -31,6 +31,7 @@ constexpr MessageTraits kTable[] = {
   {kStoreWait,         "store_wait",         L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kYes},
   {kBarrier,           "barrier",            L,     kOwner,    Area::kBarrier, N,      Y,     Y,   ClaimedPids::kNone,        Kept::kSaved},
   {kStatus,            "status",             L,     kAny,      Area::kDaemon,  N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
+  {kStoreNumKeys,     "store_num_keys",     L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kNo},
   {kShard,             "shard",              L,     kOwner,    Area::kShard,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kRendezvous,        "rendezvous",         L,     kOwner,    Area::kCluster, N,      N,     N,   ClaimedPids::kNone,        Kept::kYes},
   {kClusterState,      "cluster_state",      L,     kOwner,    Area::kCluster, N,      N,     N,   ClaimedPids::kNone,        Kept::kYes},
@@ -43,6 +44,13 @@ constexpr MessageTraits kTable[] = {
   {kBcastPush,         "bcast_push",         L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},
   {kBcastPull,         "bcast_pull",         L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},
   {kBcastLeave,        "bcast_leave",        L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},
+  {kStoreAppend,      "store_append",       L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kSaved},
+  {kStoreMultiSet,    "store_multi_set",    L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kSaved},
+  {kStoreMultiGet,    "store_multi_get",    L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kNo},
+  {kStoreQueuePush,   "store_queue_push",   L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kSaved},
+  {kStoreQueuePop,    "store_queue_pop",    L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kSaved},
+  {kStoreQueueLen,    "store_queue_len",    L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kNo},
+  {kStoreListKeys,    "store_list_keys",    L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kNo},
   {kOk,                "ok",                 R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kErrorReply,        "error",              R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kPong,              "pong",               R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
@@ -57,6 +65,7 @@ constexpr MessageTraits kTable[] = {
   {kWorld,             "world",              R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kHeartbeatAck,      "heartbeat_ack",      R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kBcastChunk,        "bcast_chunk",        R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
+  {kValues,            "values",             R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
 };
 // clang-format on
 

@@ -33,15 +33,6 @@ std::string read_job_id(const codec::MapReader& r) {
   return id;
 }
 
-// A request that names a job and may carry a generation fence: the job
-// first, its own fields, the fence last.
-template <class IO, class M, class F>
-void fenced(IO& io, M& m, F&& own) {
-  io.job(m.job);
-  own();
-  io.fence(m.generation);
-}
-
 template <class IO>
 void Ping::fields(IO&) {}
 template <class IO>
@@ -142,6 +133,11 @@ void StoreCompareSet::fields(IO& io) {
 template <class IO>
 void StoreDelete::fields(IO& io) {
   fenced(io, *this, [&] { io.store_key(key); });
+}
+
+template <class IO>
+void StoreNumKeys::fields(IO& io) {
+  fenced(io, *this, [&] { io.str("prefix", prefix, limits::kMaxKeyBytes); });
 }
 
 template <class IO>
@@ -274,6 +270,7 @@ MUSTER_CODEC(StoreAdd)
 MUSTER_CODEC(StoreCompareSet)
 MUSTER_CODEC(StoreDelete)
 MUSTER_CODEC(StoreWait)
+MUSTER_CODEC(StoreNumKeys)
 MUSTER_CODEC(Barrier)
 MUSTER_CODEC(Status)
 MUSTER_CODEC(Ok)

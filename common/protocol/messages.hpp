@@ -29,6 +29,7 @@ enum class MsgType : uint16_t {
   kStoreWait = 11,
   kBarrier = 12,
   kStatus = 13,
+  kStoreNumKeys = 14,
   kShard = 20,
   // multi-node jobs (cluster_messages.hpp)
   kRendezvous = 30,
@@ -43,6 +44,14 @@ enum class MsgType : uint16_t {
   kBcastPush = 50,
   kBcastPull = 51,
   kBcastLeave = 52,
+  // torch's newer Store API (store_messages.hpp)
+  kStoreAppend = 60,
+  kStoreMultiSet = 61,
+  kStoreMultiGet = 62,
+  kStoreQueuePush = 63,
+  kStoreQueuePop = 64,
+  kStoreQueueLen = 65,
+  kStoreListKeys = 66,
   // replies
   kOk = 100,
   kErrorReply = 101,
@@ -58,6 +67,7 @@ enum class MsgType : uint16_t {
   kWorld = 140,
   kHeartbeatAck = 142,
   kBcastChunk = 150,
+  kValues = 160,
 };
 
 // The type's name, or nullptr for a type without a row in the message table
@@ -194,6 +204,15 @@ struct StoreDelete {
   std::string key;
   GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(StoreDelete);
+};
+
+// How many keys start with prefix ("" counts them all): torch's num_keys
+// for a store that keeps its keys under a prefix of the job's store.
+struct StoreNumKeys {
+  std::string job;
+  std::string prefix;
+  GenerationFence generation = std::nullopt;
+  MUSTER_MESSAGE(StoreNumKeys);
 };
 
 struct StoreWait {

@@ -26,6 +26,13 @@ int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta) {
   return v;
 }
 
+size_t count_prefixed(const KeyValues& kv, const std::string& prefix) {
+  if (prefix.empty()) return kv.size();
+  size_t n = 0;
+  for (const auto& [k, v] : kv) n += k.starts_with(prefix) ? 1 : 0;
+  return n;
+}
+
 std::string missing_keys(const KeyValues& kv, const std::vector<std::string>& keys) {
   std::string missing;
   for (const auto& k : keys)

@@ -18,6 +18,9 @@ int64_t sum_for_add(const KeyValues& kv, const std::string& key, int64_t delta);
 // integer or the sum overflows; nothing changes then.
 int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta);
 
+// How many keys start with prefix (all of them for "").
+size_t count_prefixed(const KeyValues& kv, const std::string& prefix);
+
 // The keys that are not set, quoted and comma-separated ("'a', 'b'").
 std::string missing_keys(const KeyValues& kv, const std::vector<std::string>& keys);
 

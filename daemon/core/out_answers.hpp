@@ -8,6 +8,7 @@
 #include "core/store.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
+#include "protocol/store_messages.hpp"
 
 namespace muster::daemon {
 
@@ -27,6 +28,11 @@ class OutAnswers final : public Answers {
   void ok(const ReplyTo& to) override { send_reply(out_, to, proto::Ok{}); }
   void value(const ReplyTo& to, const std::string& v) override {
     send_reply(out_, to, proto::Value{v});
+  }
+  void values(const ReplyTo& to, const std::vector<std::string>& v) override {
+    proto::Values m;
+    for (const auto& x : v) m.items.push_back({"", x});
+    send_reply(out_, to, m);
   }
   void error(const ReplyTo& to, ErrorCode code, const std::string& why) override {
     send_error(out_, to, code, why);

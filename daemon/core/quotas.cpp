@@ -15,19 +15,23 @@ namespace {
 }
 }  // namespace
 
+void check_store_growth(const Job& job, const Quotas& q, uint64_t keys, uint64_t bytes) {
+  uint64_t keys_now = job.kv.size(), bytes_now = job.kv.bytes();
+  if (q.store_keys && keys > q.store_keys && keys > keys_now)
+    exceeded("job '" + job.id + "' store holds " + std::to_string(keys_now) +
+                 " keys; the change would make it " + std::to_string(keys),
+             q.store_keys, "keys per job", "max-store-keys");
+  if (q.store_bytes && bytes > q.store_bytes && bytes > bytes_now)
+    exceeded("job '" + job.id + "' store would hold " + std::to_string(bytes) +
+                 " bytes of keys and values",
+             q.store_bytes, "bytes per job", "max-store-bytes");
+}
+
 void check_store_quota(const Job& job, const Quotas& q, const std::string& key,
                        size_t value_bytes) {
   const std::string* old = job.kv.find(key);
-  if (!old && q.store_keys && job.kv.size() >= q.store_keys)
-    exceeded("job '" + job.id + "' store holds " + std::to_string(job.kv.size()) +
-                 " keys; a new key would make it " + std::to_string(job.kv.size() + 1),
-             q.store_keys, "keys per job", "max-store-keys");
-  uint64_t now = job.kv.bytes();
-  uint64_t after = now - (old ? old->size() : 0) + (old ? 0 : key.size()) + value_bytes;
-  if (q.store_bytes && after > q.store_bytes && after > now)
-    exceeded("job '" + job.id + "' store would hold " + std::to_string(after) +
-                 " bytes of keys and values",
-             q.store_bytes, "bytes per job", "max-store-bytes");
+  uint64_t bytes = job.kv.bytes() - (old ? old->size() : 0) + (old ? 0 : key.size()) + value_bytes;
+  check_store_growth(job, q, job.kv.size() + (old ? 0 : 1), bytes);
 }
 
 void check_parked_quota(const Job& job, const Quotas& q) {

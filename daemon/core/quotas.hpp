@@ -36,6 +36,9 @@ struct Quotas {
 // bytes would take the job's store over its key or byte quota. A change
 // that does not grow the store is always allowed.
 void check_store_quota(const Job& job, const Quotas& q, const std::string& key, size_t value_bytes);
+// Throws quota_exceeded when a change would leave the job's store with
+// `keys` keys and `bytes` bytes over a quota it grows towards.
+void check_store_growth(const Job& job, const Quotas& q, uint64_t keys, uint64_t bytes);
 // Throws quota_exceeded when the job already has its quota of parked requests.
 void check_parked_quota(const Job& job, const Quotas& q);
 

@@ -122,6 +122,9 @@ class State {
 
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // num_keys and torch's newer Store API (core/store_more.cpp).
+  void store_more_request(const ReplyTo& to, const proto::Envelope& env,
+                          std::vector<Outgoing>& out);
   void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
   // Sampler shards: each rank's indices, from permutations cached per job.
   void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "core/key_values.hpp"
+#include "core/queues.hpp"
 #include "core/store.hpp"
 
 namespace muster::daemon {
@@ -25,7 +26,8 @@ void Store::drop(std::map<uint64_t, Waiter>::iterator it) {
 
 void Store::wait_keys(Job& job, const ReplyTo& to, KeyWait kind, std::vector<std::string> keys,
                       Clock::time_point deadline) {
-  Kind k = kind == KeyWait::kGet ? Kind::kGet : Kind::kWait;
+  constexpr Kind kinds[] = {Kind::kGet, Kind::kWait, Kind::kMultiGet, Kind::kPop};
+  Kind k = kinds[static_cast<size_t>(kind)];
   job.key_waiters.push_back(add({to, k, job.id, std::move(keys), "", 0, deadline}));
 }
 
@@ -59,13 +61,31 @@ void Store::key_changed(Job& job, Answers& a) {
       keep.push_back(id);
       continue;
     }
-    if (w.kind == Kind::kGet)
-      a.value(w.to, *job.kv.find(w.keys[0]));
-    else
-      a.ok(w.to);
+    answer(job, w, a);
     drop(it);
   }
   ids = std::move(keep);
+}
+
+void Store::answer(Job& job, const Waiter& w, Answers& a) {
+  switch (w.kind) {
+    case Kind::kGet:
+      return a.value(w.to, *job.kv.find(w.keys[0]));
+    case Kind::kMultiGet: {
+      std::vector<std::string> v;
+      for (const auto& k : w.keys) v.push_back(*job.kv.find(k));
+      return a.values(w.to, v);
+    }
+    case Kind::kPop:
+      try {
+        // The key is set, so its queue holds an item (or is no queue).
+        return a.value(w.to, *queue_pop(job.kv, w.keys[0]));
+      } catch (const Error& e) {
+        return a.error(w.to, e.code(), e.what());
+      }
+    default:
+      return a.ok(w.to);
+  }
 }
 
 void Store::fail_ids(const std::vector<uint64_t>& ids, ErrorCode code, const std::string& why,

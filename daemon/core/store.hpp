@@ -23,6 +23,7 @@ class Answers {
  public:
   virtual void ok(const ReplyTo& to) = 0;
   virtual void value(const ReplyTo& to, const std::string& v) = 0;
+  virtual void values(const ReplyTo& to, const std::vector<std::string>& v) = 0;
   virtual void error(const ReplyTo& to, ErrorCode code, const std::string& why) = 0;
 
  protected:
@@ -32,8 +33,10 @@ class Answers {
 class Store {
  public:
   enum class KeyWait {
-    kGet,   // one key, answered with its value
-    kWait,  // every key, answered ok
+    kGet,       // one key, answered with its value
+    kWait,      // every key, answered ok
+    kMultiGet,  // every key, answered with their values
+    kPop,       // one queue, answered with the item it takes (core/queues.hpp)
   };
   // Parks a wait for keys of the job until deadline.
   void wait_keys(Job& job, const ReplyTo& to, KeyWait kind, std::vector<std::string> keys,
@@ -65,7 +68,7 @@ class Store {
   std::vector<uint64_t> forget_client(const std::string& routing_id, const FindJob& find);
 
  private:
-  enum class Kind { kGet, kWait, kBarrier };
+  enum class Kind { kGet, kWait, kMultiGet, kPop, kBarrier };
   struct Waiter {
     ReplyTo to;
     Kind kind;
@@ -85,6 +88,8 @@ class Store {
   void fail_ids(const std::vector<uint64_t>& ids, ErrorCode code, const std::string& why,
                 Answers& a);
   std::string timeout_message(const Waiter& w, Job* job) const;
+  // Answers a key wait whose keys are all set.
+  static void answer(Job& job, const Waiter& w, Answers& a);
 
   std::map<uint64_t, Waiter> waiters_;
   std::multimap<Clock::time_point, uint64_t> deadlines_;

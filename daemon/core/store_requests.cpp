@@ -86,7 +86,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       return;
     }
     default:
-      throw Error(ErrorCode::kInternal, "not a store request");
+      return store_more_request(to, env, out);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
+#include "protocol/store_messages.hpp"
 
 namespace muster::test {
 
@@ -79,6 +80,22 @@ inline std::optional<std::string> sample_request(proto::MsgType type, const std:
       return e(BcastPull{job, 0, 1, 0, 1, 5, kMinBcastChunk, 0, 0, wait});
     case MsgType::kBcastLeave:
       return e(BcastLeave{job, 0, 1, 0, 1, 5, kMinBcastChunk, "gave up"});
+    case MsgType::kStoreNumKeys:
+      return e(StoreNumKeys{job, v & 1 ? "se" : "", gen});
+    case MsgType::kStoreAppend:
+      return e(StoreAppend{job, key, "injected", gen});
+    case MsgType::kStoreMultiSet:
+      return e(StoreMultiSet{job, {{key, "injected"}, {"k2", "x"}}, gen});
+    case MsgType::kStoreMultiGet:
+      return e(StoreMultiGet{job, {key}, wait, gen});
+    case MsgType::kStoreQueuePush:
+      return e(StoreQueuePush{job, key, "injected", gen});
+    case MsgType::kStoreQueuePop:
+      return e(StoreQueuePop{job, key, wait, gen});
+    case MsgType::kStoreQueueLen:
+      return e(StoreQueueLen{job, key, gen});
+    case MsgType::kStoreListKeys:
+      return e(StoreListKeys{job, "", gen});
     default:
       return std::nullopt;
   }

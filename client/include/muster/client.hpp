@@ -112,6 +112,31 @@ class Client {
   bool remove(const std::string& key);
   void wait(const std::vector<std::string>& keys,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // How many keys start with prefix ("": every key of the job's store).
+  int64_t num_keys(const std::string& prefix = "");
+
+  // torch's newer Store API, with torch's meaning.
+  // Appends value to key's value; an absent key is created.
+  void append(const std::string& key, const std::string& value);
+  // Sets keys[i] to values[i], all in one step (1..1024 keys).
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  // The values of keys, in order, once all exist (up to the timeout).
+  std::vector<std::string> multi_get(
+      const std::vector<std::string>& keys,
+      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // Appends value to the queue at key (the key exists while it is not empty).
+  void queue_push(const std::string& key, const std::string& value);
+  // Takes the queue's first item, waiting for one up to the timeout
+  // (Error kTimeout); a timeout of 0 does not wait (Error kNotFound).
+  std::string queue_pop(const std::string& key,
+                        std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  int64_t queue_len(const std::string& key);
+  // The keys that start with prefix, sorted.
+  std::vector<std::string> list_keys(const std::string& prefix = "");
+  // A second connection to the daemon acting for the same job and rank
+  // (torch's Store.clone): for another thread, whose waits then do not
+  // queue behind this client's. Joins nothing; leave() stays this one's.
+  Client clone() const;
 
   // This rank's indices of torch.utils.data.distributed.DistributedSampler
   // (num_replicas = the job's world size, rank = this client's), bit-identical

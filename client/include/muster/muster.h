@@ -73,6 +73,36 @@ int muster_store_compare_set(muster_client* c, const char* key, const void* expe
 int muster_store_delete(muster_client* c, const char* key, int* deleted);
 /* Waits (up to timeout_ms) until all n keys exist. @since 0.1 */
 int muster_store_wait(muster_client* c, const char* const* keys, size_t n, int64_t timeout_ms);
+/* *count: how many keys start with prefix ("" or NULL: every key).
+ * @since 0.2 */
+int muster_store_num_keys(muster_client* c, const char* prefix, int64_t* count);
+/* A new handle on the same daemon acting for c's job and rank (torch's
+ * Store.clone), for another thread; NULL when out of memory. @since 0.2 */
+muster_client* muster_client_clone(muster_client* c);
+/* torch's newer Store API, with torch's meaning. Appends len bytes to
+ * key's value (an absent key is created). @since 0.2 */
+int muster_store_append(muster_client* c, const char* key, const void* value, size_t len);
+/* Sets keys[i] to the lens[i] bytes at values[i], all n in one step.
+ * @since 0.2 */
+int muster_store_multi_set(muster_client* c, const char* const* keys, const void* const* values,
+                           const size_t* lens, size_t n);
+/* Waits (up to timeout_ms) until all n keys exist; values[i] (malloc'd,
+ * free each with muster_free) and lens[i] are keys[i]'s. @since 0.2 */
+int muster_store_multi_get(muster_client* c, const char* const* keys, size_t n, int64_t timeout_ms,
+                           void** values, size_t* lens);
+/* Appends an item to the queue at key. @since 0.2 */
+int muster_store_queue_push(muster_client* c, const char* key, const void* value, size_t len);
+/* Takes the queue's first item (*value malloc'd), waiting up to timeout_ms
+ * (< 0: the default); 0 does not wait: MUSTER not_found when empty.
+ * @since 0.2 */
+int muster_store_queue_pop(muster_client* c, const char* key, int64_t timeout_ms, void** value,
+                           size_t* len);
+/* *len: items in the queue at key. @since 0.2 */
+int muster_store_queue_len(muster_client* c, const char* key, int64_t* len);
+/* The keys that start with prefix (NULL or "": all), sorted: *keys is a
+ * malloc'd array of *n malloc'd strings (free each, then the array, with
+ * muster_free). @since 0.2 */
+int muster_store_list_keys(muster_client* c, const char* prefix, char*** keys, size_t* n);
 /* `muster status --json`'s document, malloc'd. @since 0.1 */
 int muster_status_json(muster_client* c, char** json);
 

@@ -98,7 +98,7 @@ def nccl_unique_id(name="world", timeout=None):
 
 def __getattr__(name):
     # The PyTorch parts load on first use, so `import muster` works without torch.
-    if name in ("init_torch", "sync_model", "MusterStore"):
+    if name in ("init_torch", "sync_model", "MusterStore", "StoreTimeout"):
         from . import distributed
         return getattr(distributed, name)
     if name == "DistributedSampler":

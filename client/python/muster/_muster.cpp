@@ -86,6 +86,8 @@ class PyClient {
     c_ = std::make_unique<muster::Client>(std::move(o));
   }
 
+  explicit PyClient(muster::Client c) : c_(std::make_unique<muster::Client>(std::move(c))) {}
+
   // Runs f(client) without the GIL, one thread at a time.
   template <class F>
   auto locked(F&& f) {
@@ -254,7 +256,70 @@ void def_store(PyClass& c) {
             auto ms = to_ms(t);
             c.locked([&](auto& x) { x.wait(keys, ms); });
           },
-          py::arg("keys"), py::arg("timeout") = py::none());
+          py::arg("keys"), py::arg("timeout") = py::none())
+      .def(
+          "num_keys",
+          [](PyClient& c, const std::string& prefix) {
+            return c.locked([&](auto& x) { return x.num_keys(prefix); });
+          },
+          py::arg("prefix") = "");
+}
+
+// torch's newer Store API (muster/client.hpp).
+void def_store_more(PyClass& c) {
+  using Keys = std::vector<std::string>;
+  auto all_bytes = [](const py::sequence& vs) {
+    Keys out;
+    for (const auto& v : vs) out.push_back(as_bytes(v));
+    return out;
+  };
+  auto bytes_list = [](const Keys& vs) {
+    py::list out;
+    for (const auto& v : vs) out.append(to_py(v));
+    return out;
+  };
+  c.def("append",
+        [](PyClient& c, const std::string& key, const py::object& value) {
+          auto v = as_bytes(value);
+          c.locked([&](auto& x) { x.append(key, v); });
+        })
+      .def("multi_set",
+           [all_bytes](PyClient& c, const Keys& keys, const py::sequence& values) {
+             auto vs = all_bytes(values);
+             c.locked([&](auto& x) { x.multi_set(keys, vs); });
+           })
+      .def(
+          "multi_get",
+          [bytes_list](PyClient& c, const Keys& keys, const Timeout& t) {
+            auto ms = to_ms(t);
+            return bytes_list(c.locked([&](auto& x) { return x.multi_get(keys, ms); }));
+          },
+          py::arg("keys"), py::arg("timeout") = py::none())
+      .def("queue_push",
+           [](PyClient& c, const std::string& key, const py::object& value) {
+             auto v = as_bytes(value);
+             c.locked([&](auto& x) { x.queue_push(key, v); });
+           })
+      .def(
+          "queue_pop",
+          [](PyClient& c, const std::string& key, const Timeout& t) {
+            auto ms = to_ms(t);
+            return to_py(c.locked([&](auto& x) { return x.queue_pop(key, ms); }));
+          },
+          py::arg("key"), py::arg("timeout") = py::none())
+      .def("queue_len",
+           [](PyClient& c, const std::string& key) {
+             return c.locked([&](auto& x) { return x.queue_len(key); });
+           })
+      .def(
+          "list_keys",
+          [](PyClient& c, const std::string& prefix) {
+            return c.locked([&](auto& x) { return x.list_keys(prefix); });
+          },
+          py::arg("prefix") = "")
+      .def("clone", [](PyClient& c) {
+        return std::make_unique<PyClient>(c.locked([](auto& x) { return x.clone(); }));
+      });
 }
 
 void def_nccl_ids(PyClass& c) {
@@ -365,6 +430,7 @@ PYBIND11_MODULE(_muster, m) {
             "calls from several threads are serialised).");
   def_ranks(c);
   def_store(c);
+  def_store_more(c);
   def_nccl_ids(c);
   def_collectives(c);
   def_sampler(c);

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 import muster
 
-__all__ = ["MusterStore", "init_torch", "sync_model"]
+__all__ = ["MusterStore", "StoreTimeout", "init_torch", "sync_model"]
 
 # Each store gets its own key space in the job's store: ranks create stores
 # in the same order, so the same counter value names the same store.
@@ -24,10 +24,42 @@ def _ms(timeout):
     return float(timeout)
 
 
+def _bytes(v):
+    # torch's PrefixStore hands values on as lists of ints (std::vector<uint8_t>).
+    return bytes(v) if isinstance(v, list) else v
+
+
+# What a store wait that ran out of time raises: what torch raises there
+# (DistStoreError where the torch in use has it, else RuntimeError, with
+# "Timeout" in the sentence as torch's tests expect), and still a
+# muster.Error with .code and .name ("timeout").
+_timeout_bases = (muster.Error,)
+if hasattr(dist, "DistStoreError"):
+    _timeout_bases = (dist.DistStoreError, muster.Error)
+StoreTimeout = type("StoreTimeout", _timeout_bases, {"__module__": "muster"})
+
+
+class _torch_errors:
+    """Re-raises musterd's timeout as StoreTimeout."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, tb):
+        if kind is not None and issubclass(kind, muster.Error) and \
+                not isinstance(e, StoreTimeout) and getattr(e, "name", "") == "timeout":
+            t = StoreTimeout(f"Timeout: {e} (store timeout)")
+            t.code, t.name = e.code, e.name
+            raise t from e
+        return False
+
+
 class MusterStore(dist.Store):
     """torch.distributed.Store over the job's key/value store in musterd:
     torch's own bootstrap (gloo and NCCL rendezvous, the store-based
-    barrier) goes through the daemon, so no MASTER_ADDR/MASTER_PORT."""
+    barrier) goes through the daemon, so no MASTER_ADDR/MASTER_PORT.
+    Its keys live under its own prefix of the job's store; num_keys()
+    counts those."""
 
     def __init__(self, client=None, prefix=None, timeout=None):
         super().__init__()
@@ -43,29 +75,80 @@ class MusterStore(dist.Store):
         return self._prefix + key
 
     def set(self, key, value):
-        self._c.set(self._k(key), value)
+        self._c.set(self._k(key), _bytes(value))
 
     def get(self, key):
-        return self._c.get(self._k(key), _ms(self.timeout))
+        with _torch_errors():
+            return self._c.get(self._k(key), _ms(self.timeout))
 
     def add(self, key, amount):
         return self._c.add(self._k(key), int(amount))
 
     def compare_set(self, key, expected_value, desired_value):
-        return self._c.compare_set(self._k(key), expected_value, desired_value)
+        return self._c.compare_set(self._k(key), _bytes(expected_value), _bytes(desired_value))
 
     def delete_key(self, key):
         return self._c.remove(self._k(key))
 
     def wait(self, keys, timeout=None):
-        self._c.wait([self._k(k) for k in keys], _ms(timeout if timeout is not None
-                                                     else self.timeout))
+        with _torch_errors():
+            self._c.wait([self._k(k) for k in keys],
+                         _ms(timeout if timeout is not None else self.timeout))
 
     def check(self, keys):
         return all(self._c.try_get(self._k(k)) is not None for k in keys)
 
     def num_keys(self):
-        raise muster.Error("num_keys is not supported by musterd's store")
+        return self._c.num_keys(self._prefix)
+
+    # torch's newer Store API: each kept below only when the torch in use
+    # declares it on dist.Store (torch 1.13 declares none of them).
+    def has_extended_api(self):
+        return True
+
+    def append(self, key, value):
+        self._c.append(self._k(key), _bytes(value))
+
+    def multi_get(self, keys):
+        with _torch_errors():
+            return self._c.multi_get([self._k(k) for k in keys], _ms(self.timeout))
+
+    def multi_set(self, keys, values):
+        self._c.multi_set([self._k(k) for k in keys], [_bytes(v) for v in values])
+
+    def queue_push(self, key, value):
+        self._c.queue_push(self._k(key), _bytes(value))
+
+    def queue_pop(self, key, block=True):
+        if block:
+            with _torch_errors():
+                return self._c.queue_pop(self._k(key), _ms(self.timeout))
+        try:
+            return self._c.queue_pop(self._k(key), 0.0)
+        except muster.Error as e:
+            if e.name != "not_found":
+                raise
+            raise getattr(dist, "QueueEmptyError", muster.Error)(f"queue '{key}' is empty") from e
+
+    def queue_len(self, key):
+        return self._c.queue_len(self._k(key))
+
+    def list_keys(self):
+        return [k[len(self._prefix):] for k in self._c.list_keys(self._prefix)]
+
+    def clone(self):
+        """A MusterStore over the same keys with its own connection (for
+        another thread: its waits do not queue behind this one's)."""
+        return MusterStore(self._c.clone(), self._prefix, self.timeout)
+
+
+# name -> function, kept for tests on a torch that lacks them.
+_NEWER_API = {}
+for _name in ("has_extended_api", "append", "multi_get", "multi_set", "queue_push", "queue_pop",
+              "queue_len", "list_keys", "clone"):
+    _NEWER_API[_name] = getattr(MusterStore, _name)
+    if not hasattr(dist.Store, _name):
+        delattr(MusterStore, _name)
 
 
 def init_torch(backend=None, timeout=datetime.timedelta(minutes=30)):
