@@ -28,6 +28,12 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
       if (!hands_out(d))
         throw Error(ErrorCode::kInvalidArgument,
                     "device " + std::to_string(d) + " is not among the GPUs this daemon hands out");
+      if (wants_gpu)
+        for (const auto& s : slots_)
+          if (s.device.index == d && !s.device.quarantine.empty())
+            throw Error(ErrorCode::kNoDevice, "job '" + job + "' asks for GPU " +
+                                                  std::to_string(d) +
+                                                  ", which is quarantined: " + s.device.quarantine);
     }
   }
   // CPU jobs, and nodes without GPUs, get no device rather than an error.
@@ -37,6 +43,12 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
   for (const auto& s : slots_) {
     if (!subset.empty() && std::find(subset.begin(), subset.end(), s.device.index) == subset.end())
       continue;
+    // A quarantined GPU (health, MIG) is never handed out.
+    if (!s.device.quarantine.empty()) {
+      busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
+              " is quarantined: " + s.device.quarantine;
+      continue;
+    }
     if (!s.job.empty()) {
       busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
               " is leased to job '" + s.job + "' local rank " + std::to_string(s.local_rank);
