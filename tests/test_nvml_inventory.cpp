@@ -99,3 +99,15 @@ TEST_CASE("an unhealthy GPU is quarantined: shown with its reason, never leased"
     CHECK_THAT(e.what(), Catch::Contains("GPU 3 is quarantined"));
   }
 }
+
+TEST_CASE("workers of muster run number GPUs in PCI bus order, as NVML does") {
+  test::NvmlNode node(test::eight_gpu_node());
+  test::TestDaemon d({}, node.env());
+  test::Process p({test::program("MUSTER_TEST_MUSTER"), "run", "-n", "2", "--use-env", "/bin/sh",
+                   "-c", "echo rank=$LOCAL_RANK device=$MUSTER_DEVICE order=$CUDA_DEVICE_ORDER"},
+                  {{"MUSTER_ENDPOINT", d.endpoint()}, {"CUDA_DEVICE_ORDER", "FASTEST_FIRST"}});
+  auto out = p.read_all(60s);
+  CHECK(p.wait(30s) == 0);
+  CHECK_THAT(out, Catch::Contains("rank=0 device=0 order=PCI_BUS_ID"));
+  CHECK_THAT(out, Catch::Contains("rank=1 device=1 order=PCI_BUS_ID"));
+}

@@ -80,6 +80,15 @@ void DeviceLeases::release(const std::string& job, uint32_t local_rank, int64_t 
     if (s.device.index == device && s.job == job && s.local_rank == local_rank) s.job.clear();
 }
 
+const DeviceSlot* DeviceLeases::quarantine(int64_t device, const std::string& why) {
+  for (auto& s : slots_)
+    if (s.device.index == device) {
+      if (s.device.quarantine.empty()) s.device.quarantine = why;
+      return &s;
+    }
+  return nullptr;
+}
+
 bool DeviceLeases::hands_out(int64_t device) const {
   return std::any_of(slots_.begin(), slots_.end(),
                      [&](const DeviceSlot& s) { return s.device.index == device; });

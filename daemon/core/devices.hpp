@@ -34,6 +34,8 @@ class DeviceLeases {
   // Takes device back from the job's local rank, if that rank holds it.
   void release(const std::string& job, uint32_t local_rank, int64_t device);
   bool hands_out(int64_t device) const;
+  // Never leases `device` again (a failed GPU); returns the slot, if any.
+  const DeviceSlot* quarantine(int64_t device, const std::string& why);
   // Every allowed device, in the order given, held or not.
   const std::vector<DeviceSlot>& slots() const { return slots_; }
 

@@ -29,6 +29,7 @@ class JobTable {
   Map::const_iterator end() const { return jobs_.end(); }
   size_t size() const { return jobs_.size(); }
   const DeviceLeases& devices() const { return devices_; }
+  DeviceLeases& devices() { return devices_; }
   // How many jobs one uid may own (0 = no limit); reserve and join refuse
   // a new job over it with quota_exceeded, restore never does.
   void set_jobs_per_uid(uint64_t n) { jobs_per_uid_ = n; }

@@ -51,6 +51,9 @@ class State {
   // Fails waits whose deadline passed.
   void expire(Clock::time_point now, std::vector<Outgoing>& out);
   std::optional<Clock::time_point> next_deadline() const;
+  // NVML reported XID `xid` on GPU `index` (health.cpp): a critical one
+  // quarantines the GPU and fails the waits of the job that holds it.
+  void on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out);
   // Fails every pending wait (daemon shutting down).
   void cancel_all(std::vector<Outgoing>& out);
 

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "endpoint.hpp"
+#include "gpu/xid_watch.hpp"
 #include "log.hpp"
 #include "protocol/limits.hpp"
 #include "server/frames.hpp"
@@ -304,6 +305,12 @@ void Server::run() {
                     rt.cgroups->pid_exited(pid);
                     rt.dirty = true;
                   });
+  // A GPU failing while we run (gpu/xid_watch.hpp).
+  auto xids = gpu::XidWatch::start(inventory_.nvml);
+  event::SocketEvent gpu_events(loop, kMonitor, [&] {
+    for (const auto& e : xids->take()) state.on_xid(e.index, e.xid, rt.out);
+  });
+  if (xids) gpu_events.schedule_fd(xids->fd());
   event::SocketEvent zap(loop, kZap, [&] { rt.zap->handle_ready(); });
   if (rt.zap) zap.schedule_socket(rt.zap->handle());
   event::SocketEvent peer_events(loop, kMonitor, [&] { rt.fds->drain_peer(); });
