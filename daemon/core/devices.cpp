@@ -17,7 +17,8 @@ DeviceLeases::DeviceLeases(std::vector<gpu::Device> allowed) {
 }
 
 std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool wants_gpu,
-                                        const std::vector<int64_t>& subset) const {
+                                        const std::vector<int64_t>& subset,
+                                        const std::function<std::string(uint32_t)>& foreign) const {
   std::vector<int64_t> out(n, -1);
   if (!subset.empty()) {
     if (slots_.empty())
@@ -52,6 +53,11 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
     if (!s.job.empty()) {
       busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
               " is leased to job '" + s.job + "' local rank " + std::to_string(s.local_rank);
+      continue;
+    }
+    if (std::string f = foreign ? foreign(s.device.index) : ""; !f.empty()) {
+      busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
+              " runs " + f;
       continue;
     }
     if (got < n) out[got++] = s.device.index;

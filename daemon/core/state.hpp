@@ -62,6 +62,8 @@ class State {
   // as in use (access.cpp).
   proto::StatusReply status(int64_t viewer = -1) const;
   size_t job_count() const;
+  // Who else runs on the GPUs (--foreign-gpu-use); see GpuUse.
+  void set_gpu_use(GpuUse use) { jobs_.set_gpu_use(std::move(use)); }
   // How jobs are contained here (contain/job_cgroups.hpp), for status.
   void set_containment(std::string how) { containment_ = std::move(how); }
 

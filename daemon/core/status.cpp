@@ -20,6 +20,10 @@ proto::StatusReply State::status(int64_t viewer) const {
     if (!d.device.quarantine.empty()) {
       ds.health = "quarantined";
       ds.reason = d.device.quarantine;
+    } else if (auto f = d.job.empty() ? jobs_.foreign_user(d.device.index) : ""; !f.empty()) {
+      ds.health = "foreign_use";
+      ds.reason =
+          "runs " + f + (jobs_.refuses_foreign() ? ": not leased" : ": leased anyway (warn)");
     }
     // Another uid's GPU is only "in use": who holds it is theirs to know.
     if (const auto& job = d.job; !job.empty() && jobs_.all().at(job).visible_to(viewer)) {

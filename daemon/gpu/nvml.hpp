@@ -67,6 +67,11 @@ class Nvml {
   nvml_fn::EventSetFree ev_free_ = nullptr;
 };
 
+// The pids of the compute processes on GPU `index` now (none when unknown),
+// and a pid's parent from /proc (0 when it is gone): the foreign-use test.
+std::vector<int64_t> compute_pids(const Nvml& nvml, unsigned index);
+int64_t parent_pid(int64_t pid);
+
 // "0-3,8": a CPU set as the kernel's cpulist format writes it.
 std::string cpu_list(const std::vector<unsigned long>& mask);
 

@@ -4,6 +4,9 @@
 // bus), plus MIG mode, which muster does not lease into. And the XID events
 // a watcher thread waits for.
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "gpu/nvml.hpp"
 #include "log.hpp"
@@ -72,6 +75,31 @@ std::shared_ptr<Nvml> load_nvml(std::vector<Device>& out) {
   unsigned n = nvml->count();
   for (unsigned i = 0; i < n; ++i) out.push_back(nvml->describe(i));
   return nvml;
+}
+
+}  // namespace muster::gpu
+
+namespace muster::gpu {
+
+std::vector<int64_t> compute_pids(const Nvml& nvml, unsigned index) {
+  std::vector<int64_t> out;
+  if (auto procs = nvml.processes(index))
+    for (const auto& p : *procs) out.push_back(p.pid);
+  return out;
+}
+
+int64_t parent_pid(int64_t pid) {
+  // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces and
+  // parentheses, so the fields are read after the last ')'.
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string state;
+  int64_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
 }
 
 }  // namespace muster::gpu
