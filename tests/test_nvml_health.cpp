@@ -11,7 +11,6 @@
 
 using muster::Client;
 using muster::Error;
-using muster::ErrorCode;
 using namespace std::chrono_literals;
 namespace test = muster::test;
 

@@ -257,8 +257,8 @@ struct DeviceStatus {
   std::string uuid{};
   std::string pci_bus_id{};
   int64_t numa_node = -1;
-  // "ok", or "quarantined" (never leased) with the reason: ECC errors, a
-  // critical XID, lost, MIG mode.
+  // "ok", "quarantined" (never leased) with the reason: ECC errors, a
+  // critical XID, lost, MIG mode; or "foreign_use" with the foreign pid.
   std::string health = "ok";
   std::string reason{};
   MUSTER_FIELDS;
