@@ -78,6 +78,9 @@ po::options_description settings_description(Settings& s) {
        "is killed and removed when the job ends or its launcher dies; guardian: no cgroups, "
        "only muster run's guardian kills what a job leaves (the fallback where no hierarchy "
        "is writable)")
+    ("foreign-gpu-use", po::value(&s.o.config.foreign_gpu_use)->value_name("MODE")->default_value("refuse"),
+       "refuse: a GPU running a compute process that is not muster's (not a rank, nor a "
+       "descendant of one) is not leased; warn: it is leased, with a warning in the log")
     ("fd-reserve", po::value(&s.o.config.fd_reserve)->value_name("N")->default_value(0),
        "file descriptors kept free below the open-file limit (which musterd raises to the hard "
        "limit at start): with the limit less N in use, new local and peer connections wait "
@@ -153,6 +156,9 @@ void finish(Settings& s, bool whole) {
   if (!c.state_dir.empty() && c.state_dir[0] != '/')
     throw std::runtime_error("--state-dir must be an absolute path");
   c.socket_gid = s.socket_group.empty() ? -1 : group_id(s.socket_group);
+  if (c.foreign_gpu_use != "refuse" && c.foreign_gpu_use != "warn")
+    throw std::runtime_error("--foreign-gpu-use must be refuse or warn, not '" + c.foreign_gpu_use +
+                             "'");
   if (c.containment != "auto" && c.containment != "guardian")
     throw std::runtime_error("--containment must be auto or guardian, not '" + c.containment + "'");
 

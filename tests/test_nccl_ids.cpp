@@ -80,6 +80,12 @@ TEST_CASE("scalable init: id i comes from the first rank of NCCL's block for roo
   };
   CHECK(roots(3, 7) == std::vector<uint32_t>{0, 3, 5});
   CHECK(roots(3, 8) == std::vector<uint32_t>{0, 3, 6});
+  CHECK(roots(4, 10) == std::vector<uint32_t>{0, 3, 6, 8});
+  CHECK(roots(4, 9) == std::vector<uint32_t>{0, 3, 5, 7});
+  CHECK(roots(2, 3) == std::vector<uint32_t>{0, 2});
+  CHECK(roots(5, 5) == std::vector<uint32_t>{0, 1, 2, 3, 4});
+  CHECK(roots(1, 9) == std::vector<uint32_t>{0});
+  CHECK(roots(6, 16) == std::vector<uint32_t>{0, 3, 6, 9, 12, 14});
   CHECK(roots(4, 4) == std::vector<uint32_t>{0, 1, 2, 3});
   CHECK(roots(2, 8) == std::vector<uint32_t>{0, 4});
   CHECK(roots(5, 1000) == std::vector<uint32_t>{0, 200, 400, 600, 800});
@@ -89,9 +95,19 @@ TEST_CASE("scalable init: id i comes from the first rank of NCCL's block for roo
   for (uint32_t world : {1u, 2u, 7u, 64u, 1000u})
     for (uint32_t n = 1; n <= std::min(world, 17u); ++n) {
       auto r = roots(n, world);
-      for (uint32_t i = 0; i + 1 < n; ++i)
-        CHECK(r[i + 1] - r[i] == world / n + (i < world % n ? 1 : 0));
-      CHECK(world - r[n - 1] == world / n);
+      CHECK(r[0] == 0);
+      std::vector<uint32_t> block;
+      for (uint32_t i = 0; i + 1 < n; ++i) {
+        CHECK(r[i + 1] > r[i]);  // strictly increasing
+        block.push_back(r[i + 1] - r[i]);
+      }
+      block.push_back(world - r[n - 1]);
+      for (uint32_t i = 0; i < n; ++i) CHECK(block[i] == world / n + (i < world % n ? 1 : 0));
+      // Sizes differ by at most one, larger blocks first.
+      CHECK(*std::max_element(block.begin(), block.end()) -
+                *std::min_element(block.begin(), block.end()) <=
+            1);
+      CHECK(std::is_sorted(block.rbegin(), block.rend()));
     }
   test::TestDaemon d;
   std::vector<std::vector<std::string>> got(8);

@@ -193,6 +193,9 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
       {"MUSTER_JOB_ID", job},
       {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
       {"MUSTER_DEVICE", std::to_string(booked.devices.at(r))},
+      // MUSTER_DEVICE is NVML's index, which is PCI bus order; CUDA's own
+      // default order (fastest first) may differ on mixed nodes.
+      {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
       {"MUSTER_GENERATION", std::to_string(at.generation)},
       {"ROLE_NAME", o.role},
       {"TORCHELASTIC_ERROR_FILE", error_file},

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli/commands.hpp"
+#include "cli/gpu_table.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
 
@@ -15,20 +16,7 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
   std::printf("musterd %s (pid %lld) at %s, up %.0f s\n", s.version.c_str(),
               static_cast<long long>(s.pid), endpoint.c_str(), s.uptime_s);
   if (!s.containment.empty()) std::printf("containment: %s\n", s.containment.c_str());
-  if (s.devices.empty()) {
-    std::printf("\nGPUs: none handed out by this daemon\n");
-  } else {
-    std::printf("\n%-5s %-28s %-20s %-6s %s\n", "GPU", "NAME", "JOB", "RANK", "PID");
-    for (const auto& d : s.devices) {
-      if (d.job.empty() && d.in_use)  // another user's: who holds it is theirs to know
-        std::printf("%-5u %-28s %-20s %-6s %s\n", d.index, d.name.c_str(), "-", "-", "(in use)");
-      else if (d.job.empty())
-        std::printf("%-5u %-28s %-20s %-6s %s\n", d.index, d.name.c_str(), "-", "-", "(free)");
-      else
-        std::printf("%-5u %-28s %-20s %-6lld %lld\n", d.index, d.name.c_str(), d.job.c_str(),
-                    static_cast<long long>(d.rank), static_cast<long long>(d.pid));
-    }
-  }
+  print_gpu_table(s);
   if (s.jobs.empty()) {
     std::printf("\nJobs: none\n");
     return;

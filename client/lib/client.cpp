@@ -174,7 +174,8 @@ DaemonStatus Client::status() {
   auto s = session_->call<proto::StatusReply>(proto::Status{});
   DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests, s.containment};
   for (const auto& d : s.devices)
-    out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use});
+    out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use, d.uuid, d.pci_bus_id,
+                           d.numa_node, d.health, d.reason});
   for (const auto& j : s.jobs) {
     JobInfo ji{j.id, j.generation, j.world_size, j.local_world_size, {}, j.uid};
     for (const auto& r : j.ranks)

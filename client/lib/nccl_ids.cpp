@@ -49,8 +49,9 @@ std::string id_key(const RankInfo& me, const std::string& name, uint32_t i, uint
 
 uint32_t nccl_id_root(uint32_t i, uint32_t n, uint32_t world_size) {
   // The first rank of root i's block, as NCCL's bootstrap splits the ranks
-  // among n roots (firstRankFromRoot in its src/bootstrap.cc): blocks of
-  // world/n ranks, the first world%n of them one rank larger. The id must be
+  // among n roots. NVIDIA/nccl src/bootstrap.cc, firstRankFromRoot (2.23+):
+  //   return root * (n_ranks / nRoots) + std::min(root, n_ranks % nRoots);
+  // blocks of world/n ranks, the first world%n of them one rank larger. The id must be
   // made by that rank, which runs root i's bootstrap; i*world/n would pick
   // another rank whenever n does not divide world (7 ranks, 3 ids: 0, 3, 5,
   // not 0, 2, 4).

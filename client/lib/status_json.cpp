@@ -19,6 +19,11 @@ Object device_json(const DeviceInfo& d) {
   o["rank"] = leased ? Object(d.rank) : Object(nullptr);
   o["pid"] = leased ? Object(d.pid) : Object(nullptr);
   o["in_use"] = d.in_use || leased;
+  o["uuid"] = d.uuid.empty() ? Object(nullptr) : Object(d.uuid);
+  o["pci_bus_id"] = d.pci_bus_id.empty() ? Object(nullptr) : Object(d.pci_bus_id);
+  o["numa_node"] = d.numa_node >= 0 ? Object(d.numa_node) : Object(nullptr);
+  o["health"] = d.health;
+  o["reason"] = d.reason.empty() ? Object(nullptr) : Object(d.reason);
   return o;
 }
 

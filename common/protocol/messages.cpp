@@ -192,6 +192,11 @@ void DeviceStatus::fields(IO& io) {
   // Optional on the wire (older daemons): a device with a job is in use.
   io.if_absent(in_use, !job.empty());
   io.boolean("in_use", in_use, wire::kAddedLater);
+  io.str("uuid", uuid, 96, wire::kAddedLater);
+  io.str("pci_bus_id", pci_bus_id, 32, wire::kAddedLater);
+  io.num("numa_node", numa_node, -1, kU32Max, wire::kAddedLater);
+  io.str("health", health, 32, wire::kAddedLater);
+  io.str("reason", reason, 1024, wire::kAddedLater);
 }
 
 template <class IO>

@@ -271,6 +271,15 @@ struct DeviceStatus {
   // Leased. A device leased to a job the caller may not see is in_use with
   // no job, rank or pid (status privacy: PROTOCOL.md, "Who may do what").
   bool in_use = false;
+  // From NVML, optional on the wire (older daemons, other sources): empty
+  // or -1 when unknown.
+  std::string uuid{};
+  std::string pci_bus_id{};
+  int64_t numa_node = -1;
+  // "ok", "quarantined" (never leased) with the reason: ECC errors, a
+  // critical XID, lost, MIG mode; or "foreign_use" with the foreign pid.
+  std::string health = "ok";
+  std::string reason{};
   MUSTER_FIELDS;
   bool operator==(const DeviceStatus&) const = default;
 };

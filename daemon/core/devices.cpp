@@ -17,7 +17,8 @@ DeviceLeases::DeviceLeases(std::vector<gpu::Device> allowed) {
 }
 
 std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool wants_gpu,
-                                        const std::vector<int64_t>& subset) const {
+                                        const std::vector<int64_t>& subset,
+                                        const std::function<std::string(uint32_t)>& foreign) const {
   std::vector<int64_t> out(n, -1);
   if (!subset.empty()) {
     if (slots_.empty())
@@ -28,6 +29,12 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
       if (!hands_out(d))
         throw Error(ErrorCode::kInvalidArgument,
                     "device " + std::to_string(d) + " is not among the GPUs this daemon hands out");
+      if (wants_gpu)
+        for (const auto& s : slots_)
+          if (s.device.index == d && !s.device.quarantine.empty())
+            throw Error(ErrorCode::kNoDevice, "job '" + job + "' asks for GPU " +
+                                                  std::to_string(d) +
+                                                  ", which is quarantined: " + s.device.quarantine);
     }
   }
   // CPU jobs, and nodes without GPUs, get no device rather than an error.
@@ -37,9 +44,20 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
   for (const auto& s : slots_) {
     if (!subset.empty() && std::find(subset.begin(), subset.end(), s.device.index) == subset.end())
       continue;
+    // A quarantined GPU (health, MIG) is never handed out.
+    if (!s.device.quarantine.empty()) {
+      busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
+              " is quarantined: " + s.device.quarantine;
+      continue;
+    }
     if (!s.job.empty()) {
       busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
               " is leased to job '" + s.job + "' local rank " + std::to_string(s.local_rank);
+      continue;
+    }
+    if (std::string f = foreign ? foreign(s.device.index) : ""; !f.empty()) {
+      busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
+              " runs " + f;
       continue;
     }
     if (got < n) out[got++] = s.device.index;
@@ -66,6 +84,15 @@ void DeviceLeases::release(const std::string& job, uint32_t local_rank, int64_t 
   if (device < 0) return;
   for (auto& s : slots_)
     if (s.device.index == device && s.job == job && s.local_rank == local_rank) s.job.clear();
+}
+
+const DeviceSlot* DeviceLeases::quarantine(int64_t device, const std::string& why) {
+  for (auto& s : slots_)
+    if (s.device.index == device) {
+      if (s.device.quarantine.empty()) s.device.quarantine = why;
+      return &s;
+    }
+  return nullptr;
 }
 
 bool DeviceLeases::hands_out(int64_t device) const {

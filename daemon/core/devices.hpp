@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,14 @@ struct DeviceSlot {
 // "0,2,3": device indices as logs and errors show them.
 std::string device_list(const std::vector<int64_t>& v);
 
+// Who runs on the GPUs now, asked at lease time: the server's comes from
+// NVML and /proc; the fuzzer and unit tests have none (nothing is foreign).
+struct GpuUse {
+  std::function<std::vector<int64_t>(uint32_t index)> pids;  // compute processes
+  std::function<int64_t(int64_t pid)> parent;                // 0 when gone
+  bool refuse = true;                                        // --foreign-gpu-use refuse (else warn)
+};
+
 class DeviceLeases {
  public:
   explicit DeviceLeases(std::vector<gpu::Device> allowed);
@@ -27,13 +36,17 @@ class DeviceLeases {
   // empty: -1 each for CPU jobs and on a daemon without GPUs. Throws
   // Error(kNoDevice) when too few are free, Error(kInvalidArgument) for a
   // subset device this daemon does not hand out. Changes nothing.
+  // foreign(index): why another program holds the GPU ("" = nobody).
   std::vector<int64_t> pick(const std::string& job, size_t n, bool wants_gpu,
-                            const std::vector<int64_t>& subset) const;
+                            const std::vector<int64_t>& subset,
+                            const std::function<std::string(uint32_t)>& foreign = {}) const;
   // Gives device (-1: none) to the job's local rank.
   void lease(const std::string& job, uint32_t local_rank, int64_t device);
   // Takes device back from the job's local rank, if that rank holds it.
   void release(const std::string& job, uint32_t local_rank, int64_t device);
   bool hands_out(int64_t device) const;
+  // Never leases `device` again (a failed GPU); returns the slot, if any.
+  const DeviceSlot* quarantine(int64_t device, const std::string& why);
   // Every allowed device, in the order given, held or not.
   const std::vector<DeviceSlot>& slots() const { return slots_; }
 

@@ -77,7 +77,7 @@ proto::Reserved JobTable::reserve(const proto::Reserve& m, int64_t owner_uid) {
                                           std::to_string(it->second.local_world_size) +
                                           " local rank(s); pick another --job-id");
   check_jobs_quota(owner_uid);
-  auto devices = devices_.pick(m.job, m.local_world_size, m.wants_gpu, m.devices);
+  auto devices = devices_.pick(m.job, m.local_world_size, m.wants_gpu, m.devices, foreign_test());
   if (!watch_.watch(m.launcher_pid))
     throw Error(ErrorCode::kInvalidArgument,
                 "launcher pid " + std::to_string(m.launcher_pid) + " is not a running process");
@@ -176,7 +176,7 @@ proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid) {
   auto [chosen, takes_free] = choose_slot(job, m);
   auto r = chosen;
   if (takes_free) {
-    int64_t device = devices_.pick(m.job, 1, m.wants_gpu, {})[0];
+    int64_t device = devices_.pick(m.job, 1, m.wants_gpu, {}, foreign_test())[0];
     if (!watch_.watch(m.pid))
       throw Error(ErrorCode::kInvalidArgument,
                   "pid " + std::to_string(m.pid) + " is not a running process");

@@ -29,6 +29,13 @@ class JobTable {
   Map::const_iterator end() const { return jobs_.end(); }
   size_t size() const { return jobs_.size(); }
   const DeviceLeases& devices() const { return devices_; }
+  DeviceLeases& devices() { return devices_; }
+  // Foreign use of GPUs (GpuUse); without one, nothing is foreign.
+  void set_gpu_use(GpuUse use) { gpu_use_ = std::move(use); }
+  // "pid N, which muster did not start" for the first compute process on
+  // GPU `index` that is neither a rank nor a descendant of one; "" if none.
+  std::string foreign_user(uint32_t index) const;
+  bool refuses_foreign() const { return gpu_use_.refuse; }
   // How many jobs one uid may own (0 = no limit); reserve and join refuse
   // a new job over it with quota_exceeded, restore never does.
   void set_jobs_per_uid(uint64_t n) { jobs_per_uid_ = n; }
@@ -70,7 +77,11 @@ class JobTable {
   // Gives the rank's device back and forgets it in the slot.
   void release(Job& job, uint32_t local_rank);
 
+  // pick()'s foreign test: refuses, or only warns, as configured.
+  std::function<std::string(uint32_t)> foreign_test() const;
+
   DeviceLeases devices_;
+  GpuUse gpu_use_;
   Map jobs_;
   PidWatch& watch_;
   uint64_t jobs_per_uid_ = 0;

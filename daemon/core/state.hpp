@@ -51,6 +51,9 @@ class State {
   // Fails waits whose deadline passed.
   void expire(Clock::time_point now, std::vector<Outgoing>& out);
   std::optional<Clock::time_point> next_deadline() const;
+  // NVML reported XID `xid` on GPU `index` (health.cpp): a critical one
+  // quarantines the GPU and fails the waits of the job that holds it.
+  void on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out);
   // Fails every pending wait (daemon shutting down).
   void cancel_all(std::vector<Outgoing>& out);
   // Forgets the gets and waits parked for one local client, unanswered
@@ -62,6 +65,8 @@ class State {
   // as in use (access.cpp).
   proto::StatusReply status(int64_t viewer = -1) const;
   size_t job_count() const;
+  // Who else runs on the GPUs (--foreign-gpu-use); see GpuUse.
+  void set_gpu_use(GpuUse use) { jobs_.set_gpu_use(std::move(use)); }
   // How jobs are contained here (contain/job_cgroups.hpp), for status.
   void set_containment(std::string how) { containment_ = std::move(how); }
 

@@ -14,6 +14,17 @@ proto::StatusReply State::status(int64_t viewer) const {
   s.containment = containment_;
   for (const auto& d : jobs_.devices().slots()) {
     proto::DeviceStatus ds{d.device.index, d.device.name, "", -1, 0, !d.job.empty()};
+    ds.uuid = d.device.uuid;
+    ds.pci_bus_id = d.device.pci_bus_id;
+    ds.numa_node = d.device.numa_node;
+    if (!d.device.quarantine.empty()) {
+      ds.health = "quarantined";
+      ds.reason = d.device.quarantine;
+    } else if (auto f = d.job.empty() ? jobs_.foreign_user(d.device.index) : ""; !f.empty()) {
+      ds.health = "foreign_use";
+      ds.reason =
+          "runs " + f + (jobs_.refuses_foreign() ? ": not leased" : ": leased anyway (warn)");
+    }
     // Another uid's GPU is only "in use": who holds it is theirs to know.
     if (const auto& job = d.job; !job.empty() && jobs_.all().at(job).visible_to(viewer)) {
       const auto& slot = jobs_.all().at(job).slots.at(d.local_rank);

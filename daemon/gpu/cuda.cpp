@@ -16,7 +16,10 @@ bool discover_cuda([[maybe_unused]] std::vector<Device>& out) {
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp prop{};
     std::string name = cudaGetDeviceProperties(&prop, i) == cudaSuccess ? prop.name : "GPU";
-    out.push_back({static_cast<uint32_t>(i), name});
+    Device d;
+    d.index = static_cast<uint32_t>(i);
+    d.name = name;
+    out.push_back(std::move(d));
   }
   return true;
 #else

@@ -104,6 +104,9 @@ struct Job {
   uint32_t global_world_size = 0;
   std::set<uint32_t> exited_ranks;
   std::string broken;  // why no barrier of this generation can complete
+  // A GPU the job holds failed (health.cpp): every wait of the job fails
+  // with device_failed and this sentence, which names the GPU.
+  std::string device_failure{};
 
   uint32_t world_size() const {
     if (cluster) return cluster->world_size;

@@ -53,6 +53,9 @@ struct Config {
   // hierarchy is writable, else muster run's guardian only; "guardian" =
   // never a cgroup.
   std::string containment = "auto";
+  // A GPU running a process that is not muster's: "refuse" (not leased) or
+  // "warn" (leased, logged). Needs NVML.
+  std::string foreign_gpu_use = "refuse";
   // Bounded resources (README, "Limits"). File descriptors kept free below
   // RLIMIT_NOFILE: at the limit less this many, new connections wait
   // (server/fd_guard.hpp); 0 = max(256, limit / 16).

@@ -14,6 +14,8 @@
 #include <fstream>
 
 #include "endpoint.hpp"
+#include "gpu/nvml.hpp"
+#include "gpu/xid_watch.hpp"
 #include "log.hpp"
 #include "protocol/limits.hpp"
 #include "server/frames.hpp"
@@ -69,6 +71,9 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
   }
   rt_->state = std::make_unique<State>(allowed_, rt_->watch);
   rt_->state->set_quotas(cfg_.quotas);
+  if (auto nvml = inventory_.nvml)
+    rt_->state->set_gpu_use({[nvml](uint32_t i) { return gpu::compute_pids(*nvml, i); },
+                             gpu::parent_pid, cfg_.foreign_gpu_use == "refuse"});
   // Peering settings are checked now; a daemon that never peers needs none,
   // so a bad or missing key only refuses multi-node jobs (and the listener).
   std::string unavailable;
@@ -339,6 +344,12 @@ void Server::run() {
                     rt.cgroups->pid_exited(pid);
                     rt.dirty = true;
                   });
+  // A GPU failing while we run (gpu/xid_watch.hpp).
+  auto xids = gpu::XidWatch::start(inventory_.nvml);
+  event::SocketEvent gpu_events(loop, kMonitor, [&] {
+    for (const auto& e : xids->take()) state.on_xid(e.index, e.xid, rt.out);
+  });
+  if (xids) gpu_events.schedule_fd(xids->fd());
   event::SocketEvent zap(loop, kZap, [&] { rt.zap->handle_ready(); });
   zap.schedule_socket(rt.zap->handle());
   event::SocketEvent peer_events(loop, kMonitor, [&] { rt.fds->drain_peer(); });

@@ -15,6 +15,15 @@ struct DeviceInfo {
   int64_t rank = -1;
   int64_t pid = 0;
   bool in_use = false;  // leased, whoever holds it
+  // From NVML (empty or -1 when the daemon does not know): the GPU's UUID,
+  // PCI bus id and NUMA node; health "ok", "quarantined" (never leased) or
+  // "foreign_use" (a process muster did not start runs there), with the
+  // reason.
+  std::string uuid{};
+  std::string pci_bus_id{};
+  int64_t numa_node = -1;
+  std::string health = "ok";
+  std::string reason{};
 };
 
 struct RankState {

@@ -28,7 +28,7 @@ enum class ErrorCode : uint16_t {
   kShuttingDown = 15,
   kStaleGeneration = 16,  // a request from another generation than the job's
   kQuotaExceeded = 17,    // a per-job or per-uid quota (the message names its option)
-  kDeviceFailed = 18,     // reserved for GPU health checks; not sent yet
+  kDeviceFailed = 18,     // a GPU the job holds failed (critical XID); names the GPU
   kStorageFailed = 19,    // the change could not be made durable (disk full, I/O error)
   kRepliesDropped = 20,   // replies to this connection were dropped unread: send again
 };

@@ -1,0 +1,32 @@
+// The GPU table of `muster status`: each GPU's holder, and what NVML told
+// the daemon of it (UUID, NUMA node, health).
+#include <cstdio>
+
+#include "cli/gpu_table.hpp"
+
+namespace muster::cli {
+
+void print_gpu_table(const DaemonStatus& s) {
+  if (s.devices.empty()) {
+    std::printf("\nGPUs: none handed out by this daemon\n");
+    return;
+  }
+  std::printf("\n%-4s %-24s %-40s %-4s %-12s %-20s %-6s %s\n", "GPU", "NAME", "UUID", "NUMA",
+              "HEALTH", "JOB", "RANK", "PID");
+  for (const auto& d : s.devices) {
+    std::string numa = d.numa_node >= 0 ? std::to_string(d.numa_node) : "-";
+    std::string uuid = d.uuid.empty() ? "-" : d.uuid;
+    std::printf("%-4u %-24s %-40s %-4s %-12s ", d.index, d.name.c_str(), uuid.c_str(), numa.c_str(),
+                d.health.c_str());
+    if (d.job.empty() && d.in_use)  // another user's: who holds it is theirs to know
+      std::printf("%-20s %-6s %s\n", "-", "-", "(in use)");
+    else if (d.job.empty())
+      std::printf("%-20s %-6s %s\n", "-", "-", d.health == "ok" ? "(free)" : "(not leased)");
+    else
+      std::printf("%-20s %-6lld %lld\n", d.job.c_str(), static_cast<long long>(d.rank),
+                  static_cast<long long>(d.pid));
+    if (!d.reason.empty()) std::printf("     %s\n", d.reason.c_str());
+  }
+}
+
+}  // namespace muster::cli

@@ -1,0 +1,44 @@
+// A GPU that fails while the daemon runs: NVML's XID events (a watcher
+// thread in the server waits for them). A critical XID quarantines the GPU
+// for the rest of the daemon's life, and the job that holds it is told: its
+// ranks' waits fail with device_failed, naming the GPU, now and from then
+// on (a rank that has not noticed yet learns at its next barrier or get).
+#include <algorithm>
+#include <array>
+
+#include "core/out_answers.hpp"
+#include "core/state.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+namespace {
+// XIDs after which a GPU cannot be trusted until it is reset: 48 (double-
+// bit ECC), 63/64 (page retirement or row remap event / failure), 74
+// (NVLink error), 79 (fallen off the bus), 92 (high single-bit ECC rate),
+// 94/95 (contained / uncontained ECC error). NVIDIA's XID catalog.
+constexpr std::array<uint64_t, 8> kCritical{48, 63, 64, 74, 79, 92, 94, 95};
+}  // namespace
+
+void State::on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out) {
+  if (std::find(kCritical.begin(), kCritical.end(), xid) == kCritical.end()) {
+    log::notice("GPU " + std::to_string(index) + ": XID " + std::to_string(xid) +
+                " (not one that quarantines a GPU)");
+    return;
+  }
+  auto* slot = jobs_.devices().quarantine(index, "critical XID " + std::to_string(xid));
+  if (!slot) return;
+  std::string gpu = "GPU " + std::to_string(index) +
+                    (slot->device.uuid.empty() ? "" : " (" + slot->device.uuid + ")");
+  log::warning(gpu + " quarantined: critical XID " + std::to_string(xid));
+  if (slot->job.empty()) return;
+  Job* job = jobs_.find(slot->job);
+  if (!job) return;
+  job->device_failure = gpu + ", leased to local rank " + std::to_string(slot->local_rank) +
+                        " of job '" + job->id + "', failed: critical XID " + std::to_string(xid) +
+                        "; the job cannot continue on it";
+  OutAnswers a(out);
+  store_.fail_all(*job, ErrorCode::kDeviceFailed, job->device_failure, a);
+}
+
+}  // namespace muster::daemon

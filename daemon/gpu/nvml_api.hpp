@@ -1,0 +1,123 @@
+// The part of NVIDIA's nvml.h (API version 12) that muster uses, declared
+// exactly as nvml.h declares it: there is no nvml.h at build time (NVML is
+// dlopened), and the NVML double in tests/nvml_double/ exports these same
+// entry points. Names, values and struct layouts must not drift from
+// nvml.h; nothing here is muster's own.
+#pragma once
+
+// NOLINTBEGIN: NVIDIA's names, kept as they are.
+extern "C" {
+
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+
+typedef enum nvmlReturn_enum {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_ALREADY_INITIALIZED = 5,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_INSUFFICIENT_POWER = 8,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_IRQ_ISSUE = 11,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_CORRUPTED_INFOROM = 14,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_UNKNOWN = 999
+} nvmlReturn_t;
+
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_MIG_ENABLE 0x1
+#define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
+typedef struct nvmlMemory_st {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlProcessInfo_v2_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_v2_t, nvmlProcessInfo_t;
+
+typedef enum nvmlEnableState_enum {
+  NVML_FEATURE_DISABLED = 0,
+  NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+
+typedef enum nvmlComputeMode_enum {
+  NVML_COMPUTEMODE_DEFAULT = 0,
+  NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+  NVML_COMPUTEMODE_PROHIBITED = 2,
+  NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+  NVML_COMPUTEMODE_COUNT
+} nvmlComputeMode_t;
+
+typedef enum nvmlMemoryErrorType_enum {
+  NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
+  NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
+  NVML_MEMORY_ERROR_TYPE_COUNT
+} nvmlMemoryErrorType_t;
+
+typedef enum nvmlEccCounterType_enum {
+  NVML_VOLATILE_ECC = 0,
+  NVML_AGGREGATE_ECC = 1,
+  NVML_ECC_COUNTER_TYPE_COUNT
+} nvmlEccCounterType_t;
+
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+}  // extern "C"
+// NOLINTEND
+
+// The entry points, as pointer types for dlsym (the signatures of nvml.h).
+namespace muster::gpu::nvml_fn {
+using Init = nvmlReturn_t (*)();
+using Shutdown = nvmlReturn_t (*)();
+using GetCount = nvmlReturn_t (*)(unsigned int*);
+using GetHandleByIndex = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
+using GetString = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);  // Name, UUID
+using GetPciInfo = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
+using GetMemoryInfo = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using GetNumaNodeId = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
+using GetCpuAffinity = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, unsigned long*);
+using GetComputeMode = nvmlReturn_t (*)(nvmlDevice_t, nvmlComputeMode_t*);
+using GetMigMode = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*);
+using GetProcesses = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+using GetTotalEccErrors = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemoryErrorType_t,
+                                           nvmlEccCounterType_t, unsigned long long*);
+using GetRetiredPagesPending = nvmlReturn_t (*)(nvmlDevice_t, nvmlEnableState_t*);
+using GetRemappedRows = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*,
+                                         unsigned int*);
+using EventSetCreate = nvmlReturn_t (*)(nvmlEventSet_t*);
+using RegisterEvents = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+using EventSetWait = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
+using EventSetFree = nvmlReturn_t (*)(nvmlEventSet_t);
+}  // namespace muster::gpu::nvml_fn

@@ -1,0 +1,247 @@
+// A faithful NVML double: libnvidia-ml's entry points that musterd uses,
+// with nvml.h's types and return codes, answering from a scenario file
+// ($MUSTER_NVML_SCENARIO) that it reads again on every call, so a test can
+// change a GPU's state (a new process, ECC errors, a lost GPU) or append an
+// XID event while the daemon runs. Format: scenario.hpp.
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "gpu/nvml_api.hpp"
+#include "nvml_double/scenario.hpp"
+
+struct nvmlDevice_st {
+  unsigned index;
+};
+struct nvmlEventSet_st {
+  unsigned long long mask[nvml_double::kMaxGpus] = {};
+  size_t delivered = 0;  // XID lines of the scenario already given out
+};
+
+namespace {
+
+using nvml_double::Gpu;
+using nvml_double::Scenario;
+
+nvmlDevice_st g_handles[nvml_double::kMaxGpus];
+int g_init = 0;
+
+// The GPU behind a handle, in the scenario as it is now.
+nvmlReturn_t gpu_of(nvmlDevice_t dev, Scenario& s, const Gpu*& g) {
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  if (!dev || dev < g_handles || dev >= g_handles + nvml_double::kMaxGpus)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  s = nvml_double::load();
+  if (dev->index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  g = &s.gpus[dev->index];
+  return g->lost ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+}
+
+#define WITH_GPU()        \
+  Scenario s;             \
+  const Gpu* g = nullptr; \
+  if (nvmlReturn_t r = gpu_of(device, s, g); r) return r
+
+nvmlReturn_t copy_str(const std::string& v, char* out, unsigned length) {
+  if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+  if (v.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, v.c_str(), v.size() + 1);
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+#define EXPORT extern "C" __attribute__((visibility("default")))
+
+EXPORT nvmlReturn_t nvmlInit_v2() {
+  ++g_init;
+  for (unsigned i = 0; i < nvml_double::kMaxGpus; ++i) g_handles[i].index = i;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlShutdown() {
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  --g_init;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  if (!deviceCount) return NVML_ERROR_INVALID_ARGUMENT;
+  *deviceCount = static_cast<unsigned>(nvml_double::load().gpus.size());
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  auto s = nvml_double::load();
+  if (!device || index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = &g_handles[index];
+  return NVML_SUCCESS;  // as the driver does: a lost GPU fails its queries
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  WITH_GPU();
+  return copy_str(g->name, name, length);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  WITH_GPU();
+  return copy_str(g->uuid, uuid, length);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  WITH_GPU();
+  if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+  *pci = {};
+  unsigned domain = 0, bus = 0, dev = 0;
+  std::sscanf(g->bus_id.c_str(), "%x:%x:%x", &domain, &bus, &dev);
+  pci->domain = domain;
+  pci->bus = bus;
+  pci->device = dev;
+  pci->pciDeviceId = 0x233010de;
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", domain, bus, dev);
+  std::snprintf(pci->busId, sizeof pci->busId, "%s", g->bus_id.c_str());
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  WITH_GPU();
+  if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned long long used = 0;
+  for (const auto& p : g->procs) used += p.used;
+  *memory = {g->memory, g->memory - std::min(used, g->memory), std::min(used, g->memory)};
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
+  WITH_GPU();
+  if (!node) return NVML_ERROR_INVALID_ARGUMENT;
+  if (g->numa < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *node = static_cast<unsigned>(g->numa);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize,
+                                             unsigned long* cpuSet) {
+  WITH_GPU();
+  if (!cpuSet || cpuSetSize == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  constexpr unsigned kBits = sizeof(unsigned long) * 8;
+  std::fill(cpuSet, cpuSet + cpuSetSize, 0UL);
+  for (unsigned cpu : g->cpus)
+    if (cpu / kBits < cpuSetSize) cpuSet[cpu / kBits] |= 1UL << (cpu % kBits);
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t* mode) {
+  WITH_GPU();
+  if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = g->mode == "exclusive_process" ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+          : g->mode == "prohibited"      ? NVML_COMPUTEMODE_PROHIBITED
+                                         : NVML_COMPUTEMODE_DEFAULT;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
+                                         unsigned int* pendingMode) {
+  WITH_GPU();
+  if (!currentMode || !pendingMode) return NVML_ERROR_INVALID_ARGUMENT;
+  *currentMode = *pendingMode = g->mig ? NVML_DEVICE_MIG_ENABLE : 0;
+  return NVML_SUCCESS;
+}
+
+// nvml.h: with *infoCount too small, INSUFFICIENT_SIZE and the count needed.
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                            unsigned int* infoCount,
+                                                            nvmlProcessInfo_t* infos) {
+  WITH_GPU();
+  if (!infoCount) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned n = static_cast<unsigned>(g->procs.size());
+  if (*infoCount < n || (!infos && n)) {
+    *infoCount = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned i = 0; i < n; ++i)
+    infos[i] = {g->procs[i].pid, g->procs[i].used, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  *infoCount = n;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
+                                                nvmlMemoryErrorType_t errorType,
+                                                nvmlEccCounterType_t counterType,
+                                                unsigned long long* eccCounts) {
+  WITH_GPU();
+  if (!eccCounts || errorType >= NVML_MEMORY_ERROR_TYPE_COUNT ||
+      counterType >= NVML_ECC_COUNTER_TYPE_COUNT)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  bool unc = errorType == NVML_MEMORY_ERROR_TYPE_UNCORRECTED;
+  bool vol = counterType == NVML_VOLATILE_ECC;
+  *eccCounts = unc ? (vol ? g->ecc_volatile : g->ecc_aggregate) : 0;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                           nvmlEnableState_t* isPending) {
+  WITH_GPU();
+  if (!isPending) return NVML_ERROR_INVALID_ARGUMENT;
+  *isPending = g->retired_pending ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRows,
+                                              unsigned int* uncRows, unsigned int* isPending,
+                                              unsigned int* failureOccurred) {
+  WITH_GPU();
+  if (!corrRows || !uncRows || !isPending || !failureOccurred) return NVML_ERROR_INVALID_ARGUMENT;
+  if (g->mig) return NVML_ERROR_NOT_SUPPORTED;  // nvml.h: not under MIG
+  *corrRows = 0;
+  *uncRows = g->remap_failed ? 1 : 0;
+  *isPending = 0;
+  *failureOccurred = g->remap_failed ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  *set = new nvmlEventSet_st;
+  // Events already in the file happened before the set existed.
+  (*set)->delivered = nvml_double::load().xids.size();
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                             nvmlEventSet_t set) {
+  WITH_GPU();
+  if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  set->mask[device->index] |= eventTypes;
+  return NVML_SUCCESS;
+}
+
+// Polls the scenario file for an XID line not yet given out: the double's
+// stand-in for the driver's event queue.
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                        unsigned int timeoutms) {
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned waited = 0;; waited += 10) {
+    auto s = nvml_double::load();
+    while (set->delivered < s.xids.size()) {
+      const auto& x = s.xids[set->delivered++];
+      if (x.gpu >= s.gpus.size() || !(set->mask[x.gpu] & nvmlEventTypeXidCriticalError)) continue;
+      *data = {&g_handles[x.gpu], nvmlEventTypeXidCriticalError, x.code, 0xFFFFFFFFu, 0xFFFFFFFFu};
+      return NVML_SUCCESS;
+    }
+    if (waited >= timeoutms) return NVML_ERROR_TIMEOUT;
+    struct timespec ten_ms = {0, 10 * 1000 * 1000};
+    nanosleep(&ten_ms, nullptr);
+  }
+}
+
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  delete set;
+  return NVML_SUCCESS;
+}
