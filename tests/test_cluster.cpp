@@ -289,3 +289,23 @@ TEST_CASE("without node daemons, muster run's embedded daemons form the world", 
     CHECK(t->find("store=ok") != std::string::npos);
   }
 }
+
+TEST_CASE("torch's newer Store API works across nodes through the coordinator", "[cluster]") {
+  Cluster c(2);
+  std::vector<std::unique_ptr<Process>> runs;
+  for (int i = 0; i < 2; ++i)
+    runs.push_back(c.run(i, "api", "2", {"--node-rank", std::to_string(i)}, {"store-api"}));
+  size_t ok = 0;
+  for (auto& run : runs) {
+    auto text = run->read_all(90s);
+    INFO("output:\n" << text);
+    CHECK(run->wait(10s) == 0);
+    for (auto& [prefix, lines] : by_worker(text))
+      for (auto& line : lines)
+        if (auto f = fields(line); f.count("api")) {
+          CHECK(f["api"] == "ok");
+          ok += f["api"] == "ok";
+        }
+  }
+  CHECK(ok == 4);
+}

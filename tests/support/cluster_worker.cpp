@@ -30,6 +30,9 @@
 //                        (without exiting), then a broadcast with the right
 //                        size on every rank: `bcast_after=<digest>`
 // A failed broadcast prints `bcast_error=<code> <message>` and exits 3.
+// store-api: torch's newer Store API across nodes (append, multi_set/get,
+//   num_keys, list_keys, queues, a queue_pop parked before the push on
+//   another node): `api=ok`, or `api=WRONG <what>`.
 #include <unistd.h>
 
 #include <algorithm>
@@ -206,6 +209,45 @@ int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
 }
 }  // namespace
 
+// Every rank writes through the newer Store API, then checks what all
+// wrote; the last rank waits in queue_pop for an item rank 0 pushes later.
+int store_api(muster::Client& c, const muster::RankInfo& r) {
+  using std::chrono::seconds;
+  const std::string me = std::to_string(r.rank);
+  const uint32_t n = r.world_size;
+  c.append("api/log", me + ",");
+  c.queue_push("api/q", me);
+  c.multi_set({"api/m/" + me + "/a", "api/m/" + me + "/b"}, {me + "a", me + "b"});
+  c.barrier("api-written", seconds(30));
+  std::string wrong;
+  const std::string next = std::to_string((r.rank + 1) % n);
+  auto got = c.multi_get({"api/m/" + next + "/a", "api/m/" + next + "/b"}, seconds(5));
+  if (got != std::vector<std::string>{next + "a", next + "b"}) wrong += " multi_get";
+  if (c.num_keys("api/m/") != 2 * static_cast<int64_t>(n)) wrong += " num_keys";
+  if (c.list_keys("api/m/").size() != 2 * n) wrong += " list_keys";
+  if (c.queue_len("api/q") != n) wrong += " queue_len";
+  std::string log = c.get("api/log");
+  if (std::count(log.begin(), log.end(), ',') != static_cast<long>(n)) wrong += " append";
+  c.barrier("api-read", seconds(30));
+  if (r.rank == 0) {
+    std::vector<std::string> items;
+    for (uint32_t k = 0; k < n; ++k) items.push_back(c.queue_pop("api/q", seconds(5)));
+    std::sort(items.begin(), items.end());
+    std::vector<std::string> want;
+    for (uint32_t k = 0; k < n; ++k) want.push_back(std::to_string(k));
+    std::sort(want.begin(), want.end());
+    if (items != want || c.queue_len("api/q") != 0) wrong += " queue_pop";
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    c.queue_push("api/late", "from0");
+  } else if (r.rank == n - 1) {
+    if (c.queue_pop("api/late", seconds(30)) != "from0") wrong += " parked_pop";
+  }
+  c.barrier("api-done", seconds(30));
+  std::printf("api=%s%s\n", wrong.empty() ? "ok" : "WRONG", wrong.c_str());
+  std::fflush(stdout);
+  return wrong.empty() ? 0 : 3;
+}
+
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   bool hold = mode == "hold" || mode == "hold-nosigterm";
@@ -256,6 +298,7 @@ int main(int argc, char** argv) {
       return broadcast_loop(c, std::stoull(argv[2]), static_cast<uint32_t>(std::stoul(argv[3])),
                             argc > 4 ? std::stoi(argv[4]) : 1000,
                             argc > 5 && std::string(argv[5]) == "sync");
+    if (mode == "store-api") return store_api(c, r);
     if (hold) {
       try {
         c.get("never-set", std::chrono::seconds(60));
