@@ -29,9 +29,8 @@ rm -f "$out/include/muster_config.h.new"
 cxx=${CXX_FUZZ:-clang++}
 flags=(-std=c++20 -g -O1 -DMSGPACK_NO_BOOST=1 -D_GNU_SOURCE
   -Icommon -Icommon/include -Idaemon -Itests -I"$out/include")
-protocol=(common/protocol/bounded_unpack.cpp common/protocol/codec.cpp
-  common/protocol/envelope.cpp common/protocol/errors.cpp common/protocol/messages.cpp common/protocol/cluster_messages.cpp
-  common/protocol/message_table.cpp)
+# Every file of the protocol: a message file added later is not left out.
+protocol=(common/protocol/*.cpp)
 
 if [[ "${1:-}" == "--make-corpus" ]]; then
   "$cxx" "${flags[@]}" tests/fuzz/make_corpus.cpp "${protocol[@]}" -o "$out/make_corpus"
