@@ -7,7 +7,6 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <memory>
 #include <zmq.hpp>
 
@@ -58,17 +57,6 @@ class Probe {
   zmq::socket_t s_;
   std::optional<zmq::socket_t> mon_;
 };
-
-std::string peer_endpoint(const TestDaemon& d) {
-  std::string ep;
-  REQUIRE(test::eventually(
-      [&] {
-        std::ifstream(d.runtime_dir() + "/peer-endpoint") >> ep;
-        return !ep.empty();
-      },
-      10s));
-  return ep;
-}
 
 const std::vector<std::string> kPlainPeers = {"--peer-plain", "--peer-bind", "127.0.0.1",
                                               "--peer-port", "0"};
@@ -129,7 +117,7 @@ TEST_CASE("a peer address over its connection cap is refused at the handshake") 
   auto args = kPlainPeers;
   args.insert(args.end(), {"--max-connections-per-peer", "2"});
   TestDaemon d(args);
-  const std::string ep = peer_endpoint(d);
+  const std::string ep = d.peer_endpoint();
   zmq::context_t ctx;
   Probe a(ctx, ep), b(ctx, ep);
   REQUIRE(a.next(10s) == ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
@@ -144,7 +132,7 @@ TEST_CASE("a peer address over its connection cap is refused at the handshake") 
 
 TEST_CASE("a plain TCP connection that sends no peer request is closed; a peer's stays") {
   TestDaemon d(kPlainPeers);
-  const std::string ep = peer_endpoint(d);
+  const std::string ep = d.peer_endpoint();
   zmq::context_t ctx;
   Probe silent(ctx, ep), peer(ctx, ep);
   REQUIRE(silent.next(10s) == ZMQ_EVENT_HANDSHAKE_SUCCEEDED);

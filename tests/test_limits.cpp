@@ -95,13 +95,7 @@ int connect_unix(const std::string& path) {
 }
 
 uint16_t peer_port(const TestDaemon& d) {
-  std::string ep;
-  REQUIRE(test::eventually(
-      [&] {
-        std::ifstream(d.runtime_dir() + "/peer-endpoint") >> ep;
-        return !ep.empty();
-      },
-      10s));
+  std::string ep = d.peer_endpoint();
   return static_cast<uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
 }
 

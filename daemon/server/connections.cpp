@@ -27,20 +27,26 @@ void ClientConnections::monitor(zmq::socket_t& router) {
   events_.connect(kRouterEvents);
 }
 
-void ClientConnections::drain() {
+std::optional<MonitorEvent> next_monitor_event(zmq::socket_t& monitor) {
   for (;;) {
     zmq::message_t ev;
-    if (!events_.recv(ev, zmq::recv_flags::dontwait)) return;
+    if (!monitor.recv(ev, zmq::recv_flags::dontwait)) return std::nullopt;
     for (bool more = ev.more(); more;) {  // the endpoint frame
       zmq::message_t rest;
-      more = events_.recv(rest, zmq::recv_flags::dontwait) && rest.more();
+      more = monitor.recv(rest, zmq::recv_flags::dontwait) && rest.more();
     }
-    // libzmq 4.3's event frame: uint16 event, uint32 value (the fd).
     if (ev.size() < 6) continue;
-    uint16_t event;
-    uint32_t fd;
-    std::memcpy(&event, ev.data(), sizeof event);
-    std::memcpy(&fd, static_cast<const char*>(ev.data()) + 2, sizeof fd);
+    MonitorEvent e;
+    std::memcpy(&e.event, ev.data(), sizeof e.event);
+    std::memcpy(&e.value, static_cast<const char*>(ev.data()) + 2, sizeof e.value);
+    return e;
+  }
+}
+
+void ClientConnections::drain() {
+  while (auto e = next_monitor_event(events_)) {
+    const uint16_t event = e->event;
+    const uint32_t fd = e->value;
     if (event == ZMQ_EVENT_ACCEPTED) {
       ++open_;
       if (on_event_) on_event_(true, static_cast<int>(fd));

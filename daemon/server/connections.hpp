@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <zmq.hpp>
@@ -39,6 +40,16 @@ class ClientConnections {
   uint64_t open_ = 0;
   std::function<void(bool, int)> on_event_;
 };
+
+// The next event a socket monitor reported, read without blocking: libzmq
+// 4.3's frame (uint16 event, uint32 value: an fd for ACCEPTED and
+// DISCONNECTED) and its endpoint frame. Malformed frames are skipped;
+// nullopt once none is queued.
+struct MonitorEvent {
+  uint16_t event;
+  uint32_t value;
+};
+std::optional<MonitorEvent> next_monitor_event(zmq::socket_t& monitor);
 
 // The sender's uid and pid, as the kernel saw them when it connected; false
 // when the frame carries no (well-formed) credentials.

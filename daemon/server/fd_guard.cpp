@@ -12,6 +12,7 @@
 
 #include "log.hpp"
 #include "muster/error.hpp"
+#include "server/connections.hpp"
 
 namespace muster::daemon {
 
@@ -66,18 +67,9 @@ void* FdGuard::peer_events() {
 
 void FdGuard::drain_peer() {
   if (!peer_events_) return;
-  for (;;) {
-    zmq::message_t ev;
-    if (!peer_events_->recv(ev, zmq::recv_flags::dontwait)) return;
-    for (bool more = ev.more(); more;) {
-      zmq::message_t rest;
-      more = peer_events_->recv(rest, zmq::recv_flags::dontwait) && rest.more();
-    }
-    if (ev.size() < 6) continue;
-    uint16_t event;
-    uint32_t value;
-    std::memcpy(&event, ev.data(), sizeof event);
-    std::memcpy(&value, static_cast<const char*>(ev.data()) + 2, sizeof value);
+  while (auto e = next_monitor_event(*peer_events_)) {
+    const uint16_t event = e->event;
+    const uint32_t value = e->value;
     if (event == ZMQ_EVENT_LISTENING) {
       peer_listen_fd_ = static_cast<int>(value);
     } else if (event == ZMQ_EVENT_ACCEPTED) {

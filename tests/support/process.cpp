@@ -173,6 +173,18 @@ TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::map<std::string
   start();
 }
 
+std::string TestDaemon::peer_endpoint() const {
+  std::string ep;
+  if (!eventually(
+          [&] {
+            std::ifstream(dir_.path() + "/peer-endpoint") >> ep;
+            return !ep.empty();
+          },
+          std::chrono::seconds(10)))
+    throw std::runtime_error("musterd wrote no peer-endpoint in " + dir_.path());
+  return ep;
+}
+
 void TestDaemon::start() {
   proc_ = std::make_unique<Process>(argv_, env_);
   bool up = eventually(

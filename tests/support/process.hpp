@@ -75,6 +75,10 @@ class TestDaemon {
   const std::string& endpoint() const { return endpoint_; }
   const std::string& runtime_dir() const { return dir_.path(); }
   pid_t pid() const { return proc_->pid(); }
+  // The peer listener's endpoint ("tcp://127.0.0.1:PORT") from the file the
+  // daemon writes once it listens (--peer-port 0 picks any); throws when it
+  // does not appear within 10 s.
+  std::string peer_endpoint() const;
 
   // kill -9, as a crash would, and waits for the exit; the runtime dir and
   // what the daemon saved there stay.
