@@ -1,6 +1,7 @@
 #include "cli/run_flags.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 namespace muster::cli {
@@ -124,29 +125,41 @@ std::vector<Flag> torchrun_flags(RunOptions& o, RawOptions& raw) {
   // clang-format on
 }
 
+// Help for a duration flag, with its default from RunOptions' initializer
+// so that --help cannot drift from what the launcher does.
+std::string with_default(const std::string& help, double RunOptions::*field) {
+  char v[32];
+  std::snprintf(v, sizeof v, "%g", RunOptions{}.*field);
+  return help + " (default " + v + ")";
+}
+
+// Help for a flag that only a run starting its own embedded daemon uses.
+std::string embedded(const std::string& help) {
+  return "if this run starts its own embedded daemon" + help;
+}
+
 std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
   // clang-format off
   return {
     {"devices", 0, "LIST", "GPUs this job may lease, e.g. 0,1,4,6 (like CUDA_VISIBLE_DEVICES)",
        text(raw.devices)},
     {"cpu", 0, "", "lease no GPU even when the daemon has some", on(o.cpu)},
-    {"simulate-gpus", 0, "N", "if this run starts its own embedded daemon, pretend N GPUs exist "
-       "(demos, tests)",
-       [&o](const std::string& v) { o.simulate_gpus = static_cast<int>(bounded(v, -1, 1024)); }},
-    {"grace-period", 0, "SECONDS", "seconds between SIGTERM and SIGKILL when stopping workers "
-       "(default 5)", seconds(o.grace_s)},
+    {"grace-period", 0, "SECONDS", with_default("seconds between SIGTERM and SIGKILL when "
+       "stopping workers", &RunOptions::grace_s), seconds(o.grace_s)},
     {"no-prefix-output", 0, "", "pass workers' output through as is, without the `[rankN]: ` "
        "line prefix", on(raw.no_prefix)},
-    {"last-call", 0, "SECONDS", "seconds to wait for more nodes once MIN have joined (elastic "
-       "--nnodes; default 30)", seconds(o.last_call_s)},
-    {"rdzv-timeout", 0, "SECONDS", "seconds to wait for the world to form before giving up "
-       "(default 600)", seconds(o.rdzv_timeout_s)},
-    {"peer-key-file", 0, "FILE", "if this run starts its own embedded daemon for a multi-node "
-       "job: its CURVE key pair (from `muster keygen`)", text(o.peer_key_file)},
+    {"last-call", 0, "SECONDS", with_default("seconds to wait for more nodes once MIN have "
+       "joined, with an elastic --nnodes", &RunOptions::last_call_s), seconds(o.last_call_s)},
+    {"rdzv-timeout", 0, "SECONDS", with_default("seconds to wait for the world to form before "
+       "giving up", &RunOptions::rdzv_timeout_s), seconds(o.rdzv_timeout_s)},
+    {"simulate-gpus", 0, "N", embedded(", pretend N GPUs exist (demos, tests)"),
+       [&o](const std::string& v) { o.simulate_gpus = static_cast<int>(bounded(v, -1, 1024)); }},
+    {"peer-key-file", 0, "FILE", embedded(" for a multi-node job: its CURVE key pair (from "
+       "`muster keygen`)"), text(o.peer_key_file)},
     {"peer-authorized-keys", 0, "FILE", "with --peer-key-file: public keys of the other nodes' "
        "daemons, if they differ", text(o.peer_authorized_keys)},
-    {"peer-plain", 0, "", "if this run starts its own embedded daemon for a multi-node job: "
-       "peer over plain TCP (a trusted network only)", on(o.peer_plain)},
+    {"peer-plain", 0, "", embedded(" for a multi-node job: peer over plain TCP (a trusted "
+       "network only)"), on(o.peer_plain)},
   };
   // clang-format on
 }

@@ -162,6 +162,10 @@ class State {
   void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
   // Answers the job's key waits that can complete now.
   void key_changed(Job& job, std::vector<Outgoing>& out);
+  // Sets key to value within the job's quotas, replies ok and answers the
+  // waits it completes: the end of every request that writes one key.
+  void set_key(const ReplyTo& to, Job& job, const std::string& key, std::string value,
+               std::vector<Outgoing>& out);
 
   JobTable jobs_;  // the jobs, their slots and GPU leases
   Quotas quotas_;

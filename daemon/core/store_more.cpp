@@ -60,11 +60,7 @@ void State::store_more_request(const ReplyTo& to, const proto::Envelope& env,
       auto m = proto::StoreAppend::unpack(env.payload);
       Job& job = store_job(to, m.job);
       const std::string* old = job.kv.find(m.key);
-      std::string after = (old ? *old : std::string()) + m.value;
-      check_store_quota(job, quotas_, m.key, after.size());
-      job.kv.set(m.key, std::move(after));
-      reply(to, proto::Ok{}, out);
-      return key_changed(job, out);
+      return set_key(to, job, m.key, (old ? *old : std::string()) + m.value, out);
     }
     case MsgType::kStoreMultiSet: {
       auto m = proto::StoreMultiSet::unpack(env.payload);
@@ -92,11 +88,7 @@ void State::store_more_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreQueuePush: {
       auto m = proto::StoreQueuePush::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      std::string after = queue_after_push(job.kv, m.key, m.value);
-      check_store_quota(job, quotas_, m.key, after.size());
-      job.kv.set(m.key, std::move(after));
-      reply(to, proto::Ok{}, out);
-      return key_changed(job, out);
+      return set_key(to, job, m.key, queue_after_push(job.kv, m.key, m.value), out);
     }
     case MsgType::kStoreQueuePop: {
       auto m = proto::StoreQueuePop::unpack(env.payload);

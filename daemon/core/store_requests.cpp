@@ -23,12 +23,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
   switch (static_cast<MsgType>(env.type)) {
     case MsgType::kStoreSet: {
       auto m = proto::StoreSet::unpack(env.payload);
-      Job& job = store_job(to, m.job);
-      check_store_quota(job, quotas_, m.key, m.value.size());
-      job.kv.set(m.key, std::move(m.value));
-      reply(to, proto::Ok{}, out);
-      key_changed(job, out);
-      return;
+      return set_key(to, store_job(to, m.job), m.key, std::move(m.value), out);
     }
     case MsgType::kStoreGet: {
       auto m = proto::StoreGet::unpack(env.payload);
@@ -93,6 +88,14 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
 void State::key_changed(Job& job, std::vector<Outgoing>& out) {
   OutAnswers a(out);
   store_.key_changed(job, a);
+}
+
+void State::set_key(const ReplyTo& to, Job& job, const std::string& key, std::string value,
+                    std::vector<Outgoing>& out) {
+  check_store_quota(job, quotas_, key, value.size());
+  job.kv.set(key, std::move(value));
+  reply(to, proto::Ok{}, out);
+  key_changed(job, out);
 }
 
 void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out) {

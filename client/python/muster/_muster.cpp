@@ -114,6 +114,16 @@ auto locked_call(PyClient& c) {
   return c.locked([](muster::Client& x) { return (x.*F)(); });
 }
 
+// get(key, timeout) and the like: the value a call on (key, timeout) reads,
+// as bytes, without the GIL.
+template <class F>
+auto key_read(F f) {
+  return [f](PyClient& c, const std::string& key, const Timeout& t) {
+    auto ms = to_ms(t);
+    return to_py(c.locked([&](muster::Client& x) { return f(x, key, ms); }));
+  };
+}
+
 void sync_model(PyClient& c, const std::vector<muster::Buffer>& bufs, bool reduce_parameters,
                 bool reduce_buffers) {
   c.locked([&](auto& x) { muster::sync_model(x, bufs, reduce_parameters, reduce_buffers); });
@@ -215,13 +225,8 @@ void def_store(PyClass& c) {
          c.locked([&](auto& x) { x.set(key, v); });
        },
        py::arg("key"), py::arg("value"))
-      .def(
-          "get",
-          [](PyClient& c, const std::string& key, const Timeout& t) {
-            auto ms = to_ms(t);
-            return to_py(c.locked([&](auto& x) { return x.get(key, ms); }));
-          },
-          py::arg("key"), py::arg("timeout") = py::none())
+      .def("get", key_read([](auto& x, auto& key, auto ms) { return x.get(key, ms); }),
+           py::arg("key"), py::arg("timeout") = py::none())
       .def(
           "try_get",
           [](PyClient& c, const std::string& key) -> py::object {
@@ -300,13 +305,8 @@ void def_store_more(PyClass& c) {
              auto v = as_bytes(value);
              c.locked([&](auto& x) { x.queue_push(key, v); });
            })
-      .def(
-          "queue_pop",
-          [](PyClient& c, const std::string& key, const Timeout& t) {
-            auto ms = to_ms(t);
-            return to_py(c.locked([&](auto& x) { return x.queue_pop(key, ms); }));
-          },
-          py::arg("key"), py::arg("timeout") = py::none())
+      .def("queue_pop", key_read([](auto& x, auto& key, auto ms) { return x.queue_pop(key, ms); }),
+           py::arg("key"), py::arg("timeout") = py::none())
       .def("queue_len",
            [](PyClient& c, const std::string& key) {
              return c.locked([&](auto& x) { return x.queue_len(key); });
