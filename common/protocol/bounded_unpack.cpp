@@ -37,55 +37,27 @@ Header read_header(const char* p, size_t left) {
     h.items = b < 0x90 ? 2u * (b & 0x0f) : (b & 0x0f);
     return h;
   }
-  switch (b) {
-    case 0xca:
-      return h.skip = 4, h;
-    case 0xcb:
-      return h.skip = 8, h;
-    case 0xcc:
-    case 0xd0:
-      return h.skip = 1, h;
-    case 0xcd:
-    case 0xd1:
-      return h.skip = 2, h;
-    case 0xce:
-    case 0xd2:
-      return h.skip = 4, h;
-    case 0xcf:
-    case 0xd3:
-      return h.skip = 8, h;
-    case 0xc4:
-    case 0xd9:
-      h.head = 2;
-      h.skip = sized(1);
-      return h;
-    case 0xc5:
-    case 0xda:
-      h.head = 3;
-      h.skip = sized(2);
-      return h;
-    case 0xc6:
-    case 0xdb:
-      h.head = 5;
-      h.skip = sized(4);
-      return h;
-    case 0xdc:
-    case 0xde:
-      h.head = 3;
-      h.container = true;
-      h.items = sized(2) * (b == 0xde ? 2 : 1);
-      return h;
-    case 0xdd:
-    case 0xdf:
-      h.head = 5;
-      h.container = true;
-      h.items = sized(4) * (b == 0xdf ? 2 : 1);
-      return h;
-    case 0xc1:
-      throw msgpack::parse_error("parse error");
-    default:
-      throw msgpack::ext_size_overflow("ext size overflow");  // ext: never used
+  // Scalars of a fixed size: float 32 and 64, then uint and int 8 to 64.
+  if (b == 0xca || b == 0xcb) return h.skip = b == 0xca ? 4 : 8, h;
+  if (b >= 0xcc && b <= 0xd3) return h.skip = size_t{1} << ((b - 0xcc) % 4), h;
+  // bin 8/16/32 and str 8/16/32: a length of 1, 2 or 4 bytes, then the bytes.
+  if ((b >= 0xc4 && b <= 0xc6) || (b >= 0xd9 && b <= 0xdb)) {
+    size_t n = size_t{1} << (b <= 0xc6 ? b - 0xc4 : b - 0xd9);
+    h.head = 1 + n;
+    h.skip = sized(n);
+    return h;
   }
+  // array 16/32 and map 16/32: a count of 2 or 4 bytes (a map's entries
+  // are two items each).
+  if (b >= 0xdc && b <= 0xdf) {
+    size_t n = b == 0xdc || b == 0xde ? 2 : 4;
+    h.head = 1 + n;
+    h.container = true;
+    h.items = sized(n) * (b >= 0xde ? 2 : 1);
+    return h;
+  }
+  if (b == 0xc1) throw msgpack::parse_error("parse error");
+  throw msgpack::ext_size_overflow("ext size overflow");  // ext: never used
 }
 
 }  // namespace

@@ -98,22 +98,6 @@ void Attach::fields(IO& io) {
 }
 
 template <class IO>
-void StoreSet::fields(IO& io) {
-  fenced(io, *this, [&] {
-    io.store_key(key);
-    io.bin("value", value, limits::kMaxValueBytes);
-  });
-}
-
-template <class IO>
-void StoreGet::fields(IO& io) {
-  fenced(io, *this, [&] {
-    io.store_key(key);
-    io.ms("timeout_ms", timeout_ms);
-  });
-}
-
-template <class IO>
 void StoreAdd::fields(IO& io) {
   fenced(io, *this, [&] {
     io.store_key(key);
@@ -128,16 +112,6 @@ void StoreCompareSet::fields(IO& io) {
     io.bin("expected", expected, limits::kMaxValueBytes);
     io.bin("desired", desired, limits::kMaxValueBytes);
   });
-}
-
-template <class IO>
-void StoreDelete::fields(IO& io) {
-  fenced(io, *this, [&] { io.store_key(key); });
-}
-
-template <class IO>
-void StoreNumKeys::fields(IO& io) {
-  fenced(io, *this, [&] { io.str("prefix", prefix, limits::kMaxKeyBytes); });
 }
 
 template <class IO>
@@ -261,6 +235,62 @@ void ShardReply::pack_head(codec::Packer& p, uint64_t count, uint32_t width, siz
   wire::pack_fields(p, ShardReply{count, width, {}}, bytes);
 }
 
+// The shared store request shapes (messages.hpp), one field list each.
+template <MsgType T>
+template <class IO>
+void KeyValueRequest<T>::fields(IO& io) {
+  fenced(io, *this, [&] {
+    io.store_key(key);
+    io.bin("value", value, limits::kMaxValueBytes);
+  });
+}
+
+template <MsgType T>
+template <class IO>
+void KeyWaitRequest<T>::fields(IO& io) {
+  fenced(io, *this, [&] {
+    io.store_key(key);
+    io.ms("timeout_ms", timeout_ms);
+  });
+}
+
+template <MsgType T>
+template <class IO>
+void KeyRequest<T>::fields(IO& io) {
+  fenced(io, *this, [&] { io.store_key(key); });
+}
+
+template <MsgType T>
+template <class IO>
+void PrefixRequest<T>::fields(IO& io) {
+  fenced(io, *this, [&] { io.str("prefix", prefix, limits::kMaxKeyBytes); });
+}
+
+#define MUSTER_SHAPE_CODEC(Shape)                                            \
+  template <MsgType T>                                                       \
+  void Shape<T>::pack(codec::Packer& p) const {                              \
+    wire::pack_fields(p, *this);                                             \
+  }                                                                          \
+  template <MsgType T>                                                       \
+  Shape<T> Shape<T>::unpack(const msgpack::object& o) {                      \
+    static const char* const what = type_name(static_cast<uint16_t>(kType)); \
+    return wire::read_fields<Shape<T>>(o, what);                             \
+  }
+MUSTER_SHAPE_CODEC(KeyValueRequest)
+MUSTER_SHAPE_CODEC(KeyWaitRequest)
+MUSTER_SHAPE_CODEC(KeyRequest)
+MUSTER_SHAPE_CODEC(PrefixRequest)
+
+template struct KeyValueRequest<MsgType::kStoreSet>;
+template struct KeyValueRequest<MsgType::kStoreAppend>;
+template struct KeyValueRequest<MsgType::kStoreQueuePush>;
+template struct KeyWaitRequest<MsgType::kStoreGet>;
+template struct KeyWaitRequest<MsgType::kStoreQueuePop>;
+template struct KeyRequest<MsgType::kStoreDelete>;
+template struct KeyRequest<MsgType::kStoreQueueLen>;
+template struct PrefixRequest<MsgType::kStoreNumKeys>;
+template struct PrefixRequest<MsgType::kStoreListKeys>;
+
 MUSTER_CODEC(Ping)
 MUSTER_CODEC(Pong)
 MUSTER_CODEC(Join)
@@ -269,13 +299,9 @@ MUSTER_CODEC(Leave)
 MUSTER_CODEC(Reserve)
 MUSTER_CODEC(Reserved)
 MUSTER_CODEC(Attach)
-MUSTER_CODEC(StoreSet)
-MUSTER_CODEC(StoreGet)
 MUSTER_CODEC(StoreAdd)
 MUSTER_CODEC(StoreCompareSet)
-MUSTER_CODEC(StoreDelete)
 MUSTER_CODEC(StoreWait)
-MUSTER_CODEC(StoreNumKeys)
 MUSTER_CODEC(Barrier)
 MUSTER_CODEC(Status)
 MUSTER_CODEC(Ok)

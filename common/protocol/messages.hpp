@@ -162,22 +162,60 @@ struct Attach {
   MUSTER_MESSAGE(Attach);
 };
 
-struct StoreSet {
+// Store requests with the same fields share one declaration, a template
+// instantiated per message type (each its own type, with its own kType).
+#define MUSTER_SHAPE(Shape)                      \
+  static constexpr MsgType kType = T;            \
+  void pack(codec::Packer& p) const;             \
+  static Shape unpack(const msgpack::object& o); \
+  MUSTER_FIELDS;                                 \
+  bool operator==(const Shape&) const = default
+
+// A key and a value: set, append, queue_push.
+template <MsgType T>
+struct KeyValueRequest {
   std::string job;
   std::string key;
   std::string value;
   GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreSet);
+  MUSTER_SHAPE(KeyValueRequest);
 };
 
-// timeout_ms = 0: answer NotFound at once when the key is absent.
-struct StoreGet {
+// A key, waited for up to timeout_ms: get, queue_pop. timeout_ms = 0:
+// not_found at once when the key (or the queue's first value) is absent.
+template <MsgType T>
+struct KeyWaitRequest {
   std::string job;
   std::string key;
   int64_t timeout_ms = 0;
   GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreGet);
+  MUSTER_SHAPE(KeyWaitRequest);
 };
+
+// A key alone: delete_key, queue_len.
+template <MsgType T>
+struct KeyRequest {
+  std::string job;
+  std::string key;
+  GenerationFence generation = std::nullopt;
+  MUSTER_SHAPE(KeyRequest);
+};
+
+// The keys that start with a prefix ("" = all): num_keys, list_keys.
+template <MsgType T>
+struct PrefixRequest {
+  std::string job;
+  std::string prefix;
+  GenerationFence generation = std::nullopt;
+  MUSTER_SHAPE(PrefixRequest);
+};
+
+using StoreSet = KeyValueRequest<MsgType::kStoreSet>;
+using StoreGet = KeyWaitRequest<MsgType::kStoreGet>;
+using StoreDelete = KeyRequest<MsgType::kStoreDelete>;
+// torch's num_keys, for a store that keeps its keys under a prefix of the
+// job's store.
+using StoreNumKeys = PrefixRequest<MsgType::kStoreNumKeys>;
 
 // Adds delta to the decimal integer stored at key (torch's Store.add).
 struct StoreAdd {
@@ -197,22 +235,6 @@ struct StoreCompareSet {
   std::string desired;
   GenerationFence generation = std::nullopt;
   MUSTER_MESSAGE(StoreCompareSet);
-};
-
-struct StoreDelete {
-  std::string job;
-  std::string key;
-  GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreDelete);
-};
-
-// How many keys start with prefix ("" counts them all): torch's num_keys
-// for a store that keeps its keys under a prefix of the job's store.
-struct StoreNumKeys {
-  std::string job;
-  std::string prefix;
-  GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreNumKeys);
 };
 
 struct StoreWait {

@@ -10,12 +10,6 @@ namespace muster::proto {
 
 namespace {
 template <class IO>
-void keyed_value(IO& io, std::string& key, std::string& value) {
-  io.store_key(key);
-  io.bin("value", value, limits::kMaxValueBytes);
-}
-
-template <class IO>
 void some_keys(IO& io, std::vector<std::string>& keys, const char* what) {
   io.strs("keys", keys, limits::kMaxWaitKeys, limits::kMaxKeyBytes);
   io.check([&] {
@@ -25,11 +19,6 @@ void some_keys(IO& io, std::vector<std::string>& keys, const char* what) {
   });
 }
 }  // namespace
-
-template <class IO>
-void StoreAppend::fields(IO& io) {
-  fenced(io, *this, [&] { keyed_value(io, key, value); });
-}
 
 template <class IO>
 void KeyValue::fields(IO& io) {
@@ -58,41 +47,13 @@ void StoreMultiGet::fields(IO& io) {
 }
 
 template <class IO>
-void StoreQueuePush::fields(IO& io) {
-  fenced(io, *this, [&] { keyed_value(io, key, value); });
-}
-
-template <class IO>
-void StoreQueuePop::fields(IO& io) {
-  fenced(io, *this, [&] {
-    io.store_key(key);
-    io.ms("timeout_ms", timeout_ms);
-  });
-}
-
-template <class IO>
-void StoreQueueLen::fields(IO& io) {
-  fenced(io, *this, [&] { io.store_key(key); });
-}
-
-template <class IO>
-void StoreListKeys::fields(IO& io) {
-  fenced(io, *this, [&] { io.str("prefix", prefix, limits::kMaxKeyBytes); });
-}
-
-template <class IO>
 void Values::fields(IO& io) {
   // A frame bounds the bytes; the count is bounded like a frame's objects.
   io.list("items", items, limits::kMaxFrameObjects);
 }
 
-MUSTER_CODEC(StoreAppend)
 MUSTER_CODEC(StoreMultiSet)
 MUSTER_CODEC(StoreMultiGet)
-MUSTER_CODEC(StoreQueuePush)
-MUSTER_CODEC(StoreQueuePop)
-MUSTER_CODEC(StoreQueueLen)
-MUSTER_CODEC(StoreListKeys)
 MUSTER_CODEC(Values)
 
 }  // namespace muster::proto

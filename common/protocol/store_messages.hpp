@@ -9,13 +9,7 @@
 namespace muster::proto {
 
 // Appends value to key's value (an absent key is created), torch's append.
-struct StoreAppend {
-  std::string job;
-  std::string key;
-  std::string value;
-  GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreAppend);
-};
+using StoreAppend = KeyValueRequest<MsgType::kStoreAppend>;
 
 // One key and its value, of a multi_set or a reply's list.
 struct KeyValue {
@@ -45,38 +39,16 @@ struct StoreMultiGet {
 
 // Appends value to the queue at key (the key exists while the queue is not
 // empty, so check and wait see it, as in torch).
-struct StoreQueuePush {
-  std::string job;
-  std::string key;
-  std::string value;
-  GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreQueuePush);
-};
+using StoreQueuePush = KeyValueRequest<MsgType::kStoreQueuePush>;
 
 // Takes the queue's first value, waiting up to timeout_ms for one;
 // timeout_ms = 0: not_found at once when the queue is empty.
-struct StoreQueuePop {
-  std::string job;
-  std::string key;
-  int64_t timeout_ms = 0;
-  GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreQueuePop);
-};
+using StoreQueuePop = KeyWaitRequest<MsgType::kStoreQueuePop>;
 
-struct StoreQueueLen {
-  std::string job;
-  std::string key;
-  GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreQueueLen);
-};
+using StoreQueueLen = KeyRequest<MsgType::kStoreQueueLen>;
 
 // The keys that start with prefix ("" = all), sorted.
-struct StoreListKeys {
-  std::string job;
-  std::string prefix;
-  GenerationFence generation = std::nullopt;
-  MUSTER_MESSAGE(StoreListKeys);
-};
+using StoreListKeys = PrefixRequest<MsgType::kStoreListKeys>;
 
 // multi_get's values (keys left empty) or list_keys' keys (values empty).
 struct Values {
