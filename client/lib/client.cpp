@@ -77,6 +77,14 @@ std::string Client::ping() {
   return session_->call<proto::Pong>(proto::Ping{}).version;
 }
 
+void Client::drain_gpu(uint32_t device, const std::string& reason) {
+  session_->call<proto::Ok>(proto::GpuDrain{device, true, reason});
+}
+
+void Client::undrain_gpu(uint32_t device) {
+  session_->call<proto::Ok>(proto::GpuDrain{device, false, ""});
+}
+
 RankInfo Client::join(const JoinOptions& o) {
   proto::Join m{o.job, o.local_world_size, o.wants_gpu, static_cast<int64_t>(::getpid()),
                 o.local_rank};
@@ -175,7 +183,7 @@ DaemonStatus Client::status() {
   DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests, s.containment};
   for (const auto& d : s.devices)
     out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use, d.uuid, d.pci_bus_id,
-                           d.numa_node, d.health, d.reason});
+                           d.numa_node, d.health, d.reason, d.drain});
   for (const auto& j : s.jobs) {
     JobInfo ji{j.id, j.generation, j.world_size, j.local_world_size, {}, j.uid};
     for (const auto& r : j.ranks)
