@@ -14,6 +14,8 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -212,15 +214,23 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
   return vars;
 }
 
-// A multi-node job's world check for supervise(): why the world changed, or
-// "". Nodes waiting to join set membership_change: a new generation, not a
-// failure.
+// The job's check for supervise(): why the group must stop, or "". A GPU
+// the job holds failed (device_failed: the sentence names it and its local
+// rank) ends the group as a failed rank would; for a multi-node job, so
+// does its world breaking. Nodes waiting to join set membership_change: a
+// new generation, not a failure. One connection for the group's life.
 std::function<std::string()> world_check(const std::string& endpoint, const std::string& job,
-                                         bool& membership_change) {
-  return [&endpoint, &job, &membership_change]() -> std::string {
+                                         bool multi_node, bool& membership_change) {
+  auto launcher = std::make_shared<std::optional<Client>>();
+  return [&endpoint, &job, multi_node, &membership_change, launcher]() -> std::string {
     try {
-      Client launcher({endpoint});
-      auto s = muster::cluster_state(launcher, job);
+      // A single-node job's daemon may restart under it (its ranks carry
+      // on): the check must not hold up the supervisor meanwhile.
+      ClientOptions co{endpoint};
+      if (!multi_node) co.request_timeout = co.wait_timeout = std::chrono::milliseconds(1000);
+      if (!*launcher) launcher->emplace(co);
+      auto s = muster::cluster_state(**launcher, job);
+      if (s.state == "device_failed") return s.message;
       if (s.state == "broken") return "the job's world broke (" + s.message + ")";
       if (s.state == "waiting") {
         membership_change = true;
@@ -228,8 +238,10 @@ std::function<std::string()> world_check(const std::string& endpoint, const std:
       }
       return "";
     } catch (const Error& e) {
+      launcher->reset();
       // Once every worker ended, the daemon forgot the job: nothing to say.
-      if (e.code() == ErrorCode::kUnknownJob) return "";
+      // Nor while a single-node job's daemon restarts.
+      if (e.code() == ErrorCode::kUnknownJob || !multi_node) return "";
       return std::string("lost the node's daemon (") + e.what() + ")";
     }
   };
@@ -263,9 +275,8 @@ struct Group {
     muster::attach(launcher, job, pids);
     pump.start();
     for (auto& w : workers) release(w);
-    std::function<std::string()> check;
-    if (!o.coordinator.empty()) check = world_check(endpoint, job, membership_change);
-    return supervise(workers, o.grace_s, check);
+    return supervise(workers, o.grace_s,
+                     world_check(endpoint, job, !o.coordinator.empty(), membership_change));
   }
 };
 
@@ -348,7 +359,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     if (!out.world_changed.empty() && !out.interrupted) {
       if (group.membership_change) continue;  // same restart count, next generation
       failures.push_back({attempt, out, {}, group.rank_offset, {}, std::time(nullptr)});
-      if (!may_restart(" with the other nodes")) break;
+      if (!may_restart(o.coordinator.empty() ? "" : " with the other nodes")) break;
       continue;
     }
     if (code == 0 || out.rank < 0) break;
