@@ -28,6 +28,7 @@
 #include "cli/summary.hpp"
 #include "cli/supervisor.hpp"
 #include "cli/worker_argv.hpp"
+#include "device_list.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
@@ -130,15 +131,55 @@ EmbeddedPeering peering_for(const RunOptions& o) {
   return peering;
 }
 
+// The GPUs that muster run's own CUDA_VISIBLE_DEVICES (a scheduler's or a
+// container's) leaves visible, as NVML indices in its order; nullopt when
+// it is unset (every GPU is, and ordinals are NVML indices).
+std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!cvd) return std::nullopt;
+  std::vector<std::string> uuids;
+  for (const auto& d : Client({endpoint}).status().devices) {
+    if (uuids.size() <= d.index) uuids.resize(d.index + 1);
+    uuids[d.index] = d.uuid;
+  }
+  auto v = visible_devices(cvd, uuids);
+  if (v.empty())
+    throw std::runtime_error(std::string("CUDA_VISIBLE_DEVICES='") + cvd +
+                             "' leaves none of this node's GPUs visible");
+  return v;
+}
+
+// The GPUs the job may lease: --devices counts positions in
+// CUDA_VISIBLE_DEVICES when it is set, and without --devices only the
+// visible GPUs may be leased.
+std::vector<int> allowed_devices(const RunOptions& o,
+                                 const std::optional<std::vector<int64_t>>& visible) {
+  if (!visible) return {o.devices.begin(), o.devices.end()};
+  if (o.devices.empty()) return {visible->begin(), visible->end()};
+  std::vector<int> out;
+  for (int p : o.devices) {
+    if (static_cast<size_t>(p) >= visible->size())
+      throw std::runtime_error("--devices " + std::to_string(p) +
+                               ": CUDA_VISIBLE_DEVICES leaves only " +
+                               std::to_string(visible->size()) + " GPU(s) visible, positions 0.." +
+                               std::to_string(visible->size() - 1));
+    out.push_back(static_cast<int>((*visible)[p]));
+  }
+  return out;
+}
+
 // --nproc-per-node gpu, cpu or auto: the number the daemon's GPUs (those
-// --devices allows) or this machine's CPUs give.
+// --devices and CUDA_VISIBLE_DEVICES allow) or this machine's CPUs give.
 void resolve_nproc(const std::string& endpoint, RunOptions& o) {
   if (o.nproc_spec != "gpu" && o.nproc_spec != "auto" && o.nproc_spec != "cpu") return;
   size_t gpus = 0;
   if (o.nproc_spec != "cpu" && !o.cpu) {
     ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
     Client c({endpoint});
-    gpus = o.devices.empty() ? c.status().devices.size() : o.devices.size();
+    auto visible = visible_gpus(endpoint);
+    gpus = !o.devices.empty() ? o.devices.size()
+           : visible          ? visible->size()
+                              : c.status().devices.size();
   }
   if (o.nproc_spec == "gpu" && gpus == 0)
     throw std::runtime_error("--nproc-per-node gpu: no GPU to lease (the daemon has none" +
@@ -153,8 +194,8 @@ void resolve_nproc(const std::string& endpoint, RunOptions& o) {
 // (the job is still there, or its GPUs), and an embedded daemon left idle
 // may have stopped; give both a few seconds.
 muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
-                            const std::string& job, uint32_t attempt, uint32_t generation) {
-  std::vector<int> devices(o.devices.begin(), o.devices.end());
+                            const std::string& job, uint32_t attempt, uint32_t generation,
+                            const std::vector<int>& devices) {
   bool restart = attempt > 0;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
@@ -175,7 +216,12 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
 std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::string& endpoint,
                                                const std::string& job, const Placement& at,
                                                const muster::Reservation& booked, uint32_t r,
-                                               uint32_t restarts, const std::string& error_file) {
+                                               uint32_t restarts, const std::string& error_file,
+                                               const std::optional<std::vector<int64_t>>& visible) {
+  // The ordinal CUDA gives the leased GPU: its position among the visible
+  // ones, else its NVML index (PCI bus order, as CUDA_DEVICE_ORDER below).
+  int64_t device = booked.devices.at(r);
+  if (visible && device >= 0) device = visible_ordinal(*visible, device);
   std::string rank = std::to_string(at.rank_offset + r);
   std::map<std::string, std::string> vars = {
       {"RANK", rank},
@@ -194,9 +240,9 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
       {"MUSTER_ENDPOINT", endpoint},
       {"MUSTER_JOB_ID", job},
       {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
-      {"MUSTER_DEVICE", std::to_string(booked.devices.at(r))},
-      // MUSTER_DEVICE is NVML's index, which is PCI bus order; CUDA's own
-      // default order (fastest first) may differ on mixed nodes.
+      {"MUSTER_DEVICE", std::to_string(device)},
+      // CUDA's own default order (fastest first) may differ from PCI bus
+      // order on mixed nodes.
       {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
       {"MUSTER_GENERATION", std::to_string(at.generation)},
       {"ROLE_NAME", o.role},
@@ -260,12 +306,18 @@ struct Group {
 
   Outcome run(const std::string& endpoint, const RunOptions& o, const std::string& job,
               uint32_t attempt, uint32_t restarts, int port, const RunDirs& dirs) {
-    auto booked = reserve(endpoint, o, job, attempt, restarts);
+    std::optional<std::vector<int64_t>> visible;
+    if (!o.cpu) {
+      ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
+      visible = visible_gpus(endpoint);
+    }
+    auto booked = reserve(endpoint, o, job, attempt, restarts, allowed_devices(o, visible));
     Placement at = place(endpoint, o, job, booked, port);
     rank_offset = at.rank_offset;
     for (uint32_t r = 0; r < o.nproc; ++r) {
       error_files.push_back(dirs.error_file(attempt, r));
-      auto vars = worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back());
+      auto vars =
+          worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back(), visible);
       workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars), true));
       pump.add(workers.back(), stream_routes(o.redirects, o.tee, r, dirs.rank_dir(attempt, r)));
     }

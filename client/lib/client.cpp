@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "device_list.hpp"
 #include "endpoint.hpp"
 #include "session.hpp"
 
@@ -88,7 +89,24 @@ void Client::undrain_gpu(uint32_t device) {
 RankInfo Client::join(const JoinOptions& o) {
   proto::Join m{o.job, o.local_world_size, o.wants_gpu, static_cast<int64_t>(::getpid()),
                 o.local_rank};
-  session_->joined(from_wire(session_->call<proto::RankInfo>(m)));
+  RankInfo info = from_wire(session_->call<proto::RankInfo>(m));
+  // Under a scheduler's or container's CUDA_VISIBLE_DEVICES the ordinal is
+  // the leased GPU's position among the visible ones (device_list.hpp).
+  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd && info.device >= 0) {
+    std::vector<std::string> uuids;
+    for (const auto& d : status().devices) {
+      if (uuids.size() <= d.index) uuids.resize(d.index + 1);
+      uuids[d.index] = d.uuid;
+    }
+    int64_t ordinal = visible_ordinal(visible_devices(cvd, uuids), info.device);
+    if (ordinal < 0)
+      throw Error(ErrorCode::kNoDevice,
+                  "GPU " + std::to_string(info.device) + ", leased to this rank, is not among " +
+                      "CUDA_VISIBLE_DEVICES='" + cvd + "': start the job with muster run under " +
+                      "the same CUDA_VISIBLE_DEVICES, which leases only visible GPUs");
+    info.device = static_cast<int>(ordinal);
+  }
+  session_->joined(info);
   return session_->rank();
 }
 
