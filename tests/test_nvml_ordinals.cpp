@@ -109,6 +109,13 @@ TEST_CASE("--devices counts positions in CUDA_VISIBLE_DEVICES, in its order, not
   CHECK(bad.wait(10s) == 1);
   CHECK_THAT(out, Catch::Contains("--devices 2: CUDA_VISIBLE_DEVICES leaves only 2 GPU(s) "
                                   "visible, positions 0..1"));
+  // A list that names none of the node's GPUs leases none of them.
+  test::Process none(test::muster_cmd("run", {"--nproc-per-node", "1", "--", "true"}),
+                     {{"MUSTER_ENDPOINT", d.endpoint()}, {"CUDA_VISIBLE_DEVICES", "8,0"}}, true);
+  auto none_out = none.read_all(20s);
+  CHECK(none.wait(10s) == 1);
+  CHECK_THAT(none_out,
+             Catch::Contains("CUDA_VISIBLE_DEVICES='8,0' leaves none of this node's GPUs visible"));
 }
 
 TEST_CASE("without CUDA_VISIBLE_DEVICES ordinals are NVML indices, whatever CUDA's own order") {

@@ -133,7 +133,8 @@ EmbeddedPeering peering_for(const RunOptions& o) {
 
 // The GPUs that muster run's own CUDA_VISIBLE_DEVICES (a scheduler's or a
 // container's) leaves visible, as NVML indices in its order; nullopt when
-// it is unset (every GPU is, and ordinals are NVML indices).
+// it is unset (every GPU is, and ordinals are NVML indices), and on a
+// daemon without GPUs (CPU jobs, as without it).
 std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   if (!cvd) return std::nullopt;
@@ -142,10 +143,12 @@ std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
     if (uuids.size() <= d.index) uuids.resize(d.index + 1);
     uuids[d.index] = d.uuid;
   }
+  if (uuids.empty()) return std::nullopt;
   auto v = visible_devices(cvd, uuids);
   if (v.empty())
     throw std::runtime_error(std::string("CUDA_VISIBLE_DEVICES='") + cvd +
-                             "' leaves none of this node's GPUs visible");
+                             "' leaves none of this node's GPUs visible (use --cpu for a job "
+                             "without GPUs)");
   return v;
 }
 
