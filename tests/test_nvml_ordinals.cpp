@@ -8,9 +8,11 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <set>
 
 #include "muster/client.hpp"
+#include "muster/error.hpp"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
 #include "support/process.hpp"
@@ -127,4 +129,21 @@ TEST_CASE("without CUDA_VISIBLE_DEVICES ordinals are NVML indices, whatever CUDA
   CHECK(r.lines == std::set<std::string>{"env device=5 order=PCI_BUS_ID",
                                          "env device=7 order=PCI_BUS_ID", rank_line(0, 5),
                                          rank_line(1, 7)});
+}
+
+TEST_CASE("a rank leased a GPU its CUDA_VISIBLE_DEVICES hides is told so at join") {
+  test::NvmlNode node(test::eight_gpu_node());
+  test::TestDaemon d({}, node.env());
+  ::setenv("CUDA_VISIBLE_DEVICES", "5", 1);
+  std::string refused;
+  try {
+    // Outside muster run the daemon leases the first free GPU, 0, which
+    // CUDA cannot see in this process.
+    Client({d.endpoint()}).join({"outside", 1, true, 0});
+  } catch (const muster::Error& e) {
+    refused = std::string(muster::error_name(e.code())) + ": " + e.what();
+  }
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  CHECK_THAT(refused, Catch::StartsWith("no_device: GPU 0, leased to this rank, is not among "
+                                        "CUDA_VISIBLE_DEVICES='5'"));
 }
