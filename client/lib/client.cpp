@@ -39,7 +39,8 @@ RankInfo from_wire(const proto::RankInfo& r) {
           r.node_rank,
           r.num_nodes,
           static_cast<int>(r.device),
-          r.generation};
+          r.generation,
+          r.device_uuid};
 }
 
 }  // namespace

@@ -77,6 +77,7 @@ void RankInfo::fields(IO& io) {
   io.num("node_rank", node_rank, 0, num_nodes - 1);
   io.num("device", device, -1, limits::kMaxDevices - 1);
   io.generation(generation);
+  io.str("device_uuid", device_uuid, limits::kMaxDeviceUuidBytes, wire::kUnlessDefault);
 }
 
 template <class IO>

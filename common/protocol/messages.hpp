@@ -124,6 +124,9 @@ struct RankInfo {
   uint32_t num_nodes = 1;
   int64_t device = -1;  // leased GPU index, -1 for none
   uint64_t generation = 0;
+  // The leased GPU's UUID as NVML names it ("GPU-…"), for select_device to
+  // check the device CUDA opened; empty without a lease or a UUID.
+  std::string device_uuid{};
   MUSTER_MESSAGE(RankInfo);
 };
 

@@ -39,6 +39,9 @@ struct RankInfo {
   uint32_t num_nodes = 1;
   int device = -1;  // leased GPU index, -1 for none
   uint64_t generation = 0;
+  // The leased GPU's UUID ("GPU-…"), which select_device checks against the
+  // device CUDA opens; empty without a lease or where NVML gives none.
+  std::string device_uuid{};
 };
 
 // What Client::join asks for.
