@@ -15,7 +15,7 @@ fi
 
 if timeout 200 meson setup build-gpu -Dcuda=enabled -Dnccl=enabled >/tmp/gpu-check-setup.log 2>&1 \
   || timeout 30 meson configure build-gpu -Dcuda=enabled -Dnccl=enabled >>/tmp/gpu-check-setup.log 2>&1; then
-  if timeout 240 ninja -C build-gpu daemon/musterd client/muster tests/test_gpu >/tmp/gpu-check-build.log 2>&1; then
+  if timeout 240 ninja -C build-gpu daemon/musterd client/muster tests/test_gpu tests/gpu_allreduce_worker >/tmp/gpu-check-build.log 2>&1; then
     say PASS "build with CUDA and NCCL"
   else
     say FAIL "build with CUDA and NCCL (see /tmp/gpu-check-build.log)"
@@ -54,7 +54,15 @@ fi
 if [ "$ngpu" -lt 2 ]; then
   say SKIP "NCCL all-reduce under muster run with ncclCommInitRankScalable (2 ids): $ngpu GPU(s)"
 else
-  # No worker program for this check exists yet (issue #20, not done).
-  say SKIP "NCCL all-reduce under muster run with ncclCommInitRankScalable: no worker yet ($ngpu GPUs)"
+  # One rank per GPU on muster run's embedded daemon; each checks its sum.
+  out=$(timeout 180 build-gpu/client/muster run --nproc-per-node "$ngpu" \
+    -- build-gpu/tests/gpu_allreduce_worker 2 2>&1)
+  rc=$?
+  oks=$(echo "$out" | grep -c 'all-reduce over 2 ids ok')
+  if [ "$rc" -eq 0 ] && [ "$oks" -eq "$ngpu" ]; then
+    say PASS "NCCL all-reduce under muster run, ncclCommInitRankScalable with 2 ids, $ngpu GPUs"
+  else
+    say FAIL "NCCL all-reduce under muster run (exit $rc, $oks of $ngpu ranks ok): $(echo "$out" | tail -1)"
+  fi
 fi
 exit $((fails > 0))

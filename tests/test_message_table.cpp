@@ -229,7 +229,7 @@ TEST_CASE("every request type from every kind of sender is answered as its row s
           CHECK(a.code == ErrorCode::kUnknownType);
         } else if (local && !(t.scope & kScopeLocal)) {
           CHECK(a.code == ErrorCode::kPermissionDenied);
-        } else if (stranger && t.sender == Sender::kJobOwner) {
+        } else if (stranger && (t.sender == Sender::kJobOwner || t.sender == Sender::kAdmin)) {
           // The attack: refused at once, nothing changed, nothing sent on.
           CHECK(a.replies == 1);
           CHECK(a.code == ErrorCode::kPermissionDenied);

@@ -10,5 +10,7 @@ int run_main(const std::vector<std::string>& args);
 int launch_main(const std::vector<std::string>& args);
 int status_main(const std::vector<std::string>& args);
 int keygen_main(const std::vector<std::string>& args);
+// `muster gpu drain|undrain N` (root).
+int gpu_main(const std::vector<std::string>& args);
 
 }  // namespace muster::cli

@@ -1,4 +1,4 @@
-// `muster`: the command line of muster (run, launch, status, keygen).
+// `muster`: the command line of muster (run, launch, status, gpu, keygen).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +14,7 @@ const char* kUsage =
     "  run      launch N workers of a program with torchrun's environment (drop-in for torchrun)\n"
     "  launch   the same, passing --local_rank=N like torch.distributed.launch\n"
     "  status   show the node daemon's GPUs, leases and jobs\n"
+    "  gpu      drain or undrain a GPU (root): 'muster gpu drain N --reason TEXT'\n"
     "  keygen   make a CURVE key pair for peering between daemons (multi-node jobs)\n\n"
     "Options:\n"
     "  -h, --help     this help ('muster COMMAND --help' for a command's)\n"
@@ -39,7 +40,9 @@ int main(int argc, char** argv) {
   if (cmd == "launch") return muster::cli::launch_main(rest);
   if (cmd == "status") return muster::cli::status_main(rest);
   if (cmd == "keygen") return muster::cli::keygen_main(rest);
-  std::string hint = muster::cli::closest(cmd, {"run", "launch", "status", "keygen", "help"});
+  if (cmd == "gpu") return muster::cli::gpu_main(rest);
+  std::string hint =
+      muster::cli::closest(cmd, {"run", "launch", "status", "gpu", "keygen", "help"});
   std::cerr << "muster: unknown command '" << cmd << "'"
             << (hint.empty() ? "" : "; did you mean '" + hint + "'?") << "\n\n"
             << kUsage;

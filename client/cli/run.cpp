@@ -14,6 +14,8 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -26,6 +28,7 @@
 #include "cli/summary.hpp"
 #include "cli/supervisor.hpp"
 #include "cli/worker_argv.hpp"
+#include "device_list.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
@@ -128,15 +131,58 @@ EmbeddedPeering peering_for(const RunOptions& o) {
   return peering;
 }
 
+// The GPUs that muster run's own CUDA_VISIBLE_DEVICES (a scheduler's or a
+// container's) leaves visible, as NVML indices in its order; nullopt when
+// it is unset (every GPU is, and ordinals are NVML indices), and on a
+// daemon without GPUs (CPU jobs, as without it).
+std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!cvd) return std::nullopt;
+  std::vector<std::string> uuids;
+  for (const auto& d : Client({endpoint}).status().devices) {
+    if (uuids.size() <= d.index) uuids.resize(d.index + 1);
+    uuids[d.index] = d.uuid;
+  }
+  if (uuids.empty()) return std::nullopt;
+  auto v = visible_devices(cvd, uuids);
+  if (v.empty())
+    throw std::runtime_error(std::string("CUDA_VISIBLE_DEVICES='") + cvd +
+                             "' leaves none of this node's GPUs visible (use --cpu for a job "
+                             "without GPUs)");
+  return v;
+}
+
+// The GPUs the job may lease: --devices counts positions in
+// CUDA_VISIBLE_DEVICES when it is set, and without --devices only the
+// visible GPUs may be leased.
+std::vector<int> allowed_devices(const RunOptions& o,
+                                 const std::optional<std::vector<int64_t>>& visible) {
+  if (!visible) return {o.devices.begin(), o.devices.end()};
+  if (o.devices.empty()) return {visible->begin(), visible->end()};
+  std::vector<int> out;
+  for (int p : o.devices) {
+    if (static_cast<size_t>(p) >= visible->size())
+      throw std::runtime_error("--devices " + std::to_string(p) +
+                               ": CUDA_VISIBLE_DEVICES leaves only " +
+                               std::to_string(visible->size()) + " GPU(s) visible, positions 0.." +
+                               std::to_string(visible->size() - 1));
+    out.push_back(static_cast<int>((*visible)[p]));
+  }
+  return out;
+}
+
 // --nproc-per-node gpu, cpu or auto: the number the daemon's GPUs (those
-// --devices allows) or this machine's CPUs give.
+// --devices and CUDA_VISIBLE_DEVICES allow) or this machine's CPUs give.
 void resolve_nproc(const std::string& endpoint, RunOptions& o) {
   if (o.nproc_spec != "gpu" && o.nproc_spec != "auto" && o.nproc_spec != "cpu") return;
   size_t gpus = 0;
   if (o.nproc_spec != "cpu" && !o.cpu) {
     ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
     Client c({endpoint});
-    gpus = o.devices.empty() ? c.status().devices.size() : o.devices.size();
+    auto visible = visible_gpus(endpoint);
+    gpus = !o.devices.empty() ? o.devices.size()
+           : visible          ? visible->size()
+                              : c.status().devices.size();
   }
   if (o.nproc_spec == "gpu" && gpus == 0)
     throw std::runtime_error("--nproc-per-node gpu: no GPU to lease (the daemon has none" +
@@ -151,8 +197,8 @@ void resolve_nproc(const std::string& endpoint, RunOptions& o) {
 // (the job is still there, or its GPUs), and an embedded daemon left idle
 // may have stopped; give both a few seconds.
 muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
-                            const std::string& job, uint32_t attempt, uint32_t generation) {
-  std::vector<int> devices(o.devices.begin(), o.devices.end());
+                            const std::string& job, uint32_t attempt, uint32_t generation,
+                            const std::vector<int>& devices) {
   bool restart = attempt > 0;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
@@ -173,7 +219,12 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
 std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::string& endpoint,
                                                const std::string& job, const Placement& at,
                                                const muster::Reservation& booked, uint32_t r,
-                                               uint32_t restarts, const std::string& error_file) {
+                                               uint32_t restarts, const std::string& error_file,
+                                               const std::optional<std::vector<int64_t>>& visible) {
+  // The ordinal CUDA gives the leased GPU: its position among the visible
+  // ones, else its NVML index (PCI bus order, as CUDA_DEVICE_ORDER below).
+  int64_t device = booked.devices.at(r);
+  if (visible && device >= 0) device = visible_ordinal(*visible, device);
   std::string rank = std::to_string(at.rank_offset + r);
   std::map<std::string, std::string> vars = {
       {"RANK", rank},
@@ -192,9 +243,9 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
       {"MUSTER_ENDPOINT", endpoint},
       {"MUSTER_JOB_ID", job},
       {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
-      {"MUSTER_DEVICE", std::to_string(booked.devices.at(r))},
-      // MUSTER_DEVICE is NVML's index, which is PCI bus order; CUDA's own
-      // default order (fastest first) may differ on mixed nodes.
+      {"MUSTER_DEVICE", std::to_string(device)},
+      // CUDA's own default order (fastest first) may differ from PCI bus
+      // order on mixed nodes.
       {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
       {"MUSTER_GENERATION", std::to_string(at.generation)},
       {"ROLE_NAME", o.role},
@@ -212,15 +263,23 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
   return vars;
 }
 
-// A multi-node job's world check for supervise(): why the world changed, or
-// "". Nodes waiting to join set membership_change: a new generation, not a
-// failure.
+// The job's check for supervise(): why the group must stop, or "". A GPU
+// the job holds failed (device_failed: the sentence names it and its local
+// rank) ends the group as a failed rank would; for a multi-node job, so
+// does its world breaking. Nodes waiting to join set membership_change: a
+// new generation, not a failure. One connection for the group's life.
 std::function<std::string()> world_check(const std::string& endpoint, const std::string& job,
-                                         bool& membership_change) {
-  return [&endpoint, &job, &membership_change]() -> std::string {
+                                         bool multi_node, bool& membership_change) {
+  auto launcher = std::make_shared<std::optional<Client>>();
+  return [&endpoint, &job, multi_node, &membership_change, launcher]() -> std::string {
     try {
-      Client launcher({endpoint});
-      auto s = muster::cluster_state(launcher, job);
+      // A single-node job's daemon may restart under it (its ranks carry
+      // on): the check must not hold up the supervisor meanwhile.
+      ClientOptions co{endpoint};
+      if (!multi_node) co.request_timeout = co.wait_timeout = std::chrono::milliseconds(1000);
+      if (!*launcher) launcher->emplace(co);
+      auto s = muster::cluster_state(**launcher, job);
+      if (s.state == "device_failed") return s.message;
       if (s.state == "broken") return "the job's world broke (" + s.message + ")";
       if (s.state == "waiting") {
         membership_change = true;
@@ -228,8 +287,10 @@ std::function<std::string()> world_check(const std::string& endpoint, const std:
       }
       return "";
     } catch (const Error& e) {
+      launcher->reset();
       // Once every worker ended, the daemon forgot the job: nothing to say.
-      if (e.code() == ErrorCode::kUnknownJob) return "";
+      // Nor while a single-node job's daemon restarts.
+      if (e.code() == ErrorCode::kUnknownJob || !multi_node) return "";
       return std::string("lost the node's daemon (") + e.what() + ")";
     }
   };
@@ -248,12 +309,18 @@ struct Group {
 
   Outcome run(const std::string& endpoint, const RunOptions& o, const std::string& job,
               uint32_t attempt, uint32_t restarts, int port, const RunDirs& dirs) {
-    auto booked = reserve(endpoint, o, job, attempt, restarts);
+    std::optional<std::vector<int64_t>> visible;
+    if (!o.cpu) {
+      ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
+      visible = visible_gpus(endpoint);
+    }
+    auto booked = reserve(endpoint, o, job, attempt, restarts, allowed_devices(o, visible));
     Placement at = place(endpoint, o, job, booked, port);
     rank_offset = at.rank_offset;
     for (uint32_t r = 0; r < o.nproc; ++r) {
       error_files.push_back(dirs.error_file(attempt, r));
-      auto vars = worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back());
+      auto vars =
+          worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back(), visible);
       workers.push_back(spawn_held(r, worker_argv(o, r), worker_env(vars), true));
       pump.add(workers.back(), stream_routes(o.redirects, o.tee, r, dirs.rank_dir(attempt, r)));
     }
@@ -263,9 +330,8 @@ struct Group {
     muster::attach(launcher, job, pids);
     pump.start();
     for (auto& w : workers) release(w);
-    std::function<std::string()> check;
-    if (!o.coordinator.empty()) check = world_check(endpoint, job, membership_change);
-    return supervise(workers, o.grace_s, check);
+    return supervise(workers, o.grace_s,
+                     world_check(endpoint, job, !o.coordinator.empty(), membership_change));
   }
 };
 
@@ -348,7 +414,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     if (!out.world_changed.empty() && !out.interrupted) {
       if (group.membership_change) continue;  // same restart count, next generation
       failures.push_back({attempt, out, {}, group.rank_offset, {}, std::time(nullptr)});
-      if (!may_restart(" with the other nodes")) break;
+      if (!may_restart(o.coordinator.empty() ? "" : " with the other nodes")) break;
       continue;
     }
     if (code == 0 || out.rank < 0) break;

@@ -141,7 +141,8 @@ std::string embedded(const std::string& help) {
 std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
   // clang-format off
   return {
-    {"devices", 0, "LIST", "GPUs this job may lease, e.g. 0,1,4,6 (like CUDA_VISIBLE_DEVICES)",
+    {"devices", 0, "LIST", "GPUs this job may lease, e.g. 0,1,4,6: NVML indices, or positions in "
+     "CUDA_VISIBLE_DEVICES when that is set",
        text(raw.devices)},
     {"cpu", 0, "", "lease no GPU even when the daemon has some", on(o.cpu)},
     {"grace-period", 0, "SECONDS", with_default("seconds between SIGTERM and SIGKILL when "

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "device_list.hpp"
 #include "endpoint.hpp"
 #include "session.hpp"
 
@@ -38,7 +39,8 @@ RankInfo from_wire(const proto::RankInfo& r) {
           r.node_rank,
           r.num_nodes,
           static_cast<int>(r.device),
-          r.generation};
+          r.generation,
+          r.device_uuid};
 }
 
 }  // namespace
@@ -77,10 +79,35 @@ std::string Client::ping() {
   return session_->call<proto::Pong>(proto::Ping{}).version;
 }
 
+void Client::drain_gpu(uint32_t device, const std::string& reason) {
+  session_->call<proto::Ok>(proto::GpuDrain{device, true, reason});
+}
+
+void Client::undrain_gpu(uint32_t device) {
+  session_->call<proto::Ok>(proto::GpuDrain{device, false, ""});
+}
+
 RankInfo Client::join(const JoinOptions& o) {
   proto::Join m{o.job, o.local_world_size, o.wants_gpu, static_cast<int64_t>(::getpid()),
                 o.local_rank};
-  session_->joined(from_wire(session_->call<proto::RankInfo>(m)));
+  RankInfo info = from_wire(session_->call<proto::RankInfo>(m));
+  // Under a scheduler's or container's CUDA_VISIBLE_DEVICES the ordinal is
+  // the leased GPU's position among the visible ones (device_list.hpp).
+  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd && info.device >= 0) {
+    std::vector<std::string> uuids;
+    for (const auto& d : status().devices) {
+      if (uuids.size() <= d.index) uuids.resize(d.index + 1);
+      uuids[d.index] = d.uuid;
+    }
+    int64_t ordinal = visible_ordinal(visible_devices(cvd, uuids), info.device);
+    if (ordinal < 0)
+      throw Error(ErrorCode::kNoDevice,
+                  "GPU " + std::to_string(info.device) + ", leased to this rank, is not among " +
+                      "CUDA_VISIBLE_DEVICES='" + cvd + "': start the job with muster run under " +
+                      "the same CUDA_VISIBLE_DEVICES, which leases only visible GPUs");
+    info.device = static_cast<int>(ordinal);
+  }
+  session_->joined(info);
   return session_->rank();
 }
 
@@ -175,7 +202,7 @@ DaemonStatus Client::status() {
   DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests, s.containment};
   for (const auto& d : s.devices)
     out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use, d.uuid, d.pci_bus_id,
-                           d.numa_node, d.health, d.reason});
+                           d.numa_node, d.health, d.reason, d.drain});
   for (const auto& j : s.jobs) {
     JobInfo ji{j.id, j.generation, j.world_size, j.local_world_size, {}, j.uid};
     for (const auto& r : j.ranks)

@@ -1,5 +1,8 @@
 #include "muster/gpu.hpp"
 
+#include <cctype>
+#include <cstdio>
+
 #include "muster/broadcast.hpp"
 
 namespace muster::gpu {
@@ -19,6 +22,31 @@ ncclUniqueId to_id(const std::string& bytes) {
   std::copy(bytes.begin(), bytes.end(), id.internal);
   return id;
 }
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML and nvidia-smi write
+// a UUID.
+std::string uuid_text(const cudaUUID_t& u) {
+  static const int groups[] = {4, 2, 2, 2, 6};
+  std::string out = "GPU";
+  size_t at = 0;
+  char hex[3];
+  for (int g : groups) {
+    out += '-';
+    for (int i = 0; i < g; ++i, ++at) {
+      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(u.bytes[at]));
+      out += hex;
+    }
+  }
+  return out;
+}
+
+bool same_uuid(std::string a, std::string b) {
+  auto lower = [](std::string& s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  lower(a), lower(b);
+  return a == b;
+}
 }  // namespace
 
 int select_device(const RankInfo& info) {
@@ -26,6 +54,21 @@ int select_device(const RankInfo& info) {
     throw Error(ErrorCode::kNoDevice, "rank " + std::to_string(info.rank) + " of job '" + info.job +
                                           "' holds no GPU lease (started with --cpu?)");
   check(cudaSetDevice(info.device), "cudaSetDevice");
+  // CUDA numbers devices fastest-first unless CUDA_DEVICE_ORDER=PCI_BUS_ID
+  // (muster run sets it), and a CUDA_VISIBLE_DEVICES other than the one the
+  // rank joined under renumbers them: the ordinal can open another GPU
+  // than the leased one. The UUID says which one it opened.
+  if (!info.device_uuid.empty() && info.device_uuid.rfind("GPU-", 0) == 0) {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, info.device), "cudaGetDeviceProperties");
+    if (std::string opened = uuid_text(prop.uuid); !same_uuid(opened, info.device_uuid))
+      throw Error(ErrorCode::kNoDevice,
+                  "rank " + std::to_string(info.rank) + " of job '" + info.job + "': CUDA device " +
+                      std::to_string(info.device) + " is " + opened + ", not the leased GPU " +
+                      info.device_uuid +
+                      " (start ranks with muster run, or set CUDA_DEVICE_ORDER=PCI_BUS_ID and "
+                      "keep the CUDA_VISIBLE_DEVICES the rank joined under)");
+  }
   return info.device;
 }
 

@@ -24,6 +24,7 @@ Object device_json(const DeviceInfo& d) {
   o["numa_node"] = d.numa_node >= 0 ? Object(d.numa_node) : Object(nullptr);
   o["health"] = d.health;
   o["reason"] = d.reason.empty() ? Object(nullptr) : Object(d.reason);
+  o["drain"] = d.drain.empty() ? Object(nullptr) : Object(d.drain);
   return o;
 }
 

@@ -14,6 +14,8 @@ inline constexpr size_t kMaxValueBytes = 16u << 20;
 inline constexpr size_t kMaxWaitKeys = 1024;
 inline constexpr uint32_t kMaxLocalWorldSize = 4096;
 inline constexpr uint32_t kMaxDevices = 4096;
+// "GPU-" or "MIG-" and a UUID (40 bytes), with room to spare.
+inline constexpr size_t kMaxDeviceUuidBytes = 96;
 inline constexpr int64_t kMaxPid = int64_t{1} << 22;  // Linux's pid_max ceiling
 inline constexpr int64_t kMaxTimeoutMs = 24LL * 3600 * 1000;
 inline constexpr size_t kMaxDepth = 8;

@@ -12,7 +12,7 @@ namespace {
 using enum MsgType;
 constexpr uint8_t L = kScopeLocal, P = kScopePeer, R = kScopeReply;
 constexpr Sender kAny = Sender::kAnyone, kOwner = Sender::kJobOwner, kDaemon = Sender::kPeer,
-                 kNoSender = Sender::kNone;
+                 kNoSender = Sender::kNone, kRoot = Sender::kAdmin;
 constexpr bool Y = true, N = false;
 
 // clang-format off
@@ -32,6 +32,7 @@ constexpr MessageTraits kTable[] = {
   {kBarrier,           "barrier",            L,     kOwner,    Area::kBarrier, N,      Y,     Y,   ClaimedPids::kNone,        Kept::kSaved},
   {kStatus,            "status",             L,     kAny,      Area::kDaemon,  N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kStoreNumKeys,     "store_num_keys",     L,     kOwner,    Area::kStore,   N,      Y,     Y,   ClaimedPids::kNone,        Kept::kNo},
+  {kGpuDrain,          "gpu_drain",          L,     kRoot,     Area::kDaemon,  N,      N,     N,   ClaimedPids::kNone,        Kept::kSaved},
   {kShard,             "shard",              L,     kOwner,    Area::kShard,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kRendezvous,        "rendezvous",         L,     kOwner,    Area::kCluster, N,      N,     N,   ClaimedPids::kNone,        Kept::kYes},
   {kClusterState,      "cluster_state",      L,     kOwner,    Area::kCluster, N,      N,     N,   ClaimedPids::kNone,        Kept::kYes},
@@ -109,12 +110,13 @@ const char* type_name(uint16_t type) {
 
 namespace {
 // By value of each enum.
-constexpr const char* kSenderNames[] = {"nobody (a reply)", "anyone", "job owner", "peer daemon"};
+constexpr const char* kSenderNames[] = {"nobody (a reply)", "anyone", "job owner", "peer daemon",
+                                        "root"};
 constexpr const char* kAreaNames[] = {"daemon",  "jobs",  "store", "barrier", "shard",
                                       "cluster", "bcast", "peer",  "reply"};
 constexpr const char* kKeptNames[] = {"no", "kept", "saved"};
 constexpr const char* kClaimedPidsNames[] = {"-", "pid", "launcher_pid", "pids"};
-static_assert(names_all(kSenderNames, Sender::kPeer) && names_all(kAreaNames, Area::kReply) &&
+static_assert(names_all(kSenderNames, Sender::kAdmin) && names_all(kAreaNames, Area::kReply) &&
               names_all(kKeptNames, Kept::kSaved) &&
               names_all(kClaimedPidsNames, ClaimedPids::kPidList));
 }  // namespace

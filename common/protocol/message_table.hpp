@@ -18,6 +18,7 @@ enum class Sender : uint8_t {
   kAnyone,    // whoever reaches the socket (the socket's mode limits who that is)
   kJobOwner,  // the uid that owns the job the request names; root acts for any owner
   kPeer,      // an authenticated peer daemon (CURVE), on the peer port only
+  kAdmin,     // root or the uid the daemon runs as (draining a GPU)
 };
 
 // Where a message may arrive: bits.

@@ -41,6 +41,17 @@ template <class IO>
 void Ok::fields(IO&) {}
 
 template <class IO>
+void GpuDrain::fields(IO& io) {
+  io.num("device", device, 0, limits::kMaxDevices - 1);
+  io.boolean("drain", drain);
+  io.str("reason", reason, 1024);
+  io.check([&] {
+    if (drain && reason.empty())
+      throw Error(ErrorCode::kInvalidArgument, "a drain needs a reason (--reason TEXT)");
+  });
+}
+
+template <class IO>
 void Pong::fields(IO& io) {
   io.str("version", version, 256);
   io.num("pid", pid, 0, limits::kMaxPid);
@@ -66,6 +77,7 @@ void RankInfo::fields(IO& io) {
   io.num("node_rank", node_rank, 0, num_nodes - 1);
   io.num("device", device, -1, limits::kMaxDevices - 1);
   io.generation(generation);
+  io.str("device_uuid", device_uuid, limits::kMaxDeviceUuidBytes, wire::kUnlessDefault);
 }
 
 template <class IO>
@@ -171,6 +183,7 @@ void DeviceStatus::fields(IO& io) {
   io.num("numa_node", numa_node, -1, kU32Max, wire::kAddedLater);
   io.str("health", health, 32, wire::kAddedLater);
   io.str("reason", reason, 1024, wire::kAddedLater);
+  io.str("drain", drain, 1024, wire::kAddedLater);
 }
 
 template <class IO>
@@ -304,6 +317,7 @@ MUSTER_CODEC(StoreCompareSet)
 MUSTER_CODEC(StoreWait)
 MUSTER_CODEC(Barrier)
 MUSTER_CODEC(Status)
+MUSTER_CODEC(GpuDrain)
 MUSTER_CODEC(Ok)
 MUSTER_CODEC(ErrorReply)
 MUSTER_CODEC(Value)

@@ -30,6 +30,7 @@ enum class MsgType : uint16_t {
   kBarrier = 12,
   kStatus = 13,
   kStoreNumKeys = 14,
+  kGpuDrain = 15,
   kShard = 20,
   // multi-node jobs (cluster_messages.hpp)
   kRendezvous = 30,
@@ -123,6 +124,9 @@ struct RankInfo {
   uint32_t num_nodes = 1;
   int64_t device = -1;  // leased GPU index, -1 for none
   uint64_t generation = 0;
+  // The leased GPU's UUID as NVML names it ("GPU-…"), for select_device to
+  // check the device CUDA opened; empty without a lease or a UUID.
+  std::string device_uuid{};
   MUSTER_MESSAGE(RankInfo);
 };
 
@@ -259,6 +263,17 @@ struct Status {
   MUSTER_MESSAGE(Status);
 };
 
+// Root (or the daemon's own uid) drains a GPU: its holder keeps it until
+// its rank ends, nobody is given it after; drain = false undrains it (and
+// forgets a critical XID's quarantine: the GPU was reset). Saved with the
+// daemon's state.
+struct GpuDrain {
+  uint32_t device = 0;  // NVML index
+  bool drain = true;
+  std::string reason;  // why, shown by status; required when draining
+  MUSTER_MESSAGE(GpuDrain);
+};
+
 struct Ok {
   MUSTER_MESSAGE(Ok);
 };
@@ -299,9 +314,13 @@ struct DeviceStatus {
   std::string pci_bus_id{};
   int64_t numa_node = -1;
   // "ok", "quarantined" (never leased) with the reason: ECC errors, a
-  // critical XID, lost, MIG mode; or "foreign_use" with the foreign pid.
+  // critical XID, lost, MIG mode; "drained" (see drain); or "foreign_use"
+  // with the foreign pid.
   std::string health = "ok";
   std::string reason{};
+  // Drained by root (muster gpu drain): why; empty when not drained. A
+  // drained GPU's health is "drained" unless it is also quarantined.
+  std::string drain{};
   MUSTER_FIELDS;
   bool operator==(const DeviceStatus&) const = default;
 };

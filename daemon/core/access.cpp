@@ -12,6 +12,8 @@
 //    caller's uid (its real or effective uid, as /proc/PID/status says),
 //    unless the caller is root: nobody can hand a lease to, or end the lease
 //    of, another user's process.
+//  - A row whose sender is root (draining a GPU) is refused with
+//    permission_denied from every uid but root and the daemon's own.
 //  - Generation fence: a fenced request that carries a generation must
 //    carry the job's current one (stale_generation).
 //
@@ -105,6 +107,14 @@ const proto::MessageTraits& State::admit(const ReplyTo& to, const proto::Envelop
 
 void State::authorize(const ReplyTo& to, const proto::Envelope& env,
                       const proto::MessageTraits& t) const {
+  if (t.sender == proto::Sender::kAdmin && to.peer_uid >= 0 && to.peer_uid != 0 &&
+      to.peer_uid != admin_uid_)
+    throw Error(
+        ErrorCode::kPermissionDenied,
+        std::string("only root") +
+            (admin_uid_ > 0 ? " or uid " + std::to_string(admin_uid_) + " (musterd's)" : "") +
+            " may send '" + t.name + "'; uid " + std::to_string(to.peer_uid) +
+            " may not, and nothing was changed");
   if (t.sender != proto::Sender::kJobOwner) return;
   const Claims c = claims_of(env, t);
   // Root and in-process callers (-1) may act on any job and claim any pid.

@@ -6,6 +6,15 @@
 
 namespace muster::daemon {
 
+namespace {
+// "quarantined: WHY" or "drained: WHY", or "" for a GPU that may be leased.
+std::string not_leasable(const DeviceSlot& s) {
+  if (!s.quarantined().empty()) return "quarantined: " + s.quarantined();
+  if (!s.drain.empty()) return "drained: " + s.drain;
+  return "";
+}
+}  // namespace
+
 std::string device_list(const std::vector<int64_t>& v) {
   std::string s;
   for (auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
@@ -31,10 +40,9 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
                     "device " + std::to_string(d) + " is not among the GPUs this daemon hands out");
       if (wants_gpu)
         for (const auto& s : slots_)
-          if (s.device.index == d && !s.device.quarantine.empty())
+          if (std::string why = not_leasable(s); s.device.index == d && !why.empty())
             throw Error(ErrorCode::kNoDevice, "job '" + job + "' asks for GPU " +
-                                                  std::to_string(d) +
-                                                  ", which is quarantined: " + s.device.quarantine);
+                                                  std::to_string(d) + ", which is " + why);
     }
   }
   // CPU jobs, and nodes without GPUs, get no device rather than an error.
@@ -44,10 +52,11 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
   for (const auto& s : slots_) {
     if (!subset.empty() && std::find(subset.begin(), subset.end(), s.device.index) == subset.end())
       continue;
-    // A quarantined GPU (health, MIG) is never handed out.
-    if (!s.device.quarantine.empty()) {
+    // A quarantined GPU (health, MIG, a failure) or a drained one is never
+    // handed out.
+    if (std::string why = not_leasable(s); !why.empty()) {
       busy += (busy.empty() ? "" : "; ") + std::string("GPU ") + std::to_string(s.device.index) +
-              " is quarantined: " + s.device.quarantine;
+              " is " + why;
       continue;
     }
     if (!s.job.empty()) {
@@ -89,10 +98,41 @@ void DeviceLeases::release(const std::string& job, uint32_t local_rank, int64_t 
 const DeviceSlot* DeviceLeases::quarantine(int64_t device, const std::string& why) {
   for (auto& s : slots_)
     if (s.device.index == device) {
-      if (s.device.quarantine.empty()) s.device.quarantine = why;
+      if (s.quarantined().empty()) s.failure = why;
       return &s;
     }
   return nullptr;
+}
+
+const DeviceSlot& DeviceLeases::set_drain(int64_t device, const std::string& why) {
+  for (auto& s : slots_)
+    if (s.device.index == device) {
+      s.drain = why;
+      if (why.empty()) s.failure.clear();
+      return s;
+    }
+  throw Error(ErrorCode::kInvalidArgument,
+              "GPU " + std::to_string(device) + " is not among the GPUs this daemon hands out");
+}
+
+std::vector<DeviceMark> DeviceLeases::marks() const {
+  std::vector<DeviceMark> out;
+  for (const auto& s : slots_)
+    if (!s.drain.empty() || !s.failure.empty())
+      out.push_back({s.device.index, s.device.uuid, s.drain, s.failure});
+  return out;
+}
+
+void DeviceLeases::restore(const std::vector<DeviceMark>& marks) {
+  for (const auto& m : marks)
+    for (auto& s : slots_)
+      // By UUID where the GPU has one: the GPU at an index may have been
+      // replaced, and the mark belongs to the one it was put on.
+      if (m.uuid.empty() || s.device.uuid.empty() ? s.device.index == m.index
+                                                  : s.device.uuid == m.uuid) {
+        s.drain = m.drain;
+        s.failure = m.failure;
+      }
 }
 
 bool DeviceLeases::hands_out(int64_t device) const {

@@ -15,6 +15,26 @@ struct DeviceSlot {
   gpu::Device device;
   std::string job;  // holder, empty when free
   uint32_t local_rank = 0;
+  // Root drained it (muster gpu drain): why. Its holder keeps it; nobody
+  // is given it after. Saved with the state.
+  std::string drain{};
+  // A critical XID while a daemon ran: why. Also saved: the GPU needs a
+  // reset, which the next daemon cannot see. Undrain forgets it.
+  std::string failure{};
+  // Why it is quarantined (health at discovery, else a failure); "" if not.
+  const std::string& quarantined() const {
+    return device.quarantine.empty() ? failure : device.quarantine;
+  }
+};
+
+// What of a GPU survives a restart besides its lease: a drain and a
+// failure, found again by UUID (by index where there is none).
+struct DeviceMark {
+  int64_t index = 0;
+  std::string uuid;
+  std::string drain;
+  std::string failure;
+  bool operator==(const DeviceMark&) const = default;
 };
 
 // "0,2,3": device indices as logs and errors show them.
@@ -47,6 +67,13 @@ class DeviceLeases {
   bool hands_out(int64_t device) const;
   // Never leases `device` again (a failed GPU); returns the slot, if any.
   const DeviceSlot* quarantine(int64_t device, const std::string& why);
+  // Drains `device` for `why`, or undrains it (and forgets a failure) when
+  // why is empty. Throws Error(kInvalidArgument) for a device not handed
+  // out here.
+  const DeviceSlot& set_drain(int64_t device, const std::string& why);
+  // The drains and failures, for the state file, and putting them back.
+  std::vector<DeviceMark> marks() const;
+  void restore(const std::vector<DeviceMark>& marks);
   // Every allowed device, in the order given, held or not.
   const std::vector<DeviceSlot>& slots() const { return slots_; }
 

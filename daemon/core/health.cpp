@@ -1,6 +1,7 @@
 // A GPU that fails while the daemon runs: NVML's XID events (a watcher
 // thread in the server waits for them). A critical XID quarantines the GPU
-// for the rest of the daemon's life, and the job that holds it is told: its
+// (saved with the state: across restarts too, until root undrains it, which
+// says it was reset), and the job that holds it is told: its
 // ranks' waits fail with device_failed, naming the GPU, now and from then
 // on (a rank that has not noticed yet learns at its next barrier or get).
 #include <algorithm>
@@ -39,6 +40,17 @@ void State::on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out) {
                         "; the job cannot continue on it";
   OutAnswers a(out);
   store_.fail_all(*job, ErrorCode::kDeviceFailed, job->device_failure, a);
+}
+
+void State::gpu_drain(const ReplyTo& to, const proto::GpuDrain& m, std::vector<Outgoing>& out) {
+  const DeviceSlot& s = jobs_.devices().set_drain(m.device, m.drain ? m.reason : "");
+  std::string by = to.peer_uid >= 0 ? " by uid " + std::to_string(to.peer_uid) : "";
+  if (m.drain)
+    log::notice("GPU " + std::to_string(m.device) + " drained" + by + ": " + m.reason +
+                (s.job.empty() ? "" : " (job '" + s.job + "' keeps it until its rank ends)"));
+  else
+    log::notice("GPU " + std::to_string(m.device) + " undrained" + by);
+  reply(to, proto::Ok{}, out);
 }
 
 }  // namespace muster::daemon

@@ -200,6 +200,8 @@ proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid) {
   }
   info.local_world_size = job.local_world_size;
   info.device = job.slots[r].device;
+  for (const auto& d : devices_.slots())
+    if (static_cast<int64_t>(d.device.index) == info.device) info.device_uuid = d.device.uuid;
   info.generation = job.generation;
   if (created) jobs_.emplace(m.job, std::move(fresh));
   return info;

@@ -13,7 +13,8 @@ using proto::MsgType;
 State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch)
     : jobs_(std::move(allowed_devices), watch),
       cluster_(new_cluster_tables(store_, jobs_)),
-      watch_(watch) {}
+      watch_(watch),
+      admin_uid_(::geteuid()) {}
 
 State::~State() = default;
 
@@ -64,6 +65,8 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         proto::Status::unpack(env.payload);
         reply(to, status(to.peer_uid), out);
         return;
+      case MsgType::kGpuDrain:
+        return gpu_drain(to, proto::GpuDrain::unpack(env.payload), out);
       case MsgType::kShard:
         shard_request(to, env, out);
         return;

@@ -109,6 +109,10 @@ class State {
   // device this daemon no longer hands out stays with its rank), and, for a
   // node's part of a multi-node job, heartbeats to its coordinator again.
   void restore(Job job);
+  // Drains and failures as the state file saved them (DeviceLeases::restore).
+  void restore_device_marks(const std::vector<DeviceMark>& marks) {
+    jobs_.devices().restore(marks);
+  }
 
  private:
   template <class M>
@@ -125,6 +129,8 @@ class State {
   void authorize(const ReplyTo& to, const proto::Envelope& env,
                  const proto::MessageTraits& t) const;
 
+  // muster gpu drain / undrain (health.cpp); the sender is checked already.
+  void gpu_drain(const ReplyTo& to, const proto::GpuDrain& m, std::vector<Outgoing>& out);
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   // num_keys and torch's newer Store API (core/store_more.cpp).
@@ -181,6 +187,9 @@ class State {
   uint64_t peer_requests_ = 0;
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
+  // The uid besides root that may send what only root may (the message
+  // table's "root" rows): the one the daemon runs as.
+  int64_t admin_uid_;
   std::string containment_;
 };
 

@@ -17,9 +17,13 @@ proto::StatusReply State::status(int64_t viewer) const {
     ds.uuid = d.device.uuid;
     ds.pci_bus_id = d.device.pci_bus_id;
     ds.numa_node = d.device.numa_node;
-    if (!d.device.quarantine.empty()) {
+    ds.drain = d.drain;
+    if (!d.quarantined().empty()) {
       ds.health = "quarantined";
-      ds.reason = d.device.quarantine;
+      ds.reason = d.quarantined();
+    } else if (!d.drain.empty()) {
+      ds.health = "drained";
+      ds.reason = "drained: " + d.drain;
     } else if (auto f = d.job.empty() ? jobs_.foreign_user(d.device.index) : ""; !f.empty()) {
       ds.health = "foreign_use";
       ds.reason =

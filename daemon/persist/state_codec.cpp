@@ -161,6 +161,28 @@ void encode_reply(codec::Packer& p, const std::string& client, int64_t uid,
   key(p, "frame"), put_bin(p, e.frame);
 }
 
+void encode_marks(codec::Packer& p, const std::vector<DeviceMark>& marks) {
+  p.pack_array(static_cast<uint32_t>(marks.size()));
+  for (const auto& m : marks) {
+    p.pack_map(4);
+    key(p, "index"), p.pack(m.index);
+    key(p, "uuid"), put_str(p, m.uuid);
+    key(p, "drain"), put_str(p, m.drain);
+    key(p, "failure"), put_str(p, m.failure);
+  }
+}
+
+std::vector<DeviceMark> decode_marks(const MapReader& r) {
+  std::vector<DeviceMark> out;
+  const auto& a = r.array("devices", limits::kMaxDevices);
+  for (uint32_t i = 0; i < a.size; ++i) {
+    MapReader mr(a.ptr[i], "state.devices[" + std::to_string(i) + "]");
+    out.push_back({mr.i64("index", 0, limits::kMaxDevices - 1), mr.str("uuid", 96),
+                   mr.str("drain", 1024), mr.str("failure", 1024)});
+  }
+  return out;
+}
+
 // One job: its slots (with their pids' start times) and, for a snapshot,
 // its store.
 void encode_job(codec::Packer& p, const Job& job, const StartTime& started, bool with_store) {
@@ -211,7 +233,7 @@ std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t
                             const StartTime& started) {
   codec::Buffer buf;
   codec::Packer p(buf);
-  p.pack_map(6);
+  p.pack_map(7);
   key(p, "format"), put_str(p, kFormatName);
   key(p, "version"), p.pack(kFormatVersion);
   key(p, "epoch"), p.pack(epoch);
@@ -228,6 +250,7 @@ std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t
     key(p, "job"), put_str(p, d.job);
     key(p, "local_rank"), p.pack(d.local_rank);
   }
+  key(p, "devices"), encode_marks(p, st.devices().marks());
   struct Saved {
     const std::string* client;
     int64_t uid;
@@ -263,6 +286,7 @@ Loaded decode_snapshot(const std::string& bytes) {
   }
   check(l);
   check_leases(top, l);
+  if (version >= 3) l.marks = decode_marks(top);
   const auto& replies = top.array("replies", ReplyCache::kMaxClients * ReplyCache::kPerClient);
   for (uint32_t i = 0; i < replies.size; ++i) {
     bool usable = false;
@@ -326,6 +350,14 @@ std::string reply(const std::string& client, int64_t uid, const ReplyCache::Entr
   return bytes_of(buf);
 }
 
+std::string device_marks(const std::vector<DeviceMark>& marks) {
+  codec::Buffer buf;
+  codec::Packer p(buf);
+  p.pack_map(1);
+  key(p, "devices"), encode_marks(p, marks);
+  return bytes_of(buf);
+}
+
 void apply(Loaded& l, uint8_t type, std::string_view payload) {
   auto handle = unpack(payload);
   const msgpack::object& o = handle.get();
@@ -365,6 +397,9 @@ void apply(Loaded& l, uint8_t type, std::string_view payload) {
       if (usable) l.replies.push_back(std::move(r));
       return;
     }
+    case kDevices:
+      l.marks = decode_marks(MapReader(o, "log: devices"));
+      return;
     default:
       throw Error(ErrorCode::kBadMessage, "a log record of unknown type " + std::to_string(type));
   }

@@ -17,8 +17,9 @@
 namespace muster::daemon::state_codec {
 
 // Version 2 adds the epoch (which change log follows the snapshot); a
-// version 1 snapshot (no log beside it) still loads, as epoch 0.
-inline constexpr uint64_t kFormatVersion = 2;
+// version 1 snapshot (no log beside it) still loads, as epoch 0. Version 3
+// adds the GPUs' drains and failures (DeviceMark); older ones load with none.
+inline constexpr uint64_t kFormatVersion = 3;
 inline constexpr uint64_t kOldestVersion = 1;
 
 // The change records of the log. The coordinator's records, when it saves
@@ -29,6 +30,7 @@ enum Record : uint8_t {
   kKey = 3,      // one key of a job's store set
   kKeyGone = 4,  // one key erased
   kReply = 5,    // a reply kept for a client's resends
+  kDevices = 6,  // every GPU's drain and failure, replacing the ones before
 };
 
 // A live pid's start time (/proc/PID/stat field 22), cached by the caller.
@@ -48,6 +50,7 @@ struct Loaded {
     ReplyCache::Entry e;
   };
   std::vector<Reply> replies;
+  std::vector<DeviceMark> marks;
 };
 
 // The whole state as one snapshot.
@@ -62,6 +65,7 @@ std::string job_gone(const std::string& job);
 std::string key_set(const std::string& job, const std::string& key, const std::string& value);
 std::string key_gone(const std::string& job, const std::string& key);
 std::string reply(const std::string& client, int64_t uid, const ReplyCache::Entry& e);
+std::string device_marks(const std::vector<DeviceMark>& marks);
 // Applies one record; throws Error when it does not decode.
 void apply(Loaded& l, uint8_t type, std::string_view payload);
 

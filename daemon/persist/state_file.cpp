@@ -106,6 +106,10 @@ void StateFile::append_changes(const State& st, ReplyCache& replies) {
     if (!now.count(id)) log_.append(sc::kJobGone, sc::job_gone(id));
   for (const auto& f : replies.take_fresh())
     log_.append(sc::kReply, sc::reply(f.client, f.uid, f.e));
+  if (std::string marks = sc::device_marks(st.devices().marks()); marks != written_marks_) {
+    log_.append(sc::kDevices, marks);
+    written_marks_ = std::move(marks);
+  }
   // The records stay buffered in the log until a commit writes them; the
   // disk's view is what they will make it.
   written_ = std::move(now);
@@ -214,6 +218,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
     st.restore(std::move(job));
     ++restored;
   }
+  st.restore_device_marks(l.marks);
   for (auto& r : l.replies) replies.restore(r.client, r.uid, std::move(r.e));
   (void)replies.take_fresh();
   // What the disk holds now: if no new snapshot can be written below, the
@@ -245,6 +250,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
 
 void StateFile::note_written(const State& st) {
   written_.clear();
+  written_marks_ = sc::device_marks(st.devices().marks());
   largest_header_ = 0;
   auto start = [this](int64_t pid) { return started(pid); };
   for (const auto& [id, job] : st.jobs()) {

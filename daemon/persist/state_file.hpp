@@ -1,8 +1,8 @@
 // What survives a daemon restart (kill -9, then systemd's Restart=): jobs
 // with their generations, slots (state, pid, device) and stores, the GPU
-// leases, and the replies to recent state-changing requests (see
-// reply_cache.hpp), in <state dir>: a snapshot, state.msgpack, and the
-// change log that follows it, state.log (change_log.hpp).
+// leases, drains and failures (a critical XID), and the replies to recent state-changing requests
+// (see reply_cache.hpp), in <state dir>: a snapshot, state.msgpack, and the change log that follows
+// it, state.log (change_log.hpp).
 //
 // Nothing is acknowledged before it is durable:
 //   - before a request that changes state is handled, reserve() makes sure
@@ -102,6 +102,7 @@ class StateFile {
   };
   std::map<std::string, Written> written_;
   size_t largest_header_ = 0;
+  std::string written_marks_;  // the GPUs' drains and failures on disk, as a record
   std::string failure_;
   std::map<int64_t, uint64_t> start_times_;  // of the slots' pids, read once each
 };

@@ -344,10 +344,10 @@ void Server::run() {
                     rt.cgroups->pid_exited(pid);
                     rt.dirty = true;
                   });
-  // A GPU failing while we run (gpu/xid_watch.hpp).
-  auto xids = gpu::XidWatch::start(inventory_.nvml);
+  auto xids = gpu::XidWatch::start(inventory_.nvml);  // GPUs failing: saved for the next daemon
   event::SocketEvent gpu_events(loop, kMonitor, [&] {
     for (const auto& e : xids->take()) state.on_xid(e.index, e.xid, rt.out);
+    rt.dirty = true;
   });
   if (xids) gpu_events.schedule_fd(xids->fd());
   event::SocketEvent zap(loop, kZap, [&] { rt.zap->handle_ready(); });

@@ -11,7 +11,7 @@
 //   - a stranger's request that names a job of another uid, whose row says
 //     only the job's owner may send it, is refused with permission_denied,
 //     sends nothing to any coordinator and leaves the saved state bytes as
-//     they were;
+//     they were; so is a stranger's request whose row only root may send;
 //   - nothing a stranger is told carries the secret, or (in a status) a job
 //     or pid of another uid;
 //   - no request ends in an internal error.
@@ -121,8 +121,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const bool stranger = !who.peer && who.uid > 0;
     const auto owner = owner_of(s, job);
-    const bool attack = stranger && row.sender == proto::Sender::kJobOwner && owner &&
-                        *owner >= 0 && *owner != who.uid && (row.scope & proto::kScopeLocal);
+    // Naming root's job, or a request only root may send (a GPU drain).
+    const bool attack =
+        stranger && (row.scope & proto::kScopeLocal) &&
+        ((row.sender == proto::Sender::kJobOwner && owner && *owner >= 0 && *owner != who.uid) ||
+         row.sender == proto::Sender::kAdmin);
     const std::string before = attack ? file.encode(s, cache) : std::string();
     Answer a = send(s, who, *frame);
     std::string what = std::string(row.name) + " from " + who.name + " on job '" + job + "'";

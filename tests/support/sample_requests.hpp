@@ -52,6 +52,8 @@ inline std::optional<std::string> sample_request(proto::MsgType type, const std:
       return e(Barrier{job, static_cast<uint32_t>(v & 1), "b", wait, gen});
     case MsgType::kStatus:
       return e(Status{});
+    case MsgType::kGpuDrain:
+      return e(GpuDrain{static_cast<uint32_t>(v & 1), (v & 16) == 0, v & 16 ? "" : "maintenance"});
     case MsgType::kShard:
       return e(Shard{job, static_cast<uint32_t>(v & 1), 100, v, 42, (v & 16) != 0, false});
     case MsgType::kRendezvous:

@@ -39,6 +39,9 @@ struct RankInfo {
   uint32_t num_nodes = 1;
   int device = -1;  // leased GPU index, -1 for none
   uint64_t generation = 0;
+  // The leased GPU's UUID ("GPU-…"), which select_device checks against the
+  // device CUDA opens; empty without a lease or where NVML gives none.
+  std::string device_uuid{};
 };
 
 // What Client::join asks for.
@@ -82,6 +85,13 @@ class Client {
   std::string ping();
   // The daemon's GPUs, jobs and ranks (as `muster status` shows them).
   DaemonStatus status();
+  // Root (or the daemon's own uid) only: drains GPU `device` (an NVML
+  // index) for `reason` — its holder keeps it until its rank ends, nobody
+  // is given it after, and the drain survives daemon restarts — or
+  // undrains it (which also clears a critical XID's quarantine: the GPU
+  // was reset). Error kPermissionDenied for anyone else.
+  void drain_gpu(uint32_t device, const std::string& reason);
+  void undrain_gpu(uint32_t device);
 
   // Takes a local rank (and a GPU lease when wants_gpu and the node has GPUs).
   RankInfo join(const JoinOptions& options);

@@ -18,12 +18,16 @@ struct DeviceInfo {
   // From NVML (empty or -1 when the daemon does not know): the GPU's UUID,
   // PCI bus id and NUMA node; health "ok", "quarantined" (never leased) or
   // "foreign_use" (a process muster did not start runs there), with the
-  // reason.
+  // reason; or "drained" (see drain).
   std::string uuid{};
   std::string pci_bus_id{};
   int64_t numa_node = -1;
   std::string health = "ok";
   std::string reason{};
+  // Drained by root (muster gpu drain): why; empty when not. Its holder
+  // keeps it until its rank ends; nobody is given it after. Health then
+  // says "drained" unless the GPU is also quarantined.
+  std::string drain{};
 };
 
 struct RankState {
