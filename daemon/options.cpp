@@ -59,6 +59,9 @@ po::options_description settings_description(Settings& s) {
        "TCP port of the peer listener; 0 = any free port")
     ("peer-timeout", po::value(&s.peer_timeout)->value_name("SECONDS")->default_value(10),
        "a peer daemon silent this long is lost (fractions allowed)")
+    ("node-name", po::value(&s.o.config.node_name)->value_name("NAME"),
+       "what other nodes' progress lines and `muster status` call this node while a "
+       "multi-node rendezvous forms (default: the host name)")
     ("tree-width", po::value(&s.o.config.tree_width)->value_name("N")->default_value(16),
        "in jobs this daemon coordinates, barriers and key waits are relayed through a tree "
        "of N children per daemon (the coordinator handles O(N) messages per operation); "
@@ -141,6 +144,10 @@ void finish(Settings& s, bool whole) {
     c.devices = parse_device_list(s.devices);
     c.devices_given = true;
   }
+  if (c.node_name.size() > 256 ||
+      std::any_of(c.node_name.begin(), c.node_name.end(),
+                  [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
+    throw std::runtime_error("--node-name must be at most 256 printable bytes");
   if (c.tree_width > 65536) throw std::runtime_error("--tree-width must be between 0 and 65536");
   if (c.reply_queue < 1 || c.reply_queue > 100000)
     throw std::runtime_error("--reply-queue must be between 1 and 100000");

@@ -26,6 +26,8 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
     std::printf("\nJob %s%s  generation %llu  world size %u (%u on this node)\n", j.id.c_str(),
                 owner.c_str(), static_cast<unsigned long long>(j.generation), j.world_size,
                 j.local_world_size);
+    if (auto forming = to_string(j.forming); !forming.empty())
+      std::printf("  rendezvous: %s\n", forming.c_str());
     std::printf("  %-6s %-10s %-10s %-6s %s\n", "RANK", "LOCAL", "PID", "GPU", "STATE");
     for (const auto& r : j.ranks) {
       std::string dev = r.device >= 0 ? std::to_string(r.device) : "-";
