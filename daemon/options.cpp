@@ -273,6 +273,18 @@ Lines read_config(const std::string& file) {
   return good;
 }
 
+// `flag SECTION SPELLING SHORT METAVAR HELP` a line (tab-separated), as
+// scripts/gen_manuals.py reads them for the man pages and the completion.
+void dump(const po::options_description& d, const std::string& section) {
+  for (const auto& o : d.options()) {
+    std::string name = o->format_name();  // "-h [ --help ]" or "--runtime-dir"
+    std::string shortname = name.size() > 3 && name[2] == ' ' ? name.substr(1, 1) : "";
+    std::string metavar = o->format_parameter();  // "DIR (=/run/muster)", "" for a switch
+    std::cout << "flag\t" << section << "\t--" << o->long_name() << "\t" << shortname << "\t"
+              << metavar << "\t" << o->description() << "\n";
+  }
+}
+
 }  // namespace
 
 std::optional<Options> parse_options(int argc, char** argv) {
@@ -292,9 +304,19 @@ std::optional<Options> parse_options(int argc, char** argv) {
   auto common = settings_description(s);
   po::options_description all;
   all.add(cli).add(common);
+  // Not in --help: the build makes the manuals of what it prints.
+  po::options_description hidden;
+  hidden.add_options()("dump-options", "print every option for the manuals and exit");
+  po::options_description parsed;
+  parsed.add(all).add(hidden);
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, all), vm);
+    po::store(po::parse_command_line(argc, argv, parsed), vm);
+    if (vm.count("dump-options")) {
+      dump(cli, "command-line");
+      dump(common, "settings");
+      return std::nullopt;
+    }
     if (vm.count("help")) {
       std::cout << "musterd " MUSTER_VERSION
                    " - node-local daemon for GPU leases, ranks and job stores\n\n"
