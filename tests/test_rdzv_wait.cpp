@@ -8,6 +8,7 @@
 
 #include <regex>
 
+#include "muster/status.hpp"
 #include "support/cluster.hpp"
 
 using namespace std::chrono_literals;
@@ -99,10 +100,28 @@ TEST_CASE("a forming rendezvous names the nodes that joined, in muster run and m
   Process json({test::program("MUSTER_TEST_MUSTER"), "status", "--json"}, env);
   auto doc = json.read_all(10s);
   CHECK(json.wait(5s) == 0);
-  CHECK_THAT(doc, Catch::Contains(R"("rendezvous":{"joined":["node0","node1","node3"],)"
+  CHECK_THAT(doc, Catch::Contains(R"("rendezvous":{"nodes":3,"joined":["node0","node1","node3"],)"
                                   R"("min_nodes":2,"max_nodes":4,"last_call_s":600.0,)"
                                   R"("closes_in_s":)"));
   CHECK_THAT(doc, Catch::Contains(R"("progress":")" + three));
   for (auto& p : runs) p->signal(SIGTERM);
   for (auto& p : runs) CHECK(p->wait(10s) == 128 + SIGTERM);
+}
+
+TEST_CASE("the progress of a large round names its first nodes and counts the rest") {
+  muster::Forming f;
+  f.nodes = 40;
+  for (int i = 0; i < 32; ++i) f.joined.push_back("n" + std::to_string(100 + i));
+  f.min_nodes = 2;
+  f.max_nodes = 64;
+  f.last_call_ms = 30000;
+  auto text = muster::to_string(f);
+  CHECK_THAT(text, Catch::StartsWith("40 of 64 nodes (n100, n101, "));
+  CHECK_THAT(text, Catch::EndsWith(", n131 and 8 more), waiting for 24 more; forms at 64, or "
+                                   "at 2 after a last call of 30 s"));
+  f.closes_in_ms = 11200;  // counts down in whole seconds, rounded up
+  CHECK_THAT(muster::to_string(f), Catch::EndsWith("or at 2 after the last call in 12 s"));
+  f.min_nodes = 64;  // no last call: a fixed size
+  CHECK_THAT(muster::to_string(f), Catch::EndsWith("waiting for 24 more; forms at 64"));
+  CHECK(muster::to_string(muster::Forming{}).empty());  // no word from the coordinator
 }

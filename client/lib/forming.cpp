@@ -20,9 +20,10 @@ std::string seconds(int64_t ms) {
 
 std::string to_string(const Forming& f) {
   if (f.max_nodes == 0) return "";
-  auto n = static_cast<uint32_t>(f.joined.size());
+  uint32_t n = f.nodes;
   std::string names;
   for (const auto& name : f.joined) names += (names.empty() ? "" : ", ") + name;
+  if (n > f.joined.size()) names += " and " + std::to_string(n - f.joined.size()) + " more";
   std::string s = std::to_string(n) + " of " + std::to_string(f.max_nodes) + " nodes";
   if (!names.empty()) s += " (" + names + ")";
   if (n < f.max_nodes) s += ", waiting for " + std::to_string(f.max_nodes - n) + " more";
@@ -40,7 +41,7 @@ std::string to_string(const Forming& f) {
 namespace detail {
 
 Forming from_wire(const proto::Forming& f) {
-  return {f.joined, f.min_nodes, f.max_nodes, f.last_call_ms, f.closes_in_ms.value_or(-1)};
+  return {f.nodes, f.joined, f.min_nodes, f.max_nodes, f.last_call_ms, f.closes_in_ms.value_or(-1)};
 }
 
 }  // namespace detail

@@ -31,6 +31,7 @@ Object device_json(const DeviceInfo& d) {
 Object forming_json(const Forming& f) {
   if (f.max_nodes == 0) return Object(nullptr);
   Object o;
+  o["nodes"] = f.nodes;
   o["joined"] = Object::array();
   for (const auto& name : f.joined) o["joined"].push_back(name);
   o["min_nodes"] = f.min_nodes;

@@ -210,15 +210,18 @@ void RankStatus::fields(IO& io) {
 
 template <class IO>
 void Forming::fields(IO& io) {
-  io.strs("joined", joined, 65536, 256, wire::kUnlessDefault);
+  io.num("nodes", nodes, 0, 65536, wire::kUnlessDefault);
+  // A name list for people: the coordinator sends every node of a large
+  // round the first few only, not O(nodes) bytes each.
+  io.strs("joined", joined, kMaxFormingNames, 256, wire::kUnlessDefault);
   io.num("min_nodes", min_nodes, 0, 65536, wire::kUnlessDefault);
   io.num("max_nodes", max_nodes, 0, 65536, wire::kUnlessDefault);
   io.num("last_call_ms", last_call_ms, 0, limits::kMaxTimeoutMs, wire::kUnlessDefault);
   io.num("closes_in_ms", closes_in_ms, 0, limits::kMaxTimeoutMs, wire::kUnlessDefault);
   io.check([&] {
-    if (joined.size() > max_nodes || min_nodes > max_nodes)
-      throw Error(ErrorCode::kInvalidArgument, "forming: " + std::to_string(joined.size()) +
-                                                   " of " + std::to_string(min_nodes) + ".." +
+    if (joined.size() > nodes || nodes > max_nodes || min_nodes > max_nodes)
+      throw Error(ErrorCode::kInvalidArgument, "forming: " + std::to_string(nodes) + " of " +
+                                                   std::to_string(min_nodes) + ".." +
                                                    std::to_string(max_nodes) + " nodes");
   });
 }

@@ -297,8 +297,10 @@ struct RankStatus {
 // A multi-node job's rendezvous round while it forms, as its coordinator
 // last said (optional on the wire: written only while a round forms, so
 // max_nodes == 0 means "no word of a forming round").
+inline constexpr size_t kMaxFormingNames = 32;
 struct Forming {
-  std::vector<std::string> joined;  // the names of the nodes in the round, sorted
+  uint32_t nodes = 0;               // how many nodes joined the round
+  std::vector<std::string> joined;  // their names, sorted, the first kMaxFormingNames
   uint32_t min_nodes = 0;
   uint32_t max_nodes = 0;
   int64_t last_call_ms = 0;             // the job's last call (--last-call)

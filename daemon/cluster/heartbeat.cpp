@@ -12,8 +12,10 @@ namespace {
 // Who is in an open round and what closes it, for the nodes' progress lines.
 proto::Forming forming(const CoordJob& cj) {
   proto::Forming f;
+  f.nodes = static_cast<uint32_t>(cj.nodes.size());
   for (const auto& n : cj.nodes) f.joined.push_back(n.name);
   std::sort(f.joined.begin(), f.joined.end());
+  if (f.joined.size() > proto::kMaxFormingNames) f.joined.resize(proto::kMaxFormingNames);
   f.min_nodes = cj.min_nodes;
   f.max_nodes = cj.max_nodes;
   f.last_call_ms = cj.last_call_ms;

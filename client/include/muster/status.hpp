@@ -39,7 +39,8 @@ struct RankState {
 // --node-name, sorted) and what closes the round. max_nodes == 0: no word
 // of it (yet).
 struct Forming {
-  std::vector<std::string> joined;
+  uint32_t nodes = 0;               // how many joined
+  std::vector<std::string> joined;  // their names, sorted (the first 32)
   uint32_t min_nodes = 0;
   uint32_t max_nodes = 0;
   int64_t last_call_ms = 0;   // the job's last call
