@@ -59,6 +59,9 @@ po::options_description settings_description(Settings& s) {
        "TCP port of the peer listener; 0 = any free port")
     ("peer-timeout", po::value(&s.peer_timeout)->value_name("SECONDS")->default_value(10),
        "a peer daemon silent this long is lost (fractions allowed)")
+    ("node-name", po::value(&s.o.config.node_name)->value_name("NAME"),
+       "what other nodes' progress lines and `muster status` call this node while a "
+       "multi-node rendezvous forms (default: the host name)")
     ("tree-width", po::value(&s.o.config.tree_width)->value_name("N")->default_value(16),
        "in jobs this daemon coordinates, barriers and key waits are relayed through a tree "
        "of N children per daemon (the coordinator handles O(N) messages per operation); "
@@ -141,6 +144,10 @@ void finish(Settings& s, bool whole) {
     c.devices = parse_device_list(s.devices);
     c.devices_given = true;
   }
+  if (c.node_name.size() > 256 ||
+      std::any_of(c.node_name.begin(), c.node_name.end(),
+                  [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
+    throw std::runtime_error("--node-name must be at most 256 printable bytes");
   if (c.tree_width > 65536) throw std::runtime_error("--tree-width must be between 0 and 65536");
   if (c.reply_queue < 1 || c.reply_queue > 100000)
     throw std::runtime_error("--reply-queue must be between 1 and 100000");
@@ -266,6 +273,18 @@ Lines read_config(const std::string& file) {
   return good;
 }
 
+// `flag SECTION SPELLING SHORT METAVAR HELP` a line (tab-separated), as
+// scripts/gen_manuals.py reads them for the man pages and the completion.
+void dump(const po::options_description& d, const std::string& section) {
+  for (const auto& o : d.options()) {
+    std::string name = o->format_name();  // "-h [ --help ]" or "--runtime-dir"
+    std::string shortname = name.size() > 3 && name[2] == ' ' ? name.substr(1, 1) : "";
+    std::string metavar = o->format_parameter();  // "DIR (=/run/muster)", "" for a switch
+    std::cout << "flag\t" << section << "\t--" << o->long_name() << "\t" << shortname << "\t"
+              << metavar << "\t" << o->description() << "\n";
+  }
+}
+
 }  // namespace
 
 std::optional<Options> parse_options(int argc, char** argv) {
@@ -285,9 +304,19 @@ std::optional<Options> parse_options(int argc, char** argv) {
   auto common = settings_description(s);
   po::options_description all;
   all.add(cli).add(common);
+  // Not in --help: the build makes the manuals of what it prints.
+  po::options_description hidden;
+  hidden.add_options()("dump-options", "print every option for the manuals and exit");
+  po::options_description parsed;
+  parsed.add(all).add(hidden);
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, all), vm);
+    po::store(po::parse_command_line(argc, argv, parsed), vm);
+    if (vm.count("dump-options")) {
+      dump(cli, "command-line");
+      dump(common, "settings");
+      return std::nullopt;
+    }
     if (vm.count("help")) {
       std::cout << "musterd " MUSTER_VERSION
                    " - node-local daemon for GPU leases, ranks and job stores\n\n"

@@ -26,7 +26,9 @@ root=$dest$prefix
 for f in sbin/musterd bin/muster include/muster/client.hpp include/muster/broadcast.hpp \
   include/muster/launcher.hpp include/muster/status.hpp include/muster/muster.h \
   include/muster/error.hpp include/muster/version.h lib/systemd/system/musterd.service \
-  lib/sysusers.d/muster.conf lib/tmpfiles.d/muster.conf share/doc/muster/musterd.conf.example; do
+  lib/sysusers.d/muster.conf lib/tmpfiles.d/muster.conf share/doc/muster/musterd.conf.example \
+  share/man/man1/muster.1 share/man/man8/musterd.8 share/man/man5/musterd.conf.5 \
+  share/bash-completion/completions/muster share/bash-completion/completions/musterd; do
   [ -e "$root/$f" ] || fail "$prefix/$f not installed"
 done
 # The Python package goes where the interpreter looks (its platlib), not

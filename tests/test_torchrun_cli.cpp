@@ -149,6 +149,13 @@ TEST_CASE("usage errors exit 2 at once with argparse's words") {
       {{"run", "--nproc_per_node"}, "argument --nproc-per-node: expected one argument"},
       {{"launch", "--max_restarts=-1", "/bin/true"}, "must be between 0 and 1000"},
       {{"rnu", "/bin/true"}, "unknown command 'rnu'; did you mean 'run'?"},
+      // One parser for every part of the command: the subcommands without
+      // a program and muster's own flags say "did you mean" too.
+      {{"status", "--jsn"}, "muster status: unrecognized option '--jsn'; did you mean '--json'?"},
+      {{"status", "stray"}, "muster status: unrecognized argument 'stray'"},
+      {{"keygen", "--frce"},
+       "muster keygen: unrecognized option '--frce'; did you mean '--force'?"},
+      {{"--vresion", "x"}, "muster: unrecognized option '--vresion'; did you mean '--version'?"},
       {{"run", "-r", "4", "/bin/true"}, "--redirects: '4' is not 0, 1, 2, 3"},
       {{"run", "--tee", "0:1,x:2", "/bin/true"}, "--tee: '0:1,x:2' is not"},
   };

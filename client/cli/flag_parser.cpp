@@ -191,6 +191,18 @@ std::string FlagParser::help() const {
   return out;
 }
 
+std::string FlagParser::dump(const std::string& command) const {
+  std::string out;
+  for (const auto& f : flags_) {
+    std::string names;
+    for (const auto& s : spellings(f)) names += (names.empty() ? "" : ",") + s;
+    out += "flag\t" + command + "\t" + names + "\t" +
+           (f.short_name ? std::string(1, f.short_name) : "") + "\t" + f.metavar + "\t" + f.help +
+           "\n";
+  }
+  return out;
+}
+
 std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;
   size_t best_d = std::string::npos;

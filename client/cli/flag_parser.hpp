@@ -41,6 +41,11 @@ class FlagParser {
                const std::map<std::string, std::string>& env) const;
   // The flags and their help, two columns.
   std::string help() const;
+  // Every flag, hidden ones too, as `flag COMMAND SPELLINGS SHORT METAVAR
+  // HELP` lines (tab-separated; SPELLINGS comma-separated, the main one
+  // first): what scripts/gen_manuals.py makes the man page and the bash
+  // completion of.
+  std::string dump(const std::string& command) const;
   // PET_NPROC_PER_NODE for "nproc-per-node".
   static std::string env_name(const std::string& name);
 

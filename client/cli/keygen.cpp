@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/flag_parser.hpp"
 #include "muster/error.hpp"
 #include "peer/secure.hpp"
 
@@ -16,9 +17,8 @@ const char* kKeygenUsage =
     "Makes a CURVE key pair for peering between musterd daemons (multi-node jobs).\n"
     "Without --out the key file goes to stdout and the line for authorized-keys\n"
     "files to stderr; with --out the key file goes to FILE (mode 0600) and that\n"
-    "line to stdout.\n\n"
-    "  --out FILE   write the key pair to FILE; an existing FILE is kept\n"
-    "  --force      with --out: replace an existing FILE\n\n"
+    "line to stdout.\n";
+const char* kKeygenAfter =
     "Then set `peer-key-file = FILE` in musterd.conf. A daemon admits the daemons\n"
     "whose public keys are in its peer-authorized-keys file, and always its own:\n"
     "copying one key file to every node is the simple setup.\n";
@@ -30,30 +30,26 @@ std::string host_name() {
 }
 }  // namespace
 
+std::vector<Flag> keygen_flags(bool& help, std::string& out, bool& out_given, bool& force) {
+  return {{"help", 'h', "", "print this help and exit",
+           [&help](const std::string& v) { help = switch_value(v); }},
+          {"out", 'o', "FILE", "write the key pair to FILE; an existing FILE is kept",
+           [&out, &out_given](const std::string& v) {
+             out = v;
+             out_given = true;
+           }},
+          {"force", 0, "", "with --out: replace an existing FILE",
+           [&force](const std::string& v) { force = switch_value(v); }}};
+}
+
 int keygen_main(const std::vector<std::string>& args) {
   std::string out;
-  bool out_given = false, force = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const auto& a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::cout << kKeygenUsage;
-      return 0;
-    } else if (a == "--force") {
-      force = true;
-    } else if (a == "--out" || a == "-o") {
-      if (i + 1 == args.size()) {
-        std::cerr << "muster keygen: " << a << " needs a FILE\nTry 'muster keygen --help'.\n";
-        return 2;
-      }
-      out = args[++i];
-      out_given = true;
-    } else if (a.rfind("--out=", 0) == 0) {
-      out = a.substr(6);
-      out_given = true;
-    } else {
-      std::cerr << "muster keygen: unknown argument '" << a << "'\nTry 'muster keygen --help'.\n";
-      return 2;
-    }
+  bool help = false, out_given = false, force = false;
+  FlagParser flags(keygen_flags(help, out, out_given, force));
+  if (!parse_plain("keygen", flags, args)) return 2;
+  if (help) {
+    std::cout << kKeygenUsage << "\nOptions:\n" << flags.help() << "\n" << kKeygenAfter;
+    return 0;
   }
   if (out_given && out.empty()) {
     std::cerr << "muster keygen: --out needs a FILE\n";

@@ -5,46 +5,115 @@
 
 #include "cli/commands.hpp"
 #include "cli/flag_parser.hpp"
+#include "cli/run_flags.hpp"
 #include "muster_config.h"
 
 namespace {
-const char* kUsage =
-    "Usage: muster COMMAND [ARGS...]\n\n"
-    "Commands:\n"
-    "  run      launch N workers of a program with torchrun's environment (drop-in for torchrun)\n"
-    "  launch   the same, passing --local_rank=N like torch.distributed.launch\n"
-    "  status   show the node daemon's GPUs, leases and jobs\n"
-    "  gpu      drain or undrain a GPU (root): 'muster gpu drain N --reason TEXT'\n"
-    "  keygen   make a CURVE key pair for peering between daemons (multi-node jobs)\n\n"
-    "Options:\n"
-    "  -h, --help     this help ('muster COMMAND --help' for a command's)\n"
-    "  --version      print the version\n";
+
+using muster::cli::Flag;
+using muster::cli::FlagParser;
+
+// The subcommands, once: for the usage, the dispatch, "did you mean" and the
+// manual (--dump-options).
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*main)(const std::vector<std::string>&);
+};
+const Command kCommands[] = {
+    {"run", "launch N workers of a program with torchrun's environment (drop-in for torchrun)",
+     muster::cli::run_main},
+    {"launch", "the same, passing --local_rank=N like torch.distributed.launch",
+     muster::cli::launch_main},
+    {"status", "show the node daemon's GPUs, leases and jobs", muster::cli::status_main},
+    {"gpu", "drain or undrain a GPU (root): 'muster gpu drain N --reason TEXT'",
+     muster::cli::gpu_main},
+    {"keygen", "make a CURVE key pair for peering between daemons (multi-node jobs)",
+     muster::cli::keygen_main},
+};
+
+// muster's own flags (before a subcommand). --dump-options is hidden: the
+// build makes the man page and the bash completion from what it prints.
+std::vector<Flag> top_flags(bool& help, bool& version) {
+  auto on = [](bool& to) {
+    return [&to](const std::string& v) { to = muster::cli::switch_value(v); };
+  };
+  return {{"help", 'h', "", "this help ('muster COMMAND --help' for a command's)", on(help)},
+          {"version", 0, "", "print the version", on(version)}};
 }
+
+std::string usage() {
+  bool help = false, version = false;
+  std::string s = "Usage: muster COMMAND [ARGS...]\n\nCommands:\n";
+  for (const auto& c : kCommands)
+    s += "  " + std::string(c.name) + std::string(9 - std::string(c.name).size(), ' ') + c.summary +
+         "\n";
+  return s + "\nOptions:\n" + FlagParser(top_flags(help, version)).help();
+}
+
+// Every subcommand and every flag of every parser of the command.
+void dump_options() {
+  bool b = false, b2 = false, b3 = false;
+  std::string text;
+  for (const auto& c : kCommands) std::cout << "command\t" << c.name << "\t" << c.summary << "\n";
+  std::cout << FlagParser(top_flags(b, b2)).dump("muster");
+  muster::cli::RunOptions o;
+  muster::cli::RawOptions raw;
+  std::cout << FlagParser(muster::cli::run_flags(o, raw)).dump("run")
+            << FlagParser(muster::cli::run_flags(o, raw)).dump("launch")
+            << FlagParser(muster::cli::status_flags(b, b2)).dump("status")
+            << FlagParser(muster::cli::keygen_flags(b, text, b2, b3)).dump("keygen");
+}
+
+}  // namespace
+
+namespace muster::cli {
+
+bool parse_plain(const char* command, const FlagParser& table,
+                 const std::vector<std::string>& args) {
+  try {
+    size_t at = table.parse(args, {});
+    if (at < args.size()) throw FlagError("unrecognized argument '" + args[at] + "'");
+    return true;
+  } catch (const FlagError& e) {
+    std::string who = *command ? "muster " + std::string(command) : "muster";
+    std::cerr << who << ": " << e.what() << "\nTry '" << who << " --help'.\n";
+    return false;
+  }
+}
+
+}  // namespace muster::cli
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << kUsage;
+    std::cerr << usage();
     return 2;
   }
   std::string cmd = argv[1];
   std::vector<std::string> rest(argv + 2, argv + argc);
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    std::cout << kUsage;
+  if (cmd == "--dump-options") {
+    dump_options();
     return 0;
   }
-  if (cmd == "--version") {
-    std::cout << "muster " MUSTER_VERSION "\n";
+  std::vector<std::string> names{"help"};
+  for (const auto& c : kCommands) {
+    if (cmd == c.name) return c.main(rest);
+    names.push_back(c.name);
+  }
+  if (cmd == "help") {
+    std::cout << usage();
     return 0;
   }
-  if (cmd == "run") return muster::cli::run_main(rest);
-  if (cmd == "launch") return muster::cli::launch_main(rest);
-  if (cmd == "status") return muster::cli::status_main(rest);
-  if (cmd == "keygen") return muster::cli::keygen_main(rest);
-  if (cmd == "gpu") return muster::cli::gpu_main(rest);
-  std::string hint =
-      muster::cli::closest(cmd, {"run", "launch", "status", "gpu", "keygen", "help"});
+  if (cmd.rfind("-", 0) == 0) {
+    bool help = false, version = false;
+    if (!muster::cli::parse_plain("", FlagParser(top_flags(help, version)), {cmd})) return 2;
+    if (version) std::cout << "muster " MUSTER_VERSION "\n";
+    if (help) std::cout << usage();
+    return 0;
+  }
+  std::string hint = muster::cli::closest(cmd, names);
   std::cerr << "muster: unknown command '" << cmd << "'"
             << (hint.empty() ? "" : "; did you mean '" + hint + "'?") << "\n\n"
-            << kUsage;
+            << usage();
   return 2;
 }

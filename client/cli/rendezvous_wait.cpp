@@ -40,15 +40,26 @@ std::string what_forms_it(const muster::RendezvousOptions& o) {
          std::to_string(o.last_call.count() / 1000) + " s";
 }
 
-// This node's daemon's word on the job (its phase and message), or "".
-std::string daemon_view(const std::string& endpoint, const std::string& job) {
+// This node's daemon's word on the job, if it has one.
+std::optional<muster::JobState> daemon_view(const std::string& endpoint, const std::string& job) {
   try {
     Client c({endpoint});
-    auto s = muster::cluster_state(c, job);
-    return s.message.empty() ? s.state : s.state + ": " + s.message;
+    return muster::cluster_state(c, job);
   } catch (const std::exception&) {
-    return "";
+    return std::nullopt;
   }
+}
+
+// Who joined the round, as the coordinator said (the nodes by name); before
+// its first word, what this node's daemon knows.
+std::string progress(const std::optional<muster::JobState>& s, const muster::RendezvousOptions& o,
+                     std::chrono::seconds waited) {
+  std::string of_timeout =
+      std::to_string(waited.count()) + " s of " + std::to_string(o.timeout.count() / 1000) + " s";
+  if (s && s->forming.max_nodes > 0) return to_string(s->forming) + " (waited " + of_timeout + ")";
+  std::string view = !s ? "" : s->message.empty() ? s->state : s->state + ": " + s->message;
+  return "still waiting after " + of_timeout + "; " + what_forms_it(o) +
+         (view.empty() ? "" : " (this node: " + view + ")");
 }
 
 }  // namespace
@@ -92,10 +103,8 @@ muster::World wait_for_world(const std::string& endpoint, const std::string& job
     if (Clock::now() >= next_progress) {
       next_progress += kProgressEvery;
       auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
-      std::string view = daemon_view(endpoint, job);
-      std::cerr << name << ": rendezvous " << job << ": still waiting after " << waited.count()
-                << " s of " << options.timeout.count() / 1000 << " s; " << what_forms_it(options)
-                << (view.empty() ? "" : " (this node: " + view + ")") << "\n";
+      std::cerr << name << ": rendezvous " << job << ": "
+                << progress(daemon_view(endpoint, job), options, waited) << "\n";
     }
   }
 }

@@ -1,6 +1,7 @@
 // Waiting for a multi-node world without going deaf: the rendezvous runs
 // on a thread of its own while muster run watches for Ctrl-C/SIGTERM (which
-// end the wait at once) and says every few seconds what it waits for.
+// end the wait at once) and says every few seconds which nodes joined and
+// what it waits for.
 #pragma once
 
 #include <string>

@@ -26,6 +26,8 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
     std::printf("\nJob %s%s  generation %llu  world size %u (%u on this node)\n", j.id.c_str(),
                 owner.c_str(), static_cast<unsigned long long>(j.generation), j.world_size,
                 j.local_world_size);
+    if (auto forming = to_string(j.forming); !forming.empty())
+      std::printf("  rendezvous: %s\n", forming.c_str());
     std::printf("  %-6s %-10s %-10s %-6s %s\n", "RANK", "LOCAL", "PID", "GPU", "STATE");
     for (const auto& r : j.ranks) {
       std::string dev = r.device >= 0 ? std::to_string(r.device) : "-";
@@ -36,24 +38,27 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
 }
 }  // namespace
 
+std::vector<Flag> status_flags(bool& help, bool& json) {
+  return {{"help", 'h', "", "print this help and exit",
+           [&help](const std::string& v) { help = switch_value(v); }},
+          {"json", 0, "", "print one JSON document (devices[], jobs[]) instead of tables",
+           [&json](const std::string& v) { json = switch_value(v); }}};
+}
+
 int status_main(const std::vector<std::string>& args) {
-  bool json = false;
-  for (const auto& a : args) {
-    if (a == "--json") {
-      json = true;
-    } else if (a == "-h" || a == "--help") {
-      std::cout
-          << "Usage: muster status [--json]\n\n"
-             "Shows the GPUs of the node's musterd with their lease holders, and its jobs\n"
-             "with their ranks. Another user's jobs are not shown, and a GPU one of them\n"
-             "holds shows as (in use); root sees everything. The daemon is found through\n"
-             "MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR, else the default runtime directory.\n\n"
-             "  --json   print one JSON document (devices[], jobs[]) instead of tables\n";
-      return 0;
-    } else {
-      std::cerr << "muster status: unknown argument '" << a << "'\nTry 'muster status --help'.\n";
-      return 2;
-    }
+  bool help = false, json = false;
+  FlagParser flags(status_flags(help, json));
+  if (!parse_plain("status", flags, args)) return 2;
+  if (help) {
+    std::cout << "Usage: muster status [--json]\n\n"
+                 "Shows the GPUs of the node's musterd with their lease holders, and its jobs\n"
+                 "with their ranks (and, while a multi-node rendezvous forms, which nodes\n"
+                 "joined it). Another user's jobs are not shown, and a GPU one of them\n"
+                 "holds shows as (in use); root sees everything. The daemon is found through\n"
+                 "MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR, else the default runtime directory.\n\n"
+                 "Options:\n"
+              << flags.help();
+    return 0;
   }
   try {
     auto endpoint = resolve_endpoint();

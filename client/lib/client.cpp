@@ -7,6 +7,7 @@
 
 #include "device_list.hpp"
 #include "endpoint.hpp"
+#include "forming.hpp"
 #include "session.hpp"
 
 namespace muster {
@@ -204,7 +205,13 @@ DaemonStatus Client::status() {
     out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use, d.uuid, d.pci_bus_id,
                            d.numa_node, d.health, d.reason, d.drain});
   for (const auto& j : s.jobs) {
-    JobInfo ji{j.id, j.generation, j.world_size, j.local_world_size, {}, j.uid};
+    JobInfo ji{j.id,
+               j.generation,
+               j.world_size,
+               j.local_world_size,
+               {},
+               j.uid,
+               detail::from_wire(j.forming)};
     for (const auto& r : j.ranks)
       ji.ranks.push_back({r.rank, r.local_rank, r.pid, static_cast<int>(r.device), r.state});
     out.jobs.push_back(std::move(ji));

@@ -2,6 +2,7 @@
 // them to workers, and the multi-node rendezvous and job state.
 #include "muster/launcher.hpp"
 
+#include "forming.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "session.hpp"
 
@@ -37,7 +38,7 @@ World rendezvous(Client& client, const std::string& job, const RendezvousOptions
 
 JobState cluster_state(Client& client, const std::string& job) {
   auto r = detail::session_of(client).call<proto::ClusterStateReply>(proto::ClusterState{job});
-  return {r.event.generation, r.event.state, r.event.message};
+  return {r.event.generation, r.event.state, r.event.message, detail::from_wire(r.event.forming)};
 }
 
 }  // namespace muster

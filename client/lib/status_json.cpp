@@ -28,6 +28,22 @@ Object device_json(const DeviceInfo& d) {
   return o;
 }
 
+// A forming rendezvous: who joined and what closes it; null otherwise.
+Object forming_json(const Forming& f) {
+  if (f.max_nodes == 0) return Object(nullptr);
+  Object o;
+  o["nodes"] = f.nodes;
+  o["joined"] = Object::array();
+  for (const auto& name : f.joined) o["joined"].push_back(name);
+  o["min_nodes"] = f.min_nodes;
+  o["max_nodes"] = f.max_nodes;
+  o["last_call_s"] = static_cast<double>(f.last_call_ms) / 1000.0;
+  o["closes_in_s"] =
+      f.closes_in_ms >= 0 ? Object(static_cast<double>(f.closes_in_ms) / 1000.0) : Object(nullptr);
+  o["progress"] = to_string(f);
+  return o;
+}
+
 Object job_json(const JobInfo& j) {
   Object o;
   o["id"] = j.id;
@@ -35,6 +51,7 @@ Object job_json(const JobInfo& j) {
   o["generation"] = j.generation;
   o["world_size"] = j.world_size;
   o["local_world_size"] = j.local_world_size;
+  o["rendezvous"] = forming_json(j.forming);
   o["ranks"] = Object::array();
   for (const auto& r : j.ranks) {
     Object rank;

@@ -105,6 +105,13 @@ void NodeJoin::fields(IO& io) {
   joining(io, *this);
   endpoint(io, "peer_endpoint", peer_endpoint, wire::kUnlessDefault);
   io.num("owner_uid", owner_uid, -1, 0xffffffffLL, wire::kAddedLater);
+  io.str("node_name", node_name, kMaxNodeNameBytes, wire::kUnlessDefault);
+  io.check([&] {
+    // It is printed in other nodes' progress lines and status tables.
+    for (unsigned char ch : node_name)
+      if (ch < 0x20 || ch == 0x7f)
+        throw Error(ErrorCode::kInvalidArgument, "node_name has a control character");
+  });
 }
 
 template <class IO>
@@ -157,6 +164,7 @@ void JobEvent::fields(IO& io) {
   io.generation(generation);
   io.str("state", state, 32);
   io.str("message", message, kMaxMessageBytes);
+  forming.fields(io);
 }
 
 template <class IO>

@@ -15,6 +15,7 @@ namespace muster::proto {
 
 inline constexpr uint32_t kMaxNodes = 65536;
 inline constexpr uint32_t kMaxWorldSize = 1u << 24;
+inline constexpr size_t kMaxNodeNameBytes = 256;
 
 // Checked job id (printable, bounded), shared with messages.cpp.
 std::string read_job_id(const codec::MapReader& r);
@@ -54,6 +55,9 @@ struct NodeJoin {
   // coordinator admits to a job only nodes whose job the same uid owns.
   // Optional on the wire.
   int64_t owner_uid = -1;
+  // What progress lines and status call this node (musterd --node-name,
+  // the host name by default); empty = node_id. Optional on the wire.
+  std::string node_name{};
   MUSTER_MESSAGE(NodeJoin);
 };
 
@@ -122,6 +126,8 @@ struct JobEvent {
   uint64_t generation = 0;  // the coordinator's current one
   std::string state;        // running | broken | waiting | forming | unknown
   std::string message;      // why, for humans
+  // While state is forming and this node is in the round: who joined it.
+  Forming forming{};
   MUSTER_FIELDS;
   bool operator==(const JobEvent&) const = default;
 };

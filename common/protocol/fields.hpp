@@ -123,8 +123,9 @@ class BasicWriter : public Kinds<BasicWriter<kCounting>> {
     p_->pack_array(static_cast<uint32_t>(v.size()));
     for (auto x : v) p_->pack(x);
   }
-  void strs(std::string_view name, const std::vector<std::string>& v, size_t, size_t) {
-    if (!put(name, kRequired, true)) return;
+  void strs(std::string_view name, const std::vector<std::string>& v, size_t, size_t,
+            Presence pr = kRequired) {
+    if (!put(name, pr, !v.empty())) return;
     p_->pack_array(static_cast<uint32_t>(v.size()));
     for (const auto& s : v) codec::put_str(*p_, s);
   }
@@ -213,9 +214,9 @@ class Reader : public Kinds<Reader> {
             int64_t max) {
     v = r_.int_list(name, max_items, min, max);
   }
-  void strs(std::string_view name, std::vector<std::string>& v, size_t max_items,
-            size_t max_bytes) {
-    v = r_.str_list(name, max_items, max_bytes);
+  void strs(std::string_view name, std::vector<std::string>& v, size_t max_items, size_t max_bytes,
+            Presence pr = kRequired) {
+    if (!absent(name, pr)) v = r_.str_list(name, max_items, max_bytes);
   }
   template <class T>
   void list(std::string_view name, std::vector<T>& v, size_t max_items) {

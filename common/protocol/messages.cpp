@@ -196,6 +196,28 @@ void RankStatus::fields(IO& io) {
 }
 
 template <class IO>
+void Forming::fields(IO& io) {
+  io.num("nodes", nodes, 0, 65536, wire::kUnlessDefault);
+  // A name list for people: the coordinator sends every node of a large
+  // round the first few only, not O(nodes) bytes each.
+  io.strs("joined", joined, kMaxFormingNames, 256, wire::kUnlessDefault);
+  io.num("min_nodes", min_nodes, 0, 65536, wire::kUnlessDefault);
+  io.num("max_nodes", max_nodes, 0, 65536, wire::kUnlessDefault);
+  io.num("last_call_ms", last_call_ms, 0, limits::kMaxTimeoutMs, wire::kUnlessDefault);
+  io.num("closes_in_ms", closes_in_ms, 0, limits::kMaxTimeoutMs, wire::kUnlessDefault);
+  io.check([&] {
+    if (joined.size() > nodes || nodes > max_nodes || min_nodes > max_nodes)
+      throw Error(ErrorCode::kInvalidArgument, "forming: " + std::to_string(nodes) + " of " +
+                                                   std::to_string(min_nodes) + ".." +
+                                                   std::to_string(max_nodes) + " nodes");
+  });
+}
+// JobEvent (cluster_messages.cpp) walks it too.
+template void Forming::fields(wire::Reader&);
+template void Forming::fields(wire::BasicWriter<true>&);
+template void Forming::fields(wire::BasicWriter<false>&);
+
+template <class IO>
 void JobStatus::fields(IO& io) {
   io.str("id", id, limits::kMaxJobIdBytes);
   io.generation(generation);
@@ -203,6 +225,7 @@ void JobStatus::fields(IO& io) {
   io.num("local_world_size", local_world_size, 0, kU32Max);
   io.num("uid", uid, -1, kU32Max, wire::kAddedLater);
   io.list("ranks", ranks, limits::kMaxLocalWorldSize);
+  forming.fields(io);
 }
 
 template <class IO>

@@ -335,13 +335,30 @@ struct RankStatus {
   bool operator==(const RankStatus&) const = default;
 };
 
+// A multi-node job's rendezvous round while it forms, as its coordinator
+// last said (optional on the wire: written only while a round forms, so
+// max_nodes == 0 means "no word of a forming round").
+inline constexpr size_t kMaxFormingNames = 32;
+struct Forming {
+  uint32_t nodes = 0;               // how many nodes joined the round
+  std::vector<std::string> joined;  // their names, sorted, the first kMaxFormingNames
+  uint32_t min_nodes = 0;
+  uint32_t max_nodes = 0;
+  int64_t last_call_ms = 0;             // the job's last call (--last-call)
+  std::optional<int64_t> closes_in_ms;  // until the running last call ends, once it runs
+  // Walked inline by the messages that carry it (JobEvent, JobStatus).
+  MUSTER_FIELDS;
+  bool operator==(const Forming&) const = default;
+};
+
 struct JobStatus {
   std::string id;
   uint64_t generation = 0;
   uint32_t world_size = 0;
   uint32_t local_world_size = 0;
   std::vector<RankStatus> ranks;
-  int64_t uid = -1;  // the owner; -1 = none (made by an in-process caller)
+  int64_t uid = -1;   // the owner; -1 = none (made by an in-process caller)
+  Forming forming{};  // a multi-node job still in its rendezvous
   MUSTER_FIELDS;
   bool operator==(const JobStatus&) const = default;
 };

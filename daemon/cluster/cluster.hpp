@@ -57,7 +57,8 @@ struct Link {
 // One node of a rendezvous round, as the coordinator sees it.
 struct RoundNode {
   std::string node_id;
-  ReplyTo to;  // where the World goes (pending while the round is open)
+  std::string name;  // for people (NodeJoin's node_name, else node_id)
+  ReplyTo to;        // where the World goes (pending while the round is open)
   uint32_t nproc = 1;
   int64_t want_rank = -1;
   std::string master_addr;

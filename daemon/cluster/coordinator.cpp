@@ -29,6 +29,7 @@ void check_local_owner(const std::map<std::string, Job>& jobs, const proto::Node
 
 RoundNode round_node(const ReplyTo& to, const proto::NodeJoin& m, Clock::time_point now) {
   return {.node_id = m.node_id,
+          .name = m.node_name.empty() ? m.node_id : m.node_name,
           .to = to,
           .nproc = m.nproc,
           .want_rank = m.node_rank,

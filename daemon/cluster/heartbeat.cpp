@@ -7,6 +7,27 @@
 
 namespace muster::daemon {
 
+namespace {
+
+// Who is in an open round and what closes it, for the nodes' progress lines.
+proto::Forming forming(const CoordJob& cj) {
+  proto::Forming f;
+  f.nodes = static_cast<uint32_t>(cj.nodes.size());
+  for (const auto& n : cj.nodes) f.joined.push_back(n.name);
+  std::sort(f.joined.begin(), f.joined.end());
+  if (f.joined.size() > proto::kMaxFormingNames) f.joined.resize(proto::kMaxFormingNames);
+  f.min_nodes = cj.min_nodes;
+  f.max_nodes = cj.max_nodes;
+  f.last_call_ms = cj.last_call_ms;
+  if (cj.last_call)
+    f.closes_in_ms = std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(*cj.last_call - Clock::now())
+               .count());
+  return f;
+}
+
+}  // namespace
+
 proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id,
                                        const std::string& node_id, uint64_t generation) const {
   proto::JobEvent e{id, cj.generation, "", ""};
@@ -20,7 +41,9 @@ proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id
   ClusterPhase phase = ClusterPhase::kRunning;
   if (!cj.closed) {
     phase = member(cj.nodes) ? ClusterPhase::kForming : left_behind;
-    if (phase != ClusterPhase::kForming)
+    if (phase == ClusterPhase::kForming)
+      e.forming = forming(cj);
+    else
       e.message = "generation " + std::to_string(cj.generation) + " is forming without this node" +
                   (cj.broken.empty() ? "" : ": " + cj.broken);
   } else if (generation != cj.generation || !member(cj.nodes)) {

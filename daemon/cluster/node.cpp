@@ -105,7 +105,8 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
       advertised = m.master_addr + advertised.substr(std::string(any).size() - 1);
   proto::NodeJoin j{m.job,         node_id_,      job.local_world_size, m.node_rank,
                     m.min_nodes,   m.max_nodes,   m.last_call_ms,       m.timeout_ms,
-                    m.master_addr, m.master_port, advertised,           job.owner_uid};
+                    m.master_addr, m.master_port, advertised,           job.owner_uid,
+                    node_name_};
   log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
             std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
   send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
@@ -117,7 +118,16 @@ proto::JobEvent NodeLinks::cluster_state(const std::string& id) const {
   // group, as it would for a failed rank.
   if (!job.device_failure.empty()) return {id, job.generation, "device_failed", job.device_failure};
   if (!job.cluster) return {id, job.generation, "running", "a single-node job"};
-  return {id, job.generation, to_string(job.cluster->phase), job.cluster->message};
+  proto::JobEvent e{id, job.generation, to_string(job.cluster->phase), job.cluster->message};
+  if (auto f = forming_.find(id); f != forming_.end() && !job.cluster->formed) {
+    e.forming = f->second.forming;
+    if (auto& left = e.forming.closes_in_ms) {
+      auto since =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - f->second.at);
+      *left = std::max<int64_t>(0, *left - since.count());
+    }
+  }
+  return e;
 }
 
 void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t size,
@@ -166,6 +176,7 @@ void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t 
 // The coordinator's answer to a rendezvous: this node's place in the world.
 void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
                               std::vector<Outgoing>& out) {
+  forming_.erase(p.job);
   Job* found = jobs_.find(p.job);
   if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
     auto e = proto::ErrorReply::unpack(env.payload);
@@ -203,7 +214,11 @@ void NodeLinks::heartbeat_answered(const LinkPending& p, const proto::Envelope& 
     Job* job = jobs_.find(e.job);
     if (!job || !job->cluster) continue;
     ClusterInfo& c = *job->cluster;
-    if (!c.formed) continue;  // the World will say
+    if (!c.formed) {  // the World will say how it ends; until then, who is there
+      if (e.state == "forming" && e.forming.max_nodes > 0)
+        forming_[e.job] = {e.forming, Clock::now()};
+      continue;
+    }
     if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != job->generation)
       continue;  // asked about a generation that is over here
     if (to_string(c.phase) != e.state && e.state != "running")
@@ -259,6 +274,7 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
 }
 
 void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
+  forming_.erase(job.id);
   if (!job.cluster) return;
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
   // A rendezvous still waiting for its world has nobody left to answer.

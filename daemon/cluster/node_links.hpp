@@ -28,6 +28,7 @@ class NodeLinks {
                  std::string unavailable);
   // host:port of our peer listener, told to coordinators for the tree.
   void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
+  void set_name(std::string name) { node_name_ = std::move(name); }
 
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
   bool active() const { return !links_.empty(); }
@@ -87,6 +88,14 @@ class NodeLinks {
   std::map<std::string, RelayState> relays_;  // by job id
   uint64_t next_link_id_ = 1;
   std::string node_id_;
+  std::string node_name_;
+  // The coordinator's last word on the rounds our jobs wait in (by job id),
+  // and when it came: the last call counts down from then.
+  struct FormingSeen {
+    proto::Forming forming;
+    Clock::time_point at;
+  };
+  std::map<std::string, FormingSeen> forming_;
   std::chrono::milliseconds peer_timeout_{10000};
   std::string peering_unavailable_;
   std::string peer_endpoint_;

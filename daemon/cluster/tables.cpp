@@ -36,6 +36,10 @@ void State::set_cluster(std::string node_id, std::chrono::milliseconds peer_time
   cluster_->coordinator.configure(peer_timeout, tree_width);
 }
 
+void State::set_node_name(std::string name) {
+  cluster_->node.set_name(std::move(name));
+}
+
 void State::keep_link(const std::string& coordinator) {
   cluster_->node.keep(coordinator);
 }

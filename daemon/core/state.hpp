@@ -85,6 +85,8 @@ class State {
   // daemon coordinates (0 = a flat star).
   void set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
                    std::string unavailable, uint32_t tree_width);
+  // What this node is called in other nodes' rendezvous progress.
+  void set_node_name(std::string name);
   // host:port of our peer listener, told to coordinators for the tree.
   void set_peer_endpoint(std::string endpoint);
   // Requests that arrived on the peer socket (the benchmark counts them).

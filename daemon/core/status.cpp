@@ -47,6 +47,8 @@ proto::StatusReply State::status(int64_t viewer) const {
       uint32_t rank = job.cluster ? job.cluster->rank_offset + i : i;
       js.ranks.push_back({rank, i, slot.pid, slot.device, slot_state_name(slot.state)});
     }
+    // A rendezvous still forming: who joined, as the coordinator last said.
+    if (job.cluster && !job.cluster->formed) js.forming = cluster_state(id).forming;
     s.jobs.push_back(std::move(js));
   }
   return s;

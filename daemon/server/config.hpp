@@ -47,6 +47,9 @@ struct Config {
   // Children per daemon in the relay tree of the jobs we coordinate; a job
   // of at most this many nodes is a flat star. 0 = always a star.
   uint32_t tree_width = 16;
+  // This node's name in other nodes' rendezvous progress; empty = the host
+  // name.
+  std::string node_name;
 
   // How a job's processes are kept together and ended with it
   // (contain/job_cgroups.hpp): "auto" = a cgroup per job where a cgroup v2

@@ -56,4 +56,10 @@ void prepare_runtime_dir(const std::string& path, const std::string& option) {
   if (!root && (st.st_mode & 077)) ::chmod(dir.c_str(), 0700);
 }
 
+std::string host_name() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
 }  // namespace muster::daemon

@@ -21,4 +21,8 @@ namespace muster::daemon {
 // the sentence.
 void prepare_runtime_dir(const std::string& dir, const std::string& option = "--runtime-dir");
 
+// This machine's host name: part of the daemon's node id among its peers,
+// and the name they show for it unless --node-name says otherwise.
+std::string host_name();
+
 }  // namespace muster::daemon

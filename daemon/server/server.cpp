@@ -83,10 +83,10 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
     if (!cfg_.peer_bind.empty()) throw;
     unavailable = e.what();
   }
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  rt_->state->set_cluster(std::string(host) + ":" + cfg_.runtime_dir, cfg_.peer_timeout,
-                          unavailable, cfg_.tree_width);
+  std::string host = host_name();
+  rt_->state->set_cluster(host + ":" + cfg_.runtime_dir, cfg_.peer_timeout, unavailable,
+                          cfg_.tree_width);
+  rt_->state->set_node_name(cfg_.node_name.empty() ? host : cfg_.node_name);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) throw Error(ErrorCode::kInternal, "eventfd failed");
 }

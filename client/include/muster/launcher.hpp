@@ -75,6 +75,7 @@ struct JobState {
   // waiting (nodes wait to join the next generation) or forming.
   std::string state;
   std::string message;
+  Forming forming{};  // while forming: who joined the round
 };
 
 JobState cluster_state(Client& client, const std::string& job);

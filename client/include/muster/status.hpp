@@ -38,13 +38,31 @@ struct RankState {
   std::string state;
 };
 
+// A multi-node job's rendezvous round while it forms, as the job's
+// coordinator last said: the nodes that joined (by their daemons'
+// --node-name, sorted) and what closes the round. max_nodes == 0: no word
+// of it (yet).
+struct Forming {
+  uint32_t nodes = 0;               // how many joined
+  std::vector<std::string> joined;  // their names, sorted (the first 32)
+  uint32_t min_nodes = 0;
+  uint32_t max_nodes = 0;
+  int64_t last_call_ms = 0;   // the job's last call
+  int64_t closes_in_ms = -1;  // when the running last call ends; -1 = not running
+};
+
+// "3 of 4 nodes (node0, node1, node3), waiting for 1 more; forms at 4, or at
+// 2 after the last call in 12 s"; "" when f says nothing.
+std::string to_string(const Forming& f);
+
 struct JobInfo {
   std::string id;
   uint64_t generation = 0;
   uint32_t world_size = 0;
   uint32_t local_world_size = 0;
   std::vector<RankState> ranks;
-  int64_t uid = -1;  // the owner (-1 = none)
+  int64_t uid = -1;   // the owner (-1 = none)
+  Forming forming{};  // while its multi-node rendezvous forms
 };
 
 struct DaemonStatus {

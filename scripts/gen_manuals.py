@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Writes muster(1), musterd(8), musterd.conf(5) and the bash completions of
+muster and musterd from the parsers themselves: it runs the built binaries'
+hidden `--dump-options` (one tab-separated line per flag, from the same
+tables that parse the command line), so the manuals cannot drift from what
+the programs accept. Usage (meson's custom_target does this):
+
+    gen_manuals.py MUSTER MUSTERD VERSION OUTDIR
+
+Dump lines: `command NAME SUMMARY` (muster's subcommands), `flag COMMAND
+SPELLINGS SHORT METAVAR HELP` (COMMAND: a muster subcommand, or musterd's
+`command-line` and `settings`; SPELLINGS: the flag's long names, comma
+separated, the first the main one)."""
+import os
+import subprocess
+import sys
+
+
+def dump(program):
+    out = subprocess.run([program, "--dump-options"], check=True, capture_output=True,
+                         text=True).stdout
+    commands, flags = [], {}
+    for line in out.splitlines():
+        f = line.split("\t")
+        if f[0] == "command":
+            commands.append((f[1], f[2]))
+        elif f[0] == "flag":
+            flags.setdefault(f[1], []).append(
+                {"names": f[2].split(","), "short": f[3], "metavar": f[4], "help": f[5]})
+    return commands, flags
+
+
+def roff(text):
+    text = text.replace("\\", "\\e").replace("-", "\\-")
+    return "\\&" + text if text[:1] in (".", "'") else text
+
+
+def tagged(flag, style="flag"):
+    """A .TP entry: the flag's spellings, its value, its help."""
+    if style == "setting":
+        head = f"\\fB{roff(flag['names'][0].lstrip('-'))}\\fR = \\fI{roff(flag['metavar'] or 'true')}\\fR"
+    else:
+        names = ([f"-{flag['short']}"] if flag["short"] else []) + [flag["names"][0]]
+        head = ", ".join(f"\\fB{roff(n)}\\fR" for n in names)
+        if flag["metavar"]:
+            head += f" \\fI{roff(flag['metavar'])}\\fR"
+    text = flag["help"]
+    if len(flag["names"]) > 1 and style == "flag":
+        text += " (also " + ", ".join(flag["names"][1:]) + ")"
+    return f".TP\n{head}\n{roff(text)}\n"
+
+
+def page(name, section, version, title, summary, synopsis, body):
+    return (f'.TH {name.upper()} {section} "" "muster {version}" "{title}"\n'
+            f".SH NAME\n{roff(name)} \\- {roff(summary)}\n.SH SYNOPSIS\n{synopsis}\n{body}")
+
+
+def muster_page(version, commands, flags):
+    body = (".SH DESCRIPTION\nmuster launches distributed training jobs with torchrun's "
+            "command line and environment, and talks to the node's \\fBmusterd\\fR(8).\n"
+            ".SH OPTIONS\n" + "".join(tagged(f) for f in flags["muster"]) +
+            ".SH COMMANDS\n")
+    for name, summary in commands:
+        body += f".TP\n\\fB{roff(name)}\\fR\n{roff(summary)}\n"
+    for name, _ in commands:
+        body += f'.SH "OPTIONS OF MUSTER {name.upper()}"\n'
+        if name in ("run", "launch"):
+            body += (f"muster {name} [\\fIOPTIONS\\fR] \\fIPROGRAM\\fR [\\fIARGS\\fR...]. "
+                     "Every flag may also be set by a PET_\\fIFLAG\\fR variable "
+                     "(PET_NPROC_PER_NODE=4), as torchrun's are.\n")
+        body += "".join(tagged(f) for f in flags.get(name, []))
+    body += (".SH ENVIRONMENT\n.TP\nMUSTER_ENDPOINT\nthe daemon to use (default: the runtime "
+             "directory's musterd.sock)\n.TP\nMUSTER_PYTHON\nthe interpreter for .py programs "
+             "and \\-m (default: the first python3 on PATH)\n"
+             ".SH \"SEE ALSO\"\n\\fBmusterd\\fR(8), \\fBmusterd.conf\\fR(5)\n")
+    return page("muster", 1, version, "User Commands",
+                "launch and inspect distributed training jobs (a drop-in for torchrun)",
+                ".B muster\n\\fICOMMAND\\fR [\\fIOPTIONS\\fR] [\\fIPROGRAM\\fR [\\fIARGS\\fR...]]",
+                body)
+
+
+def musterd_page(version, flags):
+    body = (".SH DESCRIPTION\nmusterd owns a node's GPUs and the bookkeeping of the ranks "
+            "that run there: leases, rank assignment, the job stores, multi-node "
+            "rendezvous. Settings come from the command line and from "
+            "\\fBmusterd.conf\\fR(5); the command line wins.\n.SH OPTIONS\n")
+    body += "".join(tagged(f) for f in flags["command-line"])
+    body += ".SH SETTINGS\nOn the command line or, without the dashes, in the config file.\n"
+    body += "".join(tagged(f) for f in flags["settings"])
+    body += '.SH "SEE ALSO"\n\\fBmuster\\fR(1), \\fBmusterd.conf\\fR(5)\n'
+    return page("musterd", 8, version, "System Administration",
+                "node daemon for GPU leases, ranks and job stores",
+                ".B musterd\n[\\fIOPTIONS\\fR]", body)
+
+
+def conf_page(version, flags):
+    body = (".SH DESCRIPTION\n\\fBmusterd\\fR(8) reads /etc/muster/musterd.conf when it "
+            "exists (or the file of \\-\\-config): one \\fIname\\fR = \\fIvalue\\fR a line, "
+            "the names of musterd's long options; '#' at the start of a line or after a "
+            "blank starts a comment. Unknown names, sections and a name set twice are "
+            "errors (exit 2).\n.SH SETTINGS\n")
+    body += "".join(tagged(f, "setting") for f in flags["settings"])
+    body += '.SH "SEE ALSO"\n\\fBmusterd\\fR(8), \\fBmuster\\fR(1)\n'
+    return page("musterd.conf", 5, version, "File Formats", "musterd's settings",
+                "/etc/muster/musterd.conf", body)
+
+
+def words(flag_list):
+    out = []
+    for f in flag_list:
+        out += ([f"-{f['short']}"] if f["short"] else []) + f["names"]
+    return " ".join(out)
+
+
+def muster_completion(commands, flags):
+    cases = "".join(f"    {name}) opts='{words(flags.get(name, []))}' ;;\n"
+                    for name, _ in commands)
+    names = " ".join(name for name, _ in commands)
+    return f"""# bash completion for muster (generated from its parsers)
+_muster() {{
+  local cur=${{COMP_WORDS[COMP_CWORD]}} opts
+  if [[ $COMP_CWORD -eq 1 ]]; then
+    COMPREPLY=($(compgen -W '{names} {words(flags["muster"])}' -- "$cur"))
+    return
+  fi
+  case ${{COMP_WORDS[1]}} in
+{cases}    *) return ;;
+  esac
+  [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}}
+complete -o default -F _muster muster
+"""
+
+
+def musterd_completion(flags):
+    opts = words(flags["command-line"] + flags["settings"])
+    return f"""# bash completion for musterd (generated from its parser)
+_musterd() {{
+  local cur=${{COMP_WORDS[COMP_CWORD]}}
+  [[ $cur == -* ]] && COMPREPLY=($(compgen -W '{opts}' -- "$cur"))
+}}
+complete -o default -F _musterd musterd
+"""
+
+
+def main():
+    muster, musterd, version, outdir = sys.argv[1:5]
+    commands, muster_flags = dump(muster)
+    _, musterd_flags = dump(musterd)
+    files = {
+        "muster.1": muster_page(version, commands, muster_flags),
+        "musterd.8": musterd_page(version, musterd_flags),
+        "musterd.conf.5": conf_page(version, musterd_flags),
+        "muster": muster_completion(commands, muster_flags),
+        "musterd": musterd_completion(musterd_flags),
+    }
+    for name, text in files.items():
+        with open(os.path.join(outdir, name), "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
