@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/sampler_progress.hpp"
 #include "core/state.hpp"
 #include "persist/reply_cache.hpp"
 
@@ -24,11 +25,13 @@ inline constexpr uint64_t kOldestVersion = 1;
 // The change records of the log. The coordinator's records, when it saves
 // its rounds, take other numbers.
 enum Record : uint8_t {
-  kJob = 1,      // a job's header (all but its store), replacing the one before
-  kJobGone = 2,  // a job and its store, gone
-  kKey = 3,      // one key of a job's store set
-  kKeyGone = 4,  // one key erased
-  kReply = 5,    // a reply kept for a client's resends
+  kJob = 1,           // a job's header (all but its store), replacing the one before
+  kJobGone = 2,       // a job and its store, gone
+  kKey = 3,           // one key of a job's store set
+  kKeyGone = 4,       // one key erased
+  kReply = 5,         // a reply kept for a client's resends
+  kProgress = 6,      // a run's resumable-sampler progress, replacing the one before
+  kProgressGone = 7,  // a run's progress, gone
 };
 
 // A live pid's start time (/proc/PID/stat field 22), cached by the caller.
@@ -48,6 +51,9 @@ struct Loaded {
     ReplyCache::Entry e;
   };
   std::vector<Reply> replies;
+  // The resumable samplers' progress per job (progress_codec.hpp); each
+  // run's launcher_started is its launcher's start time when saved.
+  std::map<std::string, SamplerRun> progress;
 };
 
 // The whole state as one snapshot.
