@@ -4,7 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <functional>
+#include <string>
 
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
@@ -19,16 +23,60 @@ using Opts = Client::ShardOptions;
 
 namespace {
 
-// One generation of a launched job: reserved for `launcher`, this test
-// process as its one worker, joined.
-std::unique_ptr<Client> generation(const TestDaemon& d, const std::string& job, int64_t launcher,
-                                   uint64_t gen) {
-  Client booker(ClientOptions{d.endpoint()});
-  muster::reserve(booker, job, 1, false, {}, launcher, gen);
-  muster::attach(booker, job, {static_cast<int64_t>(::getpid())});
-  auto w = std::make_unique<Client>(ClientOptions{d.endpoint()});
-  w->join({job, 1, false, 0});
-  return w;
+// Runs f in a forked child and returns what it returns ("" when it threw or
+// died): a worker of a launched job lives in the job's cgroup and is ended
+// with it, which must not be this test process.
+std::string in_child(const std::function<std::string()>& f) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string r;
+    try {
+      r = f();
+    } catch (const std::exception& e) {
+      r = std::string("error: ") + e.what();
+    }
+    (void)!::write(fds[1], r.data(), r.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return out;
+}
+
+// One generation of a launched job in a child, its only worker: reserved
+// for `launcher`, attached, joined; then f(worker).
+std::string generation(const TestDaemon& d, int64_t launcher, uint64_t gen,
+                       const std::function<std::string(Client&)>& f) {
+  return in_child([&] {
+    Client booker(ClientOptions{d.endpoint()});
+    muster::reserve(booker, "train", 1, false, {}, launcher, gen);
+    muster::attach(booker, "train", {static_cast<int64_t>(::getpid())});
+    Client w(ClientOptions{d.endpoint()});
+    w.join({"train", 1, false, 0});
+    return f(w);
+  });
+}
+
+std::string place(Client& w) {
+  auto p = w.sampler_resume(1000, 7, true);
+  if (!p) return "none";
+  return std::to_string(p->epoch) + "/" + std::to_string(p->consumed) + "/" +
+         std::to_string(w.sampler_shard(*p).size());
+}
+
+// The job is gone once its worker's exit is seen.
+void wait_job_gone(const TestDaemon& d) {
+  CHECK(test::eventually([&] { return Client(ClientOptions{d.endpoint()}).status().jobs.empty(); },
+                         10s));
 }
 
 }  // namespace
@@ -37,42 +85,32 @@ TEST_CASE("a commit outlives the run's generations and a daemon restart, and end
           "[sampler][resume]") {
   TestDaemon d;
   Process launcher({"sleep", "300"});
-  {
-    auto w = generation(d, "train", launcher.pid(), 0);
-    CHECK_FALSE(w->sampler_resume(1000, 7, true).has_value());
-    w->sampler_commit({1000, 2, 7, true, false, 120});
-    w->sampler_commit({1000, 2, 7, true, false, 300});  // the last commit wins
-    w->sampler_commit({50, 0, 1, false, true, 10});     // another sampler of the run
-    w->leave();                                         // the job ends: all its ranks are gone
-  }
-  auto w = generation(d, "train", launcher.pid(), 1);
-  auto p = w->sampler_resume(1000, 7, true);
-  REQUIRE(p.has_value());
-  CHECK(p->epoch == 2);
-  CHECK(p->consumed == 300);
-  CHECK_FALSE(p->drop_last);
-  // What it answers is ready for sampler_shard: the rest of the epoch.
-  CHECK(w->sampler_shard(*p).size() == 700);
-  CHECK_FALSE(w->sampler_resume(1000, 8, true).has_value());  // another seed: another sampler
+  CHECK(generation(d, launcher.pid(), 0, [](Client& w) {
+          std::string before = place(w);
+          w.sampler_commit({1000, 2, 7, true, false, 120});
+          w.sampler_commit({1000, 2, 7, true, false, 300});  // the last commit wins
+          w.sampler_commit({50, 0, 1, false, true, 10});     // another sampler of the run
+          return before;
+        }) == "none");
+  wait_job_gone(d);
+  // The next generation: epoch 2 from 300, the rest of it (700) to shard.
+  CHECK(generation(d, launcher.pid(), 1, place) == "2/300/700");
+  wait_job_gone(d);
 
   d.kill9();
   d.start();
-  w = std::make_unique<Client>(ClientOptions{d.endpoint()});
-  w->join({"train", 1, false, 0});
-  p = w->sampler_resume(1000, 7, true);
-  REQUIRE(p.has_value());
-  CHECK(p->consumed == 300);
-  auto other = w->sampler_resume(50, 1, false);
-  REQUIRE(other.has_value());
-  CHECK((other->epoch == 0 && other->consumed == 10 && other->drop_last));
+  CHECK(generation(d, launcher.pid(), 2, [](Client& w) {
+          auto other = w.sampler_resume(50, 1, false);
+          return place(w) + (other && other->consumed == 10 && other->drop_last ? " +" : " -");
+        }) == "2/300/700 +");
+  wait_job_gone(d);
 
   // The run ends (its launcher does): a new run under the same id starts fresh.
   launcher.signal(SIGKILL);
   REQUIRE(launcher.wait(10s).has_value());
-  CHECK(test::eventually([&] { return !w->sampler_resume(1000, 7, true).has_value(); }, 10s));
-  w->leave();
-  w = generation(d, "train", ::getpid(), 0);
-  CHECK_FALSE(w->sampler_resume(1000, 7, true).has_value());
+  Process next({"sleep", "300"});
+  CHECK(generation(d, next.pid(), 0, place) == "none");
+  next.signal(SIGKILL);
 }
 
 TEST_CASE("without a launcher a commit lives as long as its job", "[sampler][resume]") {

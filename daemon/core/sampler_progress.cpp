@@ -29,10 +29,11 @@ bool SamplerProgress::commit(const std::string& job, int64_t launcher_pid,
   return fresh;
 }
 
-const SamplerPlace* SamplerProgress::find(const std::string& job, uint64_t dataset_size,
-                                          uint64_t seed, bool shuffle) const {
+const SamplerPlace* SamplerProgress::find(const std::string& job, int64_t launcher_pid,
+                                          uint64_t dataset_size, uint64_t seed,
+                                          bool shuffle) const {
   auto it = runs_.find(job);
-  if (it == runs_.end()) return nullptr;
+  if (it == runs_.end() || it->second.launcher_pid != launcher_pid) return nullptr;
   auto s = it->second.samplers.find(sampler_key(dataset_size, seed, shuffle));
   return s == it->second.samplers.end() ? nullptr : &s->second;
 }

@@ -49,9 +49,11 @@ class SamplerProgress {
   // (the caller watches its launcher). Throws Error(kTooLarge) past
   // kMaxSamplersPerJob samplers.
   bool commit(const std::string& job, int64_t launcher_pid, const SamplerPlace& place);
-  // The last commit of that sampler in the job's run, or nullptr.
-  const SamplerPlace* find(const std::string& job, uint64_t dataset_size, uint64_t seed,
-                           bool shuffle) const;
+  // The last commit of that sampler in the job's run of `launcher_pid`, or
+  // nullptr (also for a run of another launcher: a new muster run under an
+  // old job id, before the old launcher's end is seen).
+  const SamplerPlace* find(const std::string& job, int64_t launcher_pid, uint64_t dataset_size,
+                           uint64_t seed, bool shuffle) const;
   // The run of `launcher_pid` ended: its jobs' entries go.
   void launcher_ended(int64_t launcher_pid);
   // The job ended: its entry goes unless a launcher keeps it for the next

@@ -10,9 +10,9 @@ void State::sampler_request(const ReplyTo& to, const proto::Envelope& env,
                             std::vector<Outgoing>& out) {
   if (env.type == static_cast<uint16_t>(proto::SamplerResume::kType)) {
     auto m = proto::SamplerResume::unpack(env.payload);
-    jobs_.get(m.job);  // unknown_job for a job that is not here
+    const Job& job = jobs_.get(m.job);
     proto::SamplerPlace r;
-    if (const auto* p = progress_.find(m.job, m.dataset_size, m.seed, m.shuffle))
+    if (const auto* p = progress_.find(m.job, job.launcher_pid, m.dataset_size, m.seed, m.shuffle))
       r = {true, p->epoch, p->consumed, p->drop_last};
     reply(to, r, out);
     return;
