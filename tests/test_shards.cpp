@@ -69,6 +69,7 @@ ShardSpec spec_of(const Opts& o, uint32_t world, uint32_t rank) {
   s.seed = o.seed;
   s.shuffle = o.shuffle;
   s.drop_last = o.drop_last;
+  s.consumed = o.consumed;
   s.num_replicas = world;
   s.rank = rank;
   return s;
@@ -277,6 +278,22 @@ TEST_CASE("shard requests that cannot be served get clear errors", "[shards]") {
   check_world(w, {100, 0, 0, true, false});
 }
 
+TEST_CASE("a resumed shard from the daemon is the rest of the epoch, shared as torch would",
+          "[shards][resume]") {
+  TestDaemon d;
+  World w(d, "resumed", 3);
+  for (bool drop_last : {false, true})
+    for (uint64_t consumed : {0, 1, 500, 9998, 9999, 10000}) {
+      Opts o{10000, 3, 17, true, drop_last, consumed};
+      INFO("consumed " << consumed << " drop_last " << drop_last);
+      auto got = w.fetch(o);
+      for (uint32_t r = 0; r < w.size(); ++r)
+        CHECK(first_difference(got[r], shard_indices(spec_of(o, w.size(), r))) == "");
+    }
+  Opts over{100, 0, 0, true, false, 101};
+  CHECK_THROWS_AS(w.ranks[0]->sampler_shard(over), Error);
+}
+
 TEST_CASE("the C ABI hands out the same shard, malloc'd", "[shards]") {
   TestDaemon d;
   muster_client* c = muster_client_new(d.endpoint().c_str());
@@ -296,6 +313,13 @@ TEST_CASE("the C ABI hands out the same shard, malloc'd", "[shards]") {
   CHECK(muster_sampler_shard(c, 10, 0, 0, 1, 0, nullptr, &count) ==
         static_cast<int>(ErrorCode::kInvalidArgument));
   CHECK(std::string(muster_error_message(c)).find("indices") != std::string::npos);
+  REQUIRE(muster_sampler_shard_from(c, 1234, 2, 7, 1, 0, 1000, &idx, &count) == 0);
+  got.assign(idx, idx + count);
+  muster_free(idx);
+  CHECK(first_difference(got, shard_indices(spec_of({1234, 2, 7, true, false, 1000}, 1, 0))) == "");
+  CHECK(count == 234);
+  CHECK(muster_sampler_shard_from(c, 10, 0, 0, 1, 0, 11, &idx, &count) ==
+        static_cast<int>(ErrorCode::kInvalidArgument));
   muster_client_free(c);
 }
 

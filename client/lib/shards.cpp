@@ -5,6 +5,7 @@
 
 #include "muster/client.hpp"
 #include "protocol/messages.hpp"
+#include "protocol/sampler_messages.hpp"
 #include "session.hpp"
 
 namespace muster {
@@ -37,13 +38,35 @@ std::vector<int64_t> widen(const std::string& bytes, uint64_t count) {
 
 std::vector<int64_t> Client::sampler_shard(const ShardOptions& o) {
   const std::string& job = session_->job();
-  proto::Shard m{job,        session_->rank().rank, o.dataset_size, o.epoch, o.seed, o.shuffle,
-                 o.drop_last};
+  proto::Shard m{job,       session_->rank().rank, o.dataset_size, o.epoch, o.seed,
+                 o.shuffle, o.drop_last,           o.consumed};
   if (m.dataset_size > proto::kMaxDatasetSize)
     throw Error(ErrorCode::kInvalidArgument,
                 "dataset_size " + std::to_string(o.dataset_size) + " is over the limit of 2^40");
+  if (o.consumed > o.dataset_size)
+    throw Error(ErrorCode::kInvalidArgument, "consumed " + std::to_string(o.consumed) +
+                                                 " is over dataset_size " +
+                                                 std::to_string(o.dataset_size));
   auto r = session_->call<proto::ShardReply>(m, kShardExtraWait);
   return r.width == 4 ? widen<uint32_t>(r.indices, r.count) : widen<uint64_t>(r.indices, r.count);
+}
+
+void Client::sampler_commit(const ShardOptions& o) {
+  const std::string& job = session_->job();
+  if (o.consumed > o.dataset_size)
+    throw Error(ErrorCode::kInvalidArgument, "consumed " + std::to_string(o.consumed) +
+                                                 " is over dataset_size " +
+                                                 std::to_string(o.dataset_size));
+  session_->call<proto::Ok>(proto::SamplerCommit{job, session_->rank().rank, o.dataset_size, o.seed,
+                                                 o.shuffle, o.drop_last, o.epoch, o.consumed});
+}
+
+std::optional<Client::ShardOptions> Client::sampler_resume(uint64_t dataset_size, uint64_t seed,
+                                                           bool shuffle) {
+  auto r = session_->call<proto::SamplerPlace>(
+      proto::SamplerResume{session_->job(), dataset_size, seed, shuffle});
+  if (!r.found) return std::nullopt;
+  return ShardOptions{dataset_size, r.epoch, seed, shuffle, r.drop_last, r.consumed};
 }
 
 }  // namespace muster

@@ -248,6 +248,7 @@ void Shard::fields(IO& io) {
   io.num("seed", seed, 0, UINT64_MAX);
   io.boolean("shuffle", shuffle);
   io.boolean("drop_last", drop_last);
+  io.num("consumed", consumed, 0, kMaxDatasetSize, wire::kUnlessDefault);
 }
 
 template <class IO>

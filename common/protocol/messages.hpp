@@ -32,6 +32,9 @@ enum class MsgType : uint16_t {
   kStoreNumKeys = 14,
   kGpuDrain = 15,
   kShard = 20,
+  // resumable samplers (sampler_messages.hpp)
+  kSamplerCommit = 21,
+  kSamplerResume = 22,
   // multi-node jobs (cluster_messages.hpp)
   kRendezvous = 30,
   kClusterState = 31,
@@ -64,6 +67,7 @@ enum class MsgType : uint16_t {
   kBool = 107,
   kStatusReply = 108,
   kShardReply = 110,
+  kSamplerPlace = 111,
   kClusterStateReply = 131,
   kWorld = 140,
   kHeartbeatAck = 142,
@@ -389,6 +393,8 @@ struct Shard {
   uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;
+  // Indices of the epoch's permutation already used (resumption, <= dataset_size); 0 = torch's.
+  uint64_t consumed = 0;
   MUSTER_MESSAGE(Shard);
 };
 

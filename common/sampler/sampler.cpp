@@ -58,6 +58,10 @@ void validate(const ShardSpec& spec) {
   if (spec.dataset_size > kMaxIndex) {
     throw std::invalid_argument("ShardSpec.dataset_size does not fit torch's int64 indices.");
   }
+  if (spec.consumed > spec.dataset_size) {
+    throw std::invalid_argument("ShardSpec.consumed " + std::to_string(spec.consumed) +
+                                " is over dataset_size " + std::to_string(spec.dataset_size) + ".");
+  }
 }
 
 // torch's randperm_cpu: forward Fisher-Yates drawing one 32-bit mt19937 output per step, reduced
@@ -93,17 +97,18 @@ void torch_shuffle(T* data, uint64_t n, uint64_t seed) {
   }
 }
 
-// DistributedSampler pads by cycling the base list, so padded position p holds base[p % n];
-// drop_last keeps total_size <= n, where that is just base[p].
+// DistributedSampler pads by cycling the base list, so padded position p of the m remaining
+// entries holds remaining[p % m]; drop_last keeps total_size <= m, where that is just
+// remaining[p]. remaining[q] is base(consumed + q).
 template <typename Lookup>
 std::vector<int64_t> gather_shard(const ShardSpec& spec, Lookup base) {
   const uint64_t count = shard_size(spec);
-  const uint64_t n = spec.dataset_size;
+  const uint64_t m = spec.dataset_size - spec.consumed;
   std::vector<int64_t> out;
   out.reserve(count);
   uint64_t pos = spec.rank;
   for (uint64_t k = 0; k < count; ++k, pos += spec.num_replicas) {
-    out.push_back(base(pos < n ? pos : pos % n));
+    out.push_back(base(spec.consumed + (pos < m ? pos : pos % m)));
   }
   return out;
 }
@@ -122,9 +127,16 @@ void torch_randperm_u32(uint32_t* out, uint64_t n, uint64_t seed) {
   torch_shuffle(out, n, seed);
 }
 
+uint64_t consumed_after(uint64_t dataset_size, uint64_t start, uint64_t per_rank, uint32_t world) {
+  if (start >= dataset_size) return dataset_size;
+  const uint64_t left = dataset_size - start;
+  if (world == 0 || per_rank >= left / world + 1) return dataset_size;  // also avoids overflow
+  return std::min(dataset_size, start + per_rank * world);
+}
+
 uint64_t shard_size(const ShardSpec& spec) {
   validate(spec);
-  const uint64_t n = spec.dataset_size;
+  const uint64_t n = spec.dataset_size - spec.consumed;
   const uint64_t world = spec.num_replicas;
   // torch: drop_last ? ceil((n - world) / world) : ceil(n / world). For uneven n the former is
   // floor(n / world), and it is 0 when n < world because the quotient lies in (-1, 0).

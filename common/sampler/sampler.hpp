@@ -16,7 +16,16 @@ struct ShardSpec {
   bool drop_last = false;
   uint32_t num_replicas = 1;
   uint32_t rank = 0;
+  // Resumption: how much of the epoch's unpadded permutation `perm` (torch's order) is already
+  // used, 0..dataset_size. The ranks then share remaining = perm[consumed:] the way torch shares
+  // the whole epoch: padded by cycling (or truncated with drop_last) to a multiple of
+  // num_replicas, rank r taking remaining[r::num_replicas]. 0 is torch's DistributedSampler.
+  uint64_t consumed = 0;
 };
+
+// `consumed` after every one of `world` ranks used `per_rank` indices of a pass that began at
+// `start`: min(dataset_size, start + per_rank * world), saturating.
+uint64_t consumed_after(uint64_t dataset_size, uint64_t start, uint64_t per_rank, uint32_t world);
 
 // The permutation torch.randperm(n, generator=manual_seed(seed)) produces (seed already includes
 // epoch). Only the low 32 bits of `seed` matter, exactly as in torch.
@@ -25,7 +34,7 @@ std::vector<int64_t> torch_randperm(uint64_t n, uint64_t seed);
 // the int64 form, ~1.4x faster at n = 10M. Used by musterd's shard cache.
 void torch_randperm_u32(uint32_t* out, uint64_t n, uint64_t seed);
 
-// Number of indices each rank gets (torch's num_samples).
+// Number of indices each rank gets (torch's num_samples, of what remains after `consumed`).
 uint64_t shard_size(const ShardSpec& spec);
 
 // This rank's indices given the full permutation (or empty `perm` when !shuffle; then arange is

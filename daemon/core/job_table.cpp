@@ -87,6 +87,7 @@ proto::Reserved JobTable::reserve(const proto::Reserve& m, int64_t owner_uid) {
   job.local_world_size = m.local_world_size;
   job.wants_gpu = m.wants_gpu;
   job.generation = m.generation;  // muster run's restart count
+  job.launcher_pid = m.launcher_pid;
   job.slots.resize(m.local_world_size);
   for (uint32_t i = 0; i < m.local_world_size; ++i) {
     job.slots[i] = {SlotState::kReserved, m.launcher_pid, 0, devices[i]};

@@ -35,6 +35,7 @@ void State::leave(const proto::Leave& m, std::vector<Outgoing>& out) {
 
 void State::on_pid_exit(int64_t pid, std::vector<Outgoing>& out) {
   watch_.forget(pid);
+  progress_.launcher_ended(pid);  // a muster run ended: its samplers' progress goes
   std::vector<std::string> touched;
   jobs_.each_live_slot_of(pid, [&](Job& job, uint32_t i) {
     bool was_reserved = job.slots[i].state == SlotState::kReserved;
@@ -63,6 +64,7 @@ void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
   log::info("job=" + id + " ended");
   cluster_job_removed(*job, out);
   shards_.drop(id);
+  progress_.job_ended(id);  // kept for the next generation only under a launcher
   jobs_.erase(id);
 }
 

@@ -35,13 +35,14 @@ std::string mib(uint64_t bytes) {
 }
 
 // Writes count indices of `width` bytes, little-endian, to dst, where index
-// k is base(position k of this rank), with torch's padding by cycling.
+// k is base(position k of this rank) among the entries after spec.consumed,
+// with torch's padding by cycling those (common/sampler/sampler.hpp).
 template <class Lookup>
 void gather(char* dst, const ShardSpec& spec, uint64_t count, uint32_t width, Lookup base) {
-  const uint64_t n = spec.dataset_size;
+  const uint64_t m = spec.dataset_size - spec.consumed;
   uint64_t pos = spec.rank;
   for (uint64_t k = 0; k < count; ++k, pos += spec.num_replicas) {
-    const auto v = static_cast<uint64_t>(base(pos < n ? pos : pos % n));
+    const auto v = static_cast<uint64_t>(base(spec.consumed + (pos < m ? pos : pos % m)));
     if (width == 4) {
       auto x = static_cast<uint32_t>(v);
       if constexpr (std::endian::native == std::endian::big) x = __builtin_bswap32(x);
@@ -88,6 +89,11 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
   spec.drop_last = m.drop_last;
   spec.num_replicas = job.world_size();
   spec.rank = m.rank;
+  spec.consumed = m.consumed;
+  if (m.consumed > m.dataset_size)
+    throw Error(ErrorCode::kInvalidArgument, "consumed " + std::to_string(m.consumed) +
+                                                 " is over dataset_size " +
+                                                 std::to_string(m.dataset_size));
   const uint64_t n = m.dataset_size;
   const uint64_t count = shard_size(spec);
   const uint32_t width = n <= (uint64_t{1} << 32) ? 4 : 8;

@@ -84,6 +84,8 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
     switch (t.area) {
       case proto::Area::kStore:
         return store_request(to, env, out);
+      case proto::Area::kShard:  // but shard itself: sampler_commit, sampler_resume
+        return sampler_request(to, env, out);
       case proto::Area::kBcast:
         // A job on one node broadcasts through shared memory (client/lib).
         throw Error(ErrorCode::kInvalidArgument,

@@ -23,6 +23,7 @@
 #include "core/job_table.hpp"
 #include "core/quotas.hpp"
 #include "core/reply.hpp"
+#include "core/sampler_progress.hpp"
 #include "core/shard_cache.hpp"
 #include "core/store.hpp"
 #include "gpu/inventory.hpp"
@@ -115,6 +116,11 @@ class State {
   void restore_device_marks(const std::vector<DeviceMark>& marks) {
     jobs_.devices().restore(marks);
   }
+  // The resumable samplers' progress per run (sampler_progress.hpp), saved
+  // with the jobs; restore_progress puts an entry back and watches its
+  // launcher again (false, and nothing kept, when the launcher is gone).
+  const SamplerProgress& sampler_progress() const { return progress_; }
+  bool restore_progress(const std::string& job, SamplerRun run);
 
  private:
   template <class M>
@@ -141,6 +147,8 @@ class State {
   void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
   // Sampler shards: each rank's indices, from permutations cached per job.
   void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // sampler_commit and sampler_resume (sampler_requests.cpp).
+  void sampler_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
 
   // The job a store or barrier request works on: the local one, or for a
   // request from a peer, the coordinator's global store of that job.
@@ -179,6 +187,7 @@ class State {
   Quotas quotas_;
   Store store_;  // the waits on keys and barriers
   ShardCache shards_;
+  SamplerProgress progress_;
   // Multi-node state.
   static ClusterTables* new_cluster_tables(Store& store, JobTable& jobs);
   struct ClusterTablesDelete {

@@ -91,6 +91,9 @@ struct Job {
   // may use the job. -1: created by an in-process caller, no owner.
   int64_t owner_uid = -1;
   uint64_t generation = 0;
+  // The muster run that reserved the job (0: joined without one); it
+  // outlives the job between generations (SamplerProgress).
+  int64_t launcher_pid = 0;
   uint32_t local_world_size = 0;
   bool wants_gpu = false;
   std::vector<Slot> slots;

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "persist/progress_codec.hpp"
 #include "protocol/bounded_unpack.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/limits.hpp"
@@ -77,6 +78,7 @@ Loaded::JobAt decode_job(const msgpack::object& o, const std::string& what) {
       static_cast<uint32_t>(jr.u64("local_world_size", 1, limits::kMaxLocalWorldSize));
   job.wants_gpu = jr.boolean("wants_gpu");
   if (jr.has("owner")) job.owner_uid = jr.i64("owner", -1, INT32_MAX);
+  if (jr.has("launcher")) job.launcher_pid = jr.i64("launcher", 0, INT32_MAX);
   if (jr.has("cluster")) job.cluster = decode_cluster(jr.map("cluster"), job.id);
   const auto& slots = jr.array("slots", limits::kMaxLocalWorldSize);
   if (slots.size != job.local_world_size)
@@ -186,8 +188,9 @@ std::vector<DeviceMark> decode_marks(const MapReader& r) {
 // One job: its slots (with their pids' start times) and, for a snapshot,
 // its store.
 void encode_job(codec::Packer& p, const Job& job, const StartTime& started, bool with_store) {
-  p.pack_map((job.cluster ? 8 : 7) - (with_store ? 0 : 1));
+  p.pack_map((job.cluster ? 9 : 8) - (with_store ? 0 : 1));
   key(p, "id"), put_str(p, job.id);
+  key(p, "launcher"), p.pack(job.launcher_pid);
   key(p, "owner"), p.pack(job.owner_uid);
   if (job.cluster) {
     // A node's part of a multi-node job: where its world is, so that the
@@ -233,7 +236,7 @@ std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t
                             const StartTime& started) {
   codec::Buffer buf;
   codec::Packer p(buf);
-  p.pack_map(7);
+  p.pack_map(8);
   key(p, "format"), put_str(p, kFormatName);
   key(p, "version"), p.pack(kFormatVersion);
   key(p, "epoch"), p.pack(epoch);
@@ -262,6 +265,9 @@ std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t
   });
   key(p, "replies"), p.pack_array(static_cast<uint32_t>(saved.size()));
   for (const auto& [c, uid, e] : saved) encode_reply(p, *c, uid, *e);
+  const auto& runs = st.sampler_progress().all();
+  key(p, "progress"), p.pack_array(static_cast<uint32_t>(runs.size()));
+  for (const auto& [job, run] : runs) progress_codec::pack_run(p, job, run, started);
   return bytes_of(buf);
 }
 
@@ -292,6 +298,12 @@ Loaded decode_snapshot(const std::string& bytes) {
     bool usable = false;
     auto r = decode_reply(replies.ptr[i], "state.replies[" + std::to_string(i) + "]", &usable);
     if (usable) l.replies.push_back(std::move(r));
+  }
+  if (top.has("progress")) {  // from before resumable samplers: none
+    const auto& runs = top.array("progress", 1u << 20);
+    for (uint32_t i = 0; i < runs.size; ++i)
+      l.progress.insert(
+          progress_codec::decode_run(runs.ptr[i], "state.progress[" + std::to_string(i) + "]"));
   }
   return l;
 }
@@ -399,6 +411,14 @@ void apply(Loaded& l, uint8_t type, std::string_view payload) {
     }
     case kDevices:
       l.marks = decode_marks(MapReader(o, "log: devices"));
+      return;
+    case kProgress: {
+      auto [job, run] = progress_codec::decode_run(o, "log: sampler progress");
+      l.progress[job] = std::move(run);
+      return;
+    }
+    case kProgressGone:
+      l.progress.erase(progress_codec::decode_run_gone(o));
       return;
     default:
       throw Error(ErrorCode::kBadMessage, "a log record of unknown type " + std::to_string(type));

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/sampler_progress.hpp"
 #include "core/state.hpp"
 #include "persist/reply_cache.hpp"
 
@@ -25,12 +26,14 @@ inline constexpr uint64_t kOldestVersion = 1;
 // The change records of the log. The coordinator's records, when it saves
 // its rounds, take other numbers.
 enum Record : uint8_t {
-  kJob = 1,      // a job's header (all but its store), replacing the one before
-  kJobGone = 2,  // a job and its store, gone
-  kKey = 3,      // one key of a job's store set
-  kKeyGone = 4,  // one key erased
-  kReply = 5,    // a reply kept for a client's resends
-  kDevices = 6,  // every GPU's drain and failure, replacing the ones before
+  kJob = 1,           // a job's header (all but its store), replacing the one before
+  kJobGone = 2,       // a job and its store, gone
+  kKey = 3,           // one key of a job's store set
+  kKeyGone = 4,       // one key erased
+  kReply = 5,         // a reply kept for a client's resends
+  kDevices = 6,       // every GPU's drain and failure, replacing the ones before
+  kProgress = 7,      // a run's resumable-sampler progress, replacing the one before
+  kProgressGone = 8,  // a run's progress, gone
 };
 
 // A live pid's start time (/proc/PID/stat field 22), cached by the caller.
@@ -51,6 +54,9 @@ struct Loaded {
   };
   std::vector<Reply> replies;
   std::vector<DeviceMark> marks;
+  // The resumable samplers' progress per job (progress_codec.hpp); each
+  // run's launcher_started is its launcher's start time when saved.
+  std::map<std::string, SamplerRun> progress;
 };
 
 // The whole state as one snapshot.

@@ -9,6 +9,7 @@
 #include "liveness/pidwatch.hpp"
 #include "log.hpp"
 #include "persist/files.hpp"
+#include "persist/progress_codec.hpp"
 #include "persist/state_codec.hpp"
 
 namespace muster::daemon {
@@ -110,6 +111,7 @@ void StateFile::append_changes(const State& st, ReplyCache& replies) {
     log_.append(sc::kDevices, marks);
     written_marks_ = std::move(marks);
   }
+  append_progress(st);
   // The records stay buffered in the log until a commit writes them; the
   // disk's view is what they will make it.
   written_ = std::move(now);
@@ -220,6 +222,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   }
   st.restore_device_marks(l.marks);
   for (auto& r : l.replies) replies.restore(r.client, r.uid, std::move(r.e));
+  restore_progress(st, l.progress);
   (void)replies.take_fresh();
   // What the disk holds now: if no new snapshot can be written below, the
   // next save appends the differences (the endings that follow, too).
@@ -248,7 +251,39 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   return restored;
 }
 
+// The runs whose sampler progress differs from what the disk holds.
+void StateFile::append_progress(const State& st) {
+  auto start = [this](int64_t pid) { return started(pid); };
+  std::map<std::string, std::string> now;
+  for (const auto& [job, run] : st.sampler_progress().all()) {
+    std::string bytes = progress_codec::run_record(job, run, start);
+    auto w = written_progress_.find(job);
+    if (w == written_progress_.end() || w->second != bytes) log_.append(sc::kProgress, bytes);
+    now[job] = std::move(bytes);
+  }
+  for (const auto& [job, bytes] : written_progress_)
+    if (!now.count(job)) log_.append(sc::kProgressGone, progress_codec::run_gone(job));
+  written_progress_ = std::move(now);
+}
+
+// A run's progress comes back while its launcher lives (the same process:
+// its start time as saved), or, without a launcher, while its job does.
+void StateFile::restore_progress(State& st, std::map<std::string, SamplerRun>& runs) {
+  for (auto& [job, run] : runs) {
+    const int64_t pid = run.launcher_pid;
+    if (pid > 0 && !(PidWatch::alive(pid) &&
+                     (run.launcher_started == 0 || start_time(pid) == run.launcher_started)))
+      continue;
+    if (pid > 0 && run.launcher_started) start_times_[pid] = run.launcher_started;
+    st.restore_progress(job, std::move(run));
+  }
+}
+
 void StateFile::note_written(const State& st) {
+  written_progress_.clear();
+  for (const auto& [job, run] : st.sampler_progress().all())
+    written_progress_[job] =
+        progress_codec::run_record(job, run, [this](int64_t pid) { return started(pid); });
   written_.clear();
   written_marks_ = sc::device_marks(st.devices().marks());
   largest_header_ = 0;

@@ -83,6 +83,8 @@ class StateFile {
  private:
   bool snapshot(const State& state, ReplyCache& replies);
   void append_changes(const State& state, ReplyCache& replies);
+  void append_progress(const State& state);
+  void restore_progress(State& state, std::map<std::string, SamplerRun>& runs);
   // The disk holds `state` as it is now.
   void note_written(const State& state);
   void set_aside(const std::string& file, const std::string& why);
@@ -101,6 +103,8 @@ class StateFile {
     std::string header;
   };
   std::map<std::string, Written> written_;
+  // What the disk holds of each run's sampler progress.
+  std::map<std::string, std::string> written_progress_;
   size_t largest_header_ = 0;
   std::string written_marks_;  // the GPUs' drains and failures on disk, as a record
   std::string failure_;

@@ -62,6 +62,16 @@ arr = muster.sampler_shard(1000, epoch=2, seed=1, as_numpy=True)
 ref = TorchSampler(range(1000), num_replicas=world, rank=rank, seed=1)
 ref.set_epoch(2)
 assert arr.dtype.name == "int64" and arr.tolist() == list(ref)
+# A resumed epoch served by the daemon: the rest of the permutation, as the
+# local computation (checked against an oracle in sampler_resume_oracle.py).
+for n, consumed, drop_last in ((1000, 0, False), (1000, 333, False), (1000, 998, True),
+                               (1000, 1000, False), (7, 5, False)):
+    s = DistributedSampler(range(n), seed=3, drop_last=drop_last)
+    assert s._served
+    s.load_state_dict(dict(s.state_dict(), epoch=4, consumed=consumed))
+    got = list(s)
+    assert got == s._local_indices(n, consumed), (n, consumed, drop_last, got[:8])
+    assert len(got) == len(s) or consumed == 0
 c.barrier("done")
 if rank == 0:
     print(f"DistributedSampler: {cases} cases equal torch's on {world} ranks OK")

@@ -12,6 +12,7 @@
 
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
+#include "protocol/sampler_messages.hpp"
 #include "protocol/store_messages.hpp"
 
 namespace muster::test {
@@ -56,6 +57,11 @@ inline std::optional<std::string> sample_request(proto::MsgType type, const std:
       return e(GpuDrain{static_cast<uint32_t>(v & 1), (v & 16) == 0, v & 16 ? "" : "maintenance"});
     case MsgType::kShard:
       return e(Shard{job, static_cast<uint32_t>(v & 1), 100, v, 42, (v & 16) != 0, false});
+    case MsgType::kSamplerCommit:
+      return e(SamplerCommit{job, static_cast<uint32_t>(v & 1), 100, 42, (v & 16) != 0, false, v,
+                             v & 2 ? 100u : 3u});
+    case MsgType::kSamplerResume:
+      return e(SamplerResume{job, 100, 42, (v & 16) != 0});
     case MsgType::kRendezvous:
       return e(Rendezvous{job, v & 16 ? "127.0.0.1:9" : "127.0.0.1:29400", -1, 1, 2, 100, 1000,
                           "127.0.0.1", 29500});

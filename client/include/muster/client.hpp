@@ -163,8 +163,21 @@ class Client {
     // Drop the tail instead of padding every rank to the same length;
     // default false.
     bool drop_last = false;
+    // Resumption: how many indices of the epoch's permutation (torch's
+    // order, unpadded) are already used, <= dataset_size; the ranks share
+    // the rest as torch shares a whole epoch. Default 0 (torch's sampler).
+    uint64_t consumed = 0;
   };
   std::vector<int64_t> sampler_shard(const ShardOptions& options);
+  // Resumable samplers: records with the daemon that `progress.consumed`
+  // indices of epoch `progress.epoch` are used, for the sampler known by
+  // (dataset_size, seed, shuffle); kept for the later generations of this
+  // muster run (restarts, re-forms), dropped when the run ends. The last
+  // commit wins.
+  void sampler_commit(const ShardOptions& progress);
+  // The last commit of that sampler in this run (epoch, consumed and
+  // drop_last filled in, ready for sampler_shard), or nullopt.
+  std::optional<ShardOptions> sampler_resume(uint64_t dataset_size, uint64_t seed, bool shuffle);
 
  private:
   friend detail::Session& detail::session_of(Client& client);

@@ -74,7 +74,7 @@ int muster_store_delete(muster_client* c, const char* key, int* deleted);
 /* Waits (up to timeout_ms) until all n keys exist. @since 0.1 */
 int muster_store_wait(muster_client* c, const char* const* keys, size_t n, int64_t timeout_ms);
 /* *count: how many keys start with prefix ("" or NULL: every key).
- * @since 0.2 */
+ * @since 0.1 */
 int muster_store_num_keys(muster_client* c, const char* prefix, int64_t* count);
 /* A new handle on the same daemon acting for c's job and rank (torch's
  * Store.clone), for another thread; NULL when out of memory. @since 0.2 */
@@ -83,7 +83,7 @@ muster_client* muster_client_clone(muster_client* c);
  * key's value (an absent key is created). @since 0.2 */
 int muster_store_append(muster_client* c, const char* key, const void* value, size_t len);
 /* Sets keys[i] to the lens[i] bytes at values[i], all n in one step.
- * @since 0.2 */
+ * @since 0.1 */
 int muster_store_multi_set(muster_client* c, const char* const* keys, const void* const* values,
                            const size_t* lens, size_t n);
 /* Waits (up to timeout_ms) until all n keys exist; values[i] (malloc'd,
@@ -94,7 +94,7 @@ int muster_store_multi_get(muster_client* c, const char* const* keys, size_t n, 
 int muster_store_queue_push(muster_client* c, const char* key, const void* value, size_t len);
 /* Takes the queue's first item (*value malloc'd), waiting up to timeout_ms
  * (< 0: the default); 0 does not wait: MUSTER not_found when empty.
- * @since 0.2 */
+ * @since 0.1 */
 int muster_store_queue_pop(muster_client* c, const char* key, int64_t timeout_ms, void** value,
                            size_t* len);
 /* *len: items in the queue at key. @since 0.2 */
@@ -128,6 +128,23 @@ int muster_sync_model(muster_client* c, muster_buffer* bufs, size_t n, int reduc
  * *indices is malloc'd (free with muster_free), *count entries. @since 0.1 */
 int muster_sampler_shard(muster_client* c, uint64_t dataset_size, uint64_t epoch, uint64_t seed,
                          int shuffle, int drop_last, int64_t** indices, size_t* count);
+/* The same, resumed: `consumed` indices of the epoch's permutation (torch's
+ * order, unpadded; <= dataset_size) are already used, and the ranks share
+ * the rest as torch shares a whole epoch (padded by cycling the rest, or
+ * truncated with drop_last). consumed = 0 is muster_sampler_shard.
+ * @since 0.1 */
+int muster_sampler_shard_from(muster_client* c, uint64_t dataset_size, uint64_t epoch,
+                              uint64_t seed, int shuffle, int drop_last, uint64_t consumed,
+                              int64_t** indices, size_t* count);
+/* Resumable samplers: records with the daemon that `consumed` indices of
+ * `epoch` are used by the sampler (dataset_size, seed, shuffle), for the
+ * later generations of this muster run; the last commit wins. @since 0.1 */
+int muster_sampler_commit(muster_client* c, uint64_t dataset_size, uint64_t epoch, uint64_t seed,
+                          int shuffle, int drop_last, uint64_t consumed);
+/* That sampler's last commit in this run: *found = 1 and its epoch and
+ * consumed, or *found = 0 (then both 0). @since 0.1 */
+int muster_sampler_resume(muster_client* c, uint64_t dataset_size, uint64_t seed, int shuffle,
+                          int* found, uint64_t* epoch, uint64_t* consumed);
 
 /* Frees what the calls above malloc'd. @since 0.1 */
 void muster_free(void* p);

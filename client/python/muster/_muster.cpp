@@ -404,8 +404,8 @@ void def_sampler(PyClass& c) {
   c.def(
       "sampler_shard",
       [](PyClient& c, uint64_t dataset_size, uint64_t epoch, uint64_t seed, bool shuffle,
-         bool drop_last, bool as_numpy) -> py::object {
-        muster::Client::ShardOptions o{dataset_size, epoch, seed, shuffle, drop_last};
+         bool drop_last, bool as_numpy, uint64_t consumed) -> py::object {
+        muster::Client::ShardOptions o{dataset_size, epoch, seed, shuffle, drop_last, consumed};
         auto v = std::make_unique<std::vector<int64_t>>(
             c.locked([&](auto& x) { return x.sampler_shard(o); }));
         if (!as_numpy) return py::cast(*v);
@@ -415,7 +415,16 @@ void def_sampler(PyClass& c) {
         return py::array_t<int64_t>({static_cast<py::ssize_t>(raw->size())}, raw->data(), owner);
       },
       py::arg("dataset_size"), py::arg("epoch") = 0, py::arg("seed") = 0, py::arg("shuffle") = true,
-      py::arg("drop_last") = false, py::arg("as_numpy") = false);
+      py::arg("drop_last") = false, py::arg("as_numpy") = false, py::arg("consumed") = 0);
+  c.def("sampler_commit", [](PyClient& c, uint64_t n, uint64_t epoch, uint64_t seed, bool shuffle,
+                             bool drop_last, uint64_t consumed) {
+    c.locked([&](auto& x) { x.sampler_commit({n, epoch, seed, shuffle, drop_last, consumed}); });
+  });
+  // (epoch, consumed, drop_last) of this run's last commit, or None.
+  c.def("sampler_resume", [](PyClient& c, uint64_t n, uint64_t seed, bool shuffle) -> py::object {
+    auto p = c.locked([&](auto& x) { return x.sampler_resume(n, seed, shuffle); });
+    return p ? py::object(py::make_tuple(p->epoch, p->consumed, p->drop_last)) : py::none();
+  });
 }
 
 }  // namespace
