@@ -54,26 +54,36 @@ std::string cgroup2_mount(std::string& root) {
   return "";
 }
 
-}  // namespace
-
-OwnCgroup own_cgroup() {
+// The cgroup v2 directory named by the "0::" line of a /proc/PID/cgroup file
+// (`who` names the process in why_not).
+OwnCgroup cgroup_dir_in(const std::string& proc_file, const std::string& who) {
   std::string mount_root;
   std::string mount = cgroup2_mount(mount_root);
   if (mount.empty()) return {"", "no cgroup2 file system is mounted"};
-  std::ifstream in("/proc/self/cgroup");
+  std::ifstream in(proc_file);
   std::string line, path;
   while (std::getline(in, line))
     if (line.rfind("0::", 0) == 0) path = line.substr(3);
-  if (path.empty() || path[0] != '/')
-    return {"", "this process has no cgroup v2 path in /proc/self/cgroup"};
+  if (path.empty() || path[0] != '/') return {"", who + " has no cgroup v2 path in " + proc_file};
   // A mount of a subtree (a container's) shows paths below its root.
   if (mount_root != "/") {
     if (path.rfind(mount_root, 0) != 0)
-      return {"", "this process's cgroup " + path + " is outside the cgroup2 mount at " + mount};
+      return {"", who + "'s cgroup " + path + " is outside the cgroup2 mount at " + mount};
     path = path.substr(mount_root.size());
   }
   if (path == "/") path.clear();
   return {mount + path, ""};
+}
+
+}  // namespace
+
+OwnCgroup own_cgroup() {
+  return cgroup_dir_in("/proc/self/cgroup", "this process");
+}
+
+std::string cgroup_dir_of(pid_t pid) {
+  return cgroup_dir_in("/proc/" + std::to_string(pid) + "/cgroup", "pid " + std::to_string(pid))
+      .dir;
 }
 
 std::string make(const std::string& dir) {

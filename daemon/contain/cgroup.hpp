@@ -20,6 +20,9 @@ struct OwnCgroup {
   std::string why_not;
 };
 OwnCgroup own_cgroup();
+// The same for any process (read from /proc/PID/cgroup): "" when it has
+// none, is gone, or is outside the mount.
+std::string cgroup_dir_of(pid_t pid);
 
 // Each returns "" on success, else a sentence saying what failed.
 // Makes dir (an existing one is fine).

@@ -239,4 +239,13 @@ void JobCgroups::retry_removals() {
   if (removals_.empty()) remove_base_when_idle();
 }
 
+std::string JobCgroups::job_of(int64_t pid) const {
+  if (base_.empty()) return "";
+  std::string dir = cgroup_dir_of(static_cast<pid_t>(pid));
+  if (dir.empty()) return "";
+  for (const auto& [id, r] : records_)
+    if (!r.dir.empty() && (dir == r.dir || dir.rfind(r.dir + "/", 0) == 0)) return id;
+  return "";
+}
+
 }  // namespace muster::daemon::contain

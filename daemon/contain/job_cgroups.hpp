@@ -54,6 +54,10 @@ class JobCgroups {
   // Killed cgroups whose processes are still leaving; retry() removes them.
   bool removals_pending() const { return !removals_.empty(); }
   void retry_removals();
+  // The id of the job whose cgroup (or one below it) holds pid, "" if none:
+  // what the foreign-use test asks of a process that is no rank's
+  // descendant (a setsid/double-forked helper, an exiting old rank).
+  std::string job_of(int64_t pid) const;
 
  private:
   struct Record {

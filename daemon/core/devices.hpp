@@ -45,7 +45,9 @@ std::string device_list(const std::vector<int64_t>& v);
 struct GpuUse {
   std::function<std::vector<int64_t>(uint32_t index)> pids;  // compute processes
   std::function<int64_t(int64_t pid)> parent;                // 0 when gone
-  bool refuse = true;                                        // --foreign-gpu-use refuse (else warn)
+  // The id of the job whose cgroup holds pid ("" when none, or no cgroups).
+  std::function<std::string(int64_t pid)> job_of;
+  bool refuse = true;  // --foreign-gpu-use refuse (else warn)
 };
 
 class DeviceLeases {

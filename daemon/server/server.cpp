@@ -72,8 +72,11 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
   rt_->state = std::make_unique<State>(allowed_, rt_->watch);
   rt_->state->set_quotas(cfg_.quotas);
   if (auto nvml = inventory_.nvml)
-    rt_->state->set_gpu_use({[nvml](uint32_t i) { return gpu::compute_pids(*nvml, i); },
-                             gpu::parent_pid, cfg_.foreign_gpu_use == "refuse"});
+    rt_->state->set_gpu_use(
+        {[nvml](uint32_t i) { return gpu::compute_pids(*nvml, i); }, gpu::parent_pid,
+         // rt_->cgroups is made later than this: asked at call time.
+         [rt = rt_.get()](int64_t pid) { return rt->cgroups ? rt->cgroups->job_of(pid) : ""; },
+         cfg_.foreign_gpu_use == "refuse"});
   // Peering settings are checked now; a daemon that never peers needs none,
   // so a bad or missing key only refuses multi-node jobs (and the listener).
   std::string unavailable;
