@@ -68,11 +68,9 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
       case MsgType::kGpuDrain:
         return gpu_drain(to, proto::GpuDrain::unpack(env.payload), out);
       case MsgType::kShard:
-        shard_request(to, env, out);
-        return;
+        return shard_request(to, env, out);
       case MsgType::kRendezvous:
-        rendezvous(to, env, out);
-        return;
+        return rendezvous(to, env, out);
       case MsgType::kClusterState:
         reply(to,
               proto::ClusterStateReply{cluster_state(proto::ClusterState::unpack(env.payload).job)},

@@ -65,6 +65,8 @@ class State {
   // everything; anyone else sees their own jobs, and other uids' GPUs only
   // as in use (access.cpp).
   proto::StatusReply status(int64_t viewer = -1) const;
+  // The service manager's STATUS= line: jobs, GPU leases and live ranks.
+  std::string summary() const;
   size_t job_count() const;
   // Who else runs on the GPUs (--foreign-gpu-use); see GpuUse.
   void set_gpu_use(GpuUse use) { jobs_.set_gpu_use(std::move(use)); }

@@ -54,4 +54,17 @@ proto::StatusReply State::status(int64_t viewer) const {
   return s;
 }
 
+std::string State::summary() const {
+  auto st = status();
+  size_t leased = 0, ranks = 0;
+  for (const auto& d : st.devices)
+    if (!d.job.empty()) ++leased;
+  for (const auto& j : st.jobs)
+    for (const auto& r : j.ranks)
+      if (r.state == "reserved" || r.state == "running" || r.state == "joined") ++ranks;
+  return std::to_string(st.jobs.size()) + " job(s), " + std::to_string(leased) + " of " +
+         std::to_string(st.devices.size()) + " GPU(s) leased, " + std::to_string(ranks) +
+         " rank(s)";
+}
+
 }  // namespace muster::daemon

@@ -24,24 +24,6 @@
 
 namespace muster::daemon {
 
-namespace {
-
-// The STATUS= line: jobs, GPU leases and live ranks.
-std::string summary(const State& state) {
-  auto st = state.status();
-  size_t leased = 0, ranks = 0;
-  for (const auto& d : st.devices)
-    if (!d.job.empty()) ++leased;
-  for (const auto& j : st.jobs)
-    for (const auto& r : j.ranks)
-      if (r.state == "reserved" || r.state == "running" || r.state == "joined") ++ranks;
-  return std::to_string(st.jobs.size()) + " job(s), " + std::to_string(leased) + " of " +
-         std::to_string(st.devices.size()) + " GPU(s) leased, " + std::to_string(ranks) +
-         " rank(s)";
-}
-
-}  // namespace
-
 Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cfg)) {
 #if defined(__GLIBC__)
   // A broadcast across nodes passes 4 MiB chunks through the daemon, a few
@@ -407,7 +389,7 @@ void Server::watch_deadlines() {
   rt.loop.add_wake_hint([&state] { return state.cluster_active() ? 50L : -1L; });
   if (hooks_.status_changed)
     rt.loop.set_round_start([this, &rt, &state] {
-      auto now_status = summary(state);
+      auto now_status = state.summary();
       if (now_status != rt.last_status) hooks_.status_changed(now_status);
       rt.last_status = std::move(now_status);
     });
