@@ -51,9 +51,12 @@ TEST_CASE("workers get torchrun's error file per rank and attempt, role and NCCL
   std::string script =
       "echo \"$RANK $TORCHELASTIC_ERROR_FILE $ROLE_NAME $TORCH_NCCL_ASYNC_ERROR_HANDLING "
       "$NCCL_ASYNC_ERROR_HANDLING $TORCHELASTIC_USE_AGENT_STORE\"; "
-      "if [ $RANK = 0 ]; then touch " + dir.path() + "/echoed; fi; "
+      "if [ $RANK = 0 ]; then touch " +
+      dir.path() +
+      "/echoed; fi; "
       "if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then "
-      "while [ ! -e " + dir.path() + "/echoed ]; do sleep 0.05; done; exit 5; fi";
+      "while [ ! -e " +
+      dir.path() + "/echoed ]; do sleep 0.05; done; exit 5; fi";
   auto r = run({"-n", "2", "--role", "trainer", "--max-restarts", "1", "/bin/sh", "-c", script});
   CHECK(r.code == 0);
   INFO(r.text);
