@@ -371,7 +371,7 @@ void Server::watch_deadlines() {
     return std::max<long>(0, left + 1);
   });
   if (cfg_.exit_when_idle)
-    rt.loop.add_wake_hint([&state] { return state.job_count() == 0 ? 200L : -1L; });
+    rt.loop.add_wake_hint([&state] { return state.job_count() == 0 ? 50L : -1L; });
   // A save that failed is tried again until one works.
   rt.loop.add_wake_hint([&rt] { return rt.dirty || rt.state_file->retrying() ? 100L : -1L; });
   // A killed cgroup is removed once its processes are gone: a few ms.
@@ -425,8 +425,7 @@ void Server::end_round() {
   if (state.job_count() > 0) {
     rt.had_job = true;
     rt.idle_since = now;
-  } else if (now - rt.idle_since >
-             (rt.had_job ? std::chrono::seconds(1) : std::chrono::seconds(10))) {
+  } else if (now - rt.idle_since > (rt.had_job ? kIdleAfterJob : std::chrono::seconds(10))) {
     log::info("no jobs left; the embedded daemon stops");
     rt.loop.quit();
   }

@@ -63,6 +63,11 @@ class Server {
   // TCP peer to send its first peer request (ZMQ_HANDSHAKE_IVL; libzmq's
   // default is 30 s).
   static constexpr int kHandshakeMs = 5000;
+  // How long an embedded daemon (exit_when_idle) stays once its last job
+  // ended: muster run waits for it to exit, so this is added to every run.
+  // A restart (muster run's reserve retries) or a later run that finds it
+  // gone starts another, which loads the state it saved.
+  static constexpr std::chrono::milliseconds kIdleAfterJob{200};
   // Backlog and handshake limits of a listening ROUTER; before bind.
   static void limit_listener(zmq::socket_t& s);
   // Locks the state dir (when it is not the runtime dir) and restores it.
