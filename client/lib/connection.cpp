@@ -68,6 +68,11 @@ void Connection::connect() {
     trust::check_daemon(path);
   }
   sock_.set(zmq::sockopt::linger, 0);
+  // A connect the daemon's full backlog refused (hundreds of ranks starting
+  // at once) is tried again after 10 ms, backing off to 200 ms while it
+  // keeps failing, not after libzmq's fixed 100 ms.
+  sock_.set(zmq::sockopt::reconnect_ivl, 10);
+  sock_.set(zmq::sockopt::reconnect_ivl_max, 200);
   // The daemon knows a resent request by this id: random, kept across
   // reconnects; ZeroMQ reserves ids that start with a zero byte.
   std::random_device rd;
