@@ -13,7 +13,6 @@
 #include <memory>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include "muster/client.hpp"
 #include "muster/error.hpp"
@@ -36,18 +35,6 @@ pid_t orphan_sleeper() {
   REQUIRE(line);
   sh.wait(10s);
   return static_cast<pid_t>(std::stol(*line));
-}
-
-// The parent pid of pid (the 4th field of /proc/PID/stat), 0 when gone.
-pid_t parent_of(pid_t pid) {
-  std::string stat = test::slurp("/proc/" + std::to_string(pid) + "/stat");
-  auto close = stat.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream rest(stat.substr(close + 2));
-  char state = 0;
-  pid_t ppid = 0;
-  rest >> state >> ppid;
-  return ppid;
 }
 
 }  // namespace
@@ -120,9 +107,9 @@ TEST_CASE(
     pids.push_back(std::stoi(std::regex_replace(*line, prefix, "")));
   }
   pid_t rank = pids[0], helper = pids[1];
-  REQUIRE(
-      test::eventually([&] { return parent_of(helper) != 0 && parent_of(helper) != rank; }, 5s));
-  INFO("rank " << rank << ", helper " << helper << " (parent " << parent_of(helper) << ")");
+  REQUIRE(test::eventually(
+      [&] { return test::parent_of(helper) != 0 && test::parent_of(helper) != rank; }, 5s));
+  INFO("rank " << rank << ", helper " << helper << " (parent " << test::parent_of(helper) << ")");
   // A process of this test (no job's cgroup, no rank's descendant) beside
   // it: the control that a cgroup test which always said "ours" would fail.
   pid_t stranger = orphan_sleeper();

@@ -143,19 +143,38 @@ void Process::signal(int sig) {
   ::kill(pid_, sig);
 }
 
-bool process_exists(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  // A zombie is not a running process.
+namespace {
+
+// /proc/PID/stat after the command's closing parenthesis ("S 1234 ..."):
+// the name may hold spaces and parentheses of its own. "" when gone.
+std::string stat_after_comm(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
   FILE* f = std::fopen(path, "r");
-  if (!f) return false;
+  if (!f) return "";
   char buf[512] = {0};
   size_t n = std::fread(buf, 1, sizeof buf - 1, f);
   std::fclose(f);
   std::string s(buf, n);
   auto p = s.rfind(')');
-  return p != std::string::npos && p + 2 < s.size() && s[p + 2] != 'Z';
+  return p != std::string::npos && p + 2 < s.size() ? s.substr(p + 2) : "";
+}
+
+}  // namespace
+
+bool process_exists(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  // A zombie is not a running process.
+  std::string rest = stat_after_comm(pid);
+  return !rest.empty() && rest[0] != 'Z';
+}
+
+pid_t parent_of(pid_t pid) {
+  std::istringstream rest(stat_after_comm(pid));
+  char state = 0;
+  pid_t ppid = 0;
+  rest >> state >> ppid;
+  return ppid;
 }
 
 TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::map<std::string, std::string> env,

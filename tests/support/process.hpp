@@ -112,5 +112,7 @@ bool eventually(F cond, std::chrono::milliseconds timeout) {
 }
 
 bool process_exists(pid_t pid);
+// The parent pid of pid (from /proc/PID/stat), 0 when gone.
+pid_t parent_of(pid_t pid);
 
 }  // namespace muster::test
