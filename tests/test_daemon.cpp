@@ -234,7 +234,10 @@ TEST_CASE("a waiting get is answered the moment the key is set") {
   waiter.join();
   CHECK(got == "unique-id-bytes");
   CHECK(waited >= 250ms);
-  CHECK(waited < 2s);  // answered by the set, not by a timeout or a poll
+  // Answered by the set, not by the get's 10 s timeout or a poll. The set
+  // wakes its waiters only once its save is durable, and under the whole
+  // suite's load one run took 2.3 s: the bound is half the timeout.
+  CHECK(waited < 5s);
 }
 
 TEST_CASE("a barrier completes when every rank arrives and fails fast when one dies") {
