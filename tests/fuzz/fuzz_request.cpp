@@ -21,7 +21,11 @@
 
 #include "core/state.hpp"
 #include "log.hpp"
+#include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
+#include "protocol/message_table.hpp"
+#include "protocol/sampler_messages.hpp"
+#include "protocol/store_messages.hpp"
 
 using namespace muster;
 using namespace muster::daemon;
@@ -92,6 +96,24 @@ void check_reply(const Outgoing& o, const std::set<uint64_t>& ids) {
       case proto::MsgType::kShardReply:
         proto::ShardReply::unpack(env.payload);
         break;
+      case proto::MsgType::kSamplerPlace:
+        proto::SamplerPlace::unpack(env.payload);
+        break;
+      case proto::MsgType::kClusterStateReply:
+        proto::ClusterStateReply::unpack(env.payload);
+        break;
+      case proto::MsgType::kWorld:
+        proto::World::unpack(env.payload);
+        break;
+      case proto::MsgType::kHeartbeatAck:
+        proto::HeartbeatAck::unpack(env.payload);
+        break;
+      case proto::MsgType::kBcastChunk:
+        proto::BcastChunk::unpack(env.payload);
+        break;
+      case proto::MsgType::kValues:
+        proto::Values::unpack(env.payload);
+        break;
       default:
         die(std::string("reply of non-reply type ") + proto::type_name(env.type));
     }
@@ -112,10 +134,31 @@ bool too_costly(const proto::Envelope& env) {
   }
 }
 
+// The reply types check_reply unpacks. A reply row added to the message
+// table without a case above stops the fuzzer at once, not only when a
+// random input first reaches the handler that sends it.
+constexpr proto::MsgType kUnpacked[] = {
+    proto::MsgType::kOk,         proto::MsgType::kErrorReply,   proto::MsgType::kPong,
+    proto::MsgType::kRankInfo,   proto::MsgType::kReserved,     proto::MsgType::kValue,
+    proto::MsgType::kInt,        proto::MsgType::kBool,         proto::MsgType::kStatusReply,
+    proto::MsgType::kShardReply, proto::MsgType::kSamplerPlace, proto::MsgType::kClusterStateReply,
+    proto::MsgType::kWorld,      proto::MsgType::kHeartbeatAck, proto::MsgType::kBcastChunk,
+    proto::MsgType::kValues};
+
+void check_reply_rows() {
+  for (const auto& row : proto::message_table()) {
+    if (row.scope != proto::kScopeReply) continue;
+    bool known = false;
+    for (auto t : kUnpacked) known = known || t == row.type;
+    if (!known) die(std::string("check_reply cannot unpack reply type ") + row.name);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   log::set_level(log::Level::kError);
+  check_reply_rows();
   return 0;
 }
 
