@@ -1,7 +1,8 @@
 // Resumable samplers (issue #24): a rank records how far its sampler got in
 // an epoch, and the workers of a later generation of the same run ask for
 // it. The daemon keeps these per job for as long as the run's launcher
-// lives (daemon/core/sampler_progress.hpp).
+// lives (daemon/core/sampler_progress.hpp); for a job that spans nodes the
+// node daemons forward both to the job's coordinator, which keeps them.
 #pragma once
 
 #include "protocol/messages.hpp"

@@ -160,9 +160,7 @@ void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoin
 
 CoordJob& Coordinator::bcast_job(const std::string& job, uint64_t generation,
                                  const std::string& forwarding) {
-  if (job != forwarding)
-    throw Error(ErrorCode::kPermissionDenied,
-                "a request forwarded for job '" + forwarding + "' may not touch job '" + job + "'");
+  check_forwarded(job, forwarding);
   CoordJob& cj = rounds_.at(job);
   if (generation != cj.generation)
     throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +

@@ -14,6 +14,7 @@
 
 #include "core/reply.hpp"
 #include "jobs/job.hpp"
+#include "muster/error.hpp"
 
 namespace muster::daemon {
 
@@ -78,6 +79,14 @@ inline RoundNode* find_node(std::vector<RoundNode>& v, const std::string& id) {
   for (auto& n : v)
     if (n.node_id == id) return &n;
   return nullptr;
+}
+
+// A request inside a Forward may touch only the job the Forward was checked
+// for (State::forward_in): a node admitted to one job cannot reach another.
+inline void check_forwarded(const std::string& job, const std::string& forwarding) {
+  if (job != forwarding)
+    throw Error(ErrorCode::kPermissionDenied,
+                "a request forwarded for job '" + forwarding + "' may not touch job '" + job + "'");
 }
 
 struct CoordJob {

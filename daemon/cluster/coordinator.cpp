@@ -92,6 +92,7 @@ void Coordinator::node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& o
       fail_store_waiters(cj.store, ErrorCode::kPeerExited,
                          "job '" + m.job + "' ended on every node", out);
       log::info("job=" + m.job + " (coordinated here) ended on every node");
+      round_ended(m.job, cj, Clock::now());
       rounds_.erase(it);
     }
   }
@@ -111,6 +112,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     cj.owner_uid = m.owner_uid;
     cj.store.id = m.job;
     cj.store.global = true;
+    round_started(m.job, m.owner_uid);
     log::info("job=" + m.job + " coordinated here: " + std::to_string(m.min_nodes) + ".." +
               std::to_string(m.max_nodes) + " node(s)");
   } else if (cj.owner_uid != m.owner_uid) {

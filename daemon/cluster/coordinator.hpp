@@ -1,7 +1,8 @@
 // The coordinator side of multi-node jobs (torchrun's c10d rendezvous
 // host): per job, the rounds of NodeJoin that form each generation's world,
 // the job's global store (whose waits the core's Store keeps), node
-// liveness by heartbeat, and the relay of broadcasts across nodes.
+// liveness by heartbeat, the relay of broadcasts across nodes, and the
+// progress of the job's resumable samplers (coord_samplers.cpp).
 #pragma once
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "cluster/bcast_relay.hpp"
 #include "cluster/cluster.hpp"
 #include "core/out_answers.hpp"
+#include "core/sampler_progress.hpp"
 #include "core/store.hpp"
 #include "protocol/cluster_messages.hpp"
 
@@ -28,7 +30,9 @@ class Coordinator {
     peer_timeout_ = peer_timeout;
     tree_width_ = tree_width;
   }
-  bool empty() const { return rounds_.empty(); }
+  // Empty once no round is left and no sampler progress lingers (ticks
+  // are needed until it expires).
+  bool empty() const { return rounds_.empty() && lingering_.empty(); }
   size_t size() const { return rounds_.size(); }
   // The global store of a job coordinated here, if any.
   Job* global_store(const std::string& job);
@@ -53,6 +57,11 @@ class Coordinator {
                   std::vector<Outgoing>& out);
   void bcast_leave(const ReplyTo& to, const proto::BcastLeave& m, const std::string& forwarding,
                    std::vector<Outgoing>& out);
+  // sampler_commit and sampler_resume (coord_samplers.cpp), inside a
+  // Forward for `forwarding` (the only job they may touch).
+  void sampler_request(const ReplyTo& to, const proto::Envelope& env, const std::string& forwarding,
+                       std::vector<Outgoing>& out);
+  const SamplerProgress& sampler_progress() const { return samplers_; }
   // Lost nodes, last calls, rendezvous and broadcast timeouts.
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
 
@@ -72,6 +81,12 @@ class Coordinator {
   void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
                           std::vector<Outgoing>& out);
   void rounds_tick(Clock::time_point now, std::vector<Outgoing>& out);
+  // The job's round ends (every node left, or none is left): its samplers'
+  // progress lingers for the run's next generation (coord_samplers.cpp).
+  void round_ended(const std::string& job, const CoordJob& cj, Clock::time_point now);
+  // A fresh round of the job: takes over lingering progress of its owner.
+  void round_started(const std::string& job, int64_t owner_uid);
+  void samplers_tick(Clock::time_point now);
 
   CoordJob& bcast_job(const std::string& job, uint64_t generation, const std::string& forwarding);
   // The round and the broadcast a push, pull or leave is for.
@@ -98,6 +113,15 @@ class Coordinator {
   Store& store_;
   std::map<std::string, CoordJob> rounds_;     // by job id
   std::map<std::string, BcastRelays> bcasts_;  // by job id, of its current generation
+  // Resumable samplers' progress by job id (launcher pid 0: the run is the
+  // round's, see coord_samplers.cpp), and the entries whose round ended,
+  // with when they go and whose they are.
+  SamplerProgress samplers_;
+  struct Lingering {
+    Clock::time_point until;
+    int64_t owner_uid = -1;
+  };
+  std::map<std::string, Lingering> lingering_;
   std::chrono::milliseconds peer_timeout_{10000};
   uint32_t tree_width_ = 16;
 };

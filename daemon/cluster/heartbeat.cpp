@@ -122,6 +122,7 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
     if (empty) {
       fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + id + "' has no nodes left",
                          out);
+      round_ended(id, cj, now);
       it = rounds_.erase(it);
     } else {
       ++it;
@@ -132,6 +133,7 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
 void Coordinator::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   rounds_tick(now, out);
   bcast_tick(now, out);
+  samplers_tick(now);
 }
 
 }  // namespace muster::daemon

@@ -1,6 +1,6 @@
 // Requests of peer daemons, decoded and handed to the coordinator, or (a
-// Forward) to the store handlers for the one job the Forward was checked
-// for.
+// Forward) to the store, broadcast and sampler handlers for the one job the
+// Forward was checked for.
 #include "cluster/tables.hpp"
 #include "core/state.hpp"
 
@@ -66,6 +66,8 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
       return store_request(inner_to, inner, out);
     case proto::Area::kBcast:
       return bcast_request(inner_to, inner, out);
+    case proto::Area::kShard:  // sampler_commit, sampler_resume: the run's progress
+      return cluster_->coordinator.sampler_request(inner_to, inner, forwarding_job_, out);
     default:
       throw Error(ErrorCode::kInternal, std::string("no handler for forwarded '") + t->name + "'");
   }

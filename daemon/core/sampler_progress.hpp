@@ -7,7 +7,9 @@
 // the job (muster run), which outlives the job itself between generations,
 // and is dropped when that launcher ends. A job joined without a launcher
 // keeps its entry only while the job exists. Saved with the daemon's state
-// (persist/progress_codec.hpp).
+// (persist/progress_codec.hpp). A job that spans nodes keeps its progress at
+// its coordinator instead, in one of these keyed by job with launcher pid 0
+// (cluster/coord_samplers.cpp).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // Resumable samplers (issue #24): sampler_commit records how far a sampler
 // of the job got, sampler_resume tells a later generation of the same run.
 // What is kept, and for how long, is SamplerProgress's (sampler_progress.hpp).
+// Those of a job that spans nodes never reach these handlers: they are
+// forwarded to its coordinator (cluster/coord_samplers.cpp).
 #include "core/state.hpp"
 #include "protocol/sampler_messages.hpp"
 

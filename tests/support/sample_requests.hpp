@@ -72,8 +72,11 @@ inline std::optional<std::string> sample_request(proto::MsgType type, const std:
       return e(NodeJoin{job, "node-x", 2, -1, 1, 2, 100, 1000, "127.0.0.1", 29500, "",
                         v & 32 ? 65534 : 0});
     case MsgType::kForward:
-      return e(
-          Forward{job, 0, encode(1, StoreSet{job, key, "injected", std::nullopt}), (v & 16) != 0});
+      // v & 32: a sampler commit for the coordinator's progress of the job.
+      return e(Forward{job, 0,
+                       v & 32 ? encode(1, SamplerCommit{job, v & 1u, 100, 42, true, false, 0, 3})
+                              : encode(1, StoreSet{job, key, "injected", std::nullopt}),
+                       (v & 16) != 0});
     case MsgType::kHeartbeat:
       return e(Heartbeat{"node-x", {{job, 0}}});
     case MsgType::kRankExited:

@@ -173,7 +173,8 @@ class Client {
   // indices of epoch `progress.epoch` are used, for the sampler known by
   // (dataset_size, seed, shuffle); kept for the later generations of this
   // muster run (restarts, re-forms), dropped when the run ends. The last
-  // commit wins.
+  // commit wins. A job that spans nodes keeps it with its coordinator, so
+  // a re-form that lost the committing node still finds it.
   void sampler_commit(const ShardOptions& progress);
   // The last commit of that sampler in this run (epoch, consumed and
   // drop_last filled in, ready for sampler_shard), or nullopt.

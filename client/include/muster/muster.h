@@ -138,7 +138,8 @@ int muster_sampler_shard_from(muster_client* c, uint64_t dataset_size, uint64_t 
                               int64_t** indices, size_t* count);
 /* Resumable samplers: records with the daemon that `consumed` indices of
  * `epoch` are used by the sampler (dataset_size, seed, shuffle), for the
- * later generations of this muster run; the last commit wins. @since 0.1 */
+ * later generations of this muster run; the last commit wins. A job that
+ * spans nodes keeps it with its coordinator. @since 0.1 */
 int muster_sampler_commit(muster_client* c, uint64_t dataset_size, uint64_t epoch, uint64_t seed,
                           int shuffle, int drop_last, uint64_t consumed);
 /* That sampler's last commit in this run: *found = 1 and its epoch and

@@ -121,7 +121,8 @@ class DistributedSampler(_Base):
     def commit(self, samples_done=None):
         """Records this epoch's progress (``state_dict(samples_done)``) with the
         daemon for later generations of this run, and returns that state. Any
-        rank may commit; the last commit wins. Without resume=True (or outside
+        rank may commit; the last commit wins (for a job that spans nodes the
+        record is kept by the job's coordinator, so it survives losing a node). Without resume=True (or outside
         ``muster run``) it records nothing."""
         state = self.state_dict(samples_done)
         if self._resume:
