@@ -18,11 +18,12 @@
 //   shards_10M_resumed_6ranks  the same per-rank time for 6 ranks resuming
 //                          the epoch at consumed = 5 M (issue #24);
 //   ping_during_10M_permutation  the slowest ping that another client sent
-//                          while one rank awaited the shard of a fresh epoch
-//                          (a ping every ~millisecond), beside floor_s = the
-//                          median ping of an idle daemon: a loop that
-//                          computed the permutation itself kept such a ping
-//                          waiting ~the whole shuffle.
+//                          while one rank awaited a shard of a fresh epoch
+//                          (a ping every ~millisecond; median_s: their
+//                          median), beside floor_s = the median ping of an
+//                          idle daemon: a loop that computed the permutation
+//                          itself kept such a ping waiting ~the whole
+//                          shuffle.
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -132,7 +133,7 @@ void check(const Fetched& f, const muster::Client::ShardOptions& o) {
 
 struct Pings {
   double worst = 0;  // the slowest ping sent while the shard was awaited
-  int count = 0;
+  std::vector<double> all;
 };
 
 // One rank asks for the shard of a fresh epoch while another client pings.
@@ -141,7 +142,9 @@ Pings ping_while_computing(muster::Client& rank, muster::Client& other, uint64_t
   std::string error;
   std::thread asker([&] {
     try {
-      rank.sampler_shard({kN, epoch, kSeed, true, false});
+      // The last 1,000 indices: the whole permutation, but a reply that
+      // takes the loop no time to write (10 M indices would take ~10 ms).
+      rank.sampler_shard({kN, epoch, kSeed, true, false, kN - 1000});
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -151,8 +154,8 @@ Pings ping_while_computing(muster::Client& rank, muster::Client& other, uint64_t
   while (!done) {
     auto t0 = Clock::now();
     other.ping();  // sent while the shard was awaited, however late it comes back
-    p.worst = std::max(p.worst, seconds(Clock::now() - t0));
-    ++p.count;
+    p.all.push_back(seconds(Clock::now() - t0));
+    p.worst = std::max(p.worst, p.all.back());
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   asker.join();
@@ -184,8 +187,7 @@ int main(int argc, char** argv) {
     Ranks six = join(d.endpoint(), "bench-resumed", 6);
     Ranks one = join(d.endpoint(), "bench-ping", 1);
     muster::Client pinger(muster::ClientOptions{d.endpoint()});
-    std::vector<double> per_rank, first, resumed, worst_ping;
-    int pings = 0;
+    std::vector<double> per_rank, first, resumed, worst_ping, pings;
     for (int run = 0; run < runs; ++run) {
       const auto epoch = static_cast<uint64_t>(run);
       muster::Client::ShardOptions o{kN, epoch, kSeed, true, false};
@@ -199,7 +201,7 @@ int main(int argc, char** argv) {
       if (run == runs - 1) check(f, o);
       auto p = ping_while_computing(*one[0], pinger, epoch);
       worst_ping.push_back(p.worst);
-      pings += p.count;
+      pings.insert(pings.end(), p.all.begin(), p.all.end());
     }
     const double idle = idle_ping(pinger);
     for (auto* ranks : {&eight, &six, &one})
@@ -207,8 +209,9 @@ int main(int argc, char** argv) {
     std::printf("bench shards_10M_8ranks muster_s=%.4f\n", median(per_rank));
     std::printf("bench shards_10M_1rank_first muster_s=%.4f\n", median(first));
     std::printf("bench shards_10M_resumed_6ranks muster_s=%.4f\n", median(resumed));
-    std::printf("bench ping_during_10M_permutation muster_s=%.6f floor_s=%.6f pings=%d\n",
-                median(worst_ping), idle, pings);
+    std::printf(
+        "bench ping_during_10M_permutation muster_s=%.6f floor_s=%.6f median_s=%.6f pings=%zu\n",
+        median(worst_ping), idle, pings.empty() ? 0.0 : median(pings), pings.size());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_shards: %s\n", e.what());

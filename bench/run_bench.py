@@ -224,7 +224,7 @@ def main():
         # then, beside an idle daemon's ping as the floor.
         p = s["ping_during_10M_permutation"]
         emit("ping_during_10M_permutation", p["muster_s"], None, p["floor_s"],
-             "idle ping (floor)", extra={"pings": p["pings"]})
+             "idle ping (floor)", extra={"median_s": p["median_s"], "pings": p["pings"]})
 
     # 1,000 clients at once against torch's TCPStore with as many client threads.
     load_bin = os.path.join(build, "bench", "bench_load")
