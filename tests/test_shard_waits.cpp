@@ -227,3 +227,23 @@ TEST_CASE("a stopping daemon fails parked shard requests; a forgotten client get
     CHECK(r[0].indices == want(2, 0));
   }
 }
+
+TEST_CASE("the permutation being computed counts against the cache's budget", "[shards]") {
+  ShardCache cache;
+  const uint64_t half = ShardCache::kBudgetBytes / 2 / sizeof(uint32_t);  // 512 MiB of entries
+  // Never written: only the bookkeeping matters here.
+  cache.insert("a", 0, half, 1, std::make_unique_for_overwrite<uint32_t[]>(half));
+  REQUIRE(cache.find("a", 0, half, 1));
+  cache.reserve(half / 2);  // fits beside it
+  CHECK(cache.find("a", 0, half, 1));
+  cache.release(half / 2);
+  cache.reserve(half + 1);  // does not: the kept one goes
+  CHECK_FALSE(cache.find("a", 0, half, 1));
+  // A computation under way holds its room: what is kept meanwhile makes
+  // way for it, not the other way round.
+  cache.insert("b", 0, 1000, 1, std::make_unique<uint32_t[]>(1000));
+  cache.insert("c", 0, half - 1000, 1, std::make_unique_for_overwrite<uint32_t[]>(half - 1000));
+  CHECK_FALSE(cache.find("b", 0, 1000, 1));
+  CHECK(cache.find("c", 0, half - 1000, 1));
+  CHECK_THROWS_AS(ShardCache::check_fits(ShardCache::kBudgetBytes / sizeof(uint32_t) + 1), Error);
+}

@@ -29,7 +29,8 @@ class ShardCache {
   // room back once it is computed or dropped.
   void reserve(uint64_t n);
   void release(uint64_t n);
-  // Keeps a computed permutation (released first) and returns it.
+  // Keeps a computed permutation and returns it; its reservation is to be
+  // released first.
   const uint32_t* insert(const std::string& job, uint64_t generation, uint64_t n, uint64_t seed,
                          std::unique_ptr<uint32_t[]> perm);
   // Forgets a job's permutations (the job ended).
