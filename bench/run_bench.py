@@ -215,6 +215,16 @@ def main():
         anchor = torch_sampler_per_rank(10_000_000, 8) if have_torch else None
         emit("shards_10M_8ranks", s["shards_10M_8ranks"]["muster_s"], anchor, None,
              "torch DistributedSampler (per rank)")
+        # Resuming mid-epoch (consumed = 5 M) against torch's sampler, which
+        # cannot resume: the whole epoch per rank, W = 6.
+        anchor = torch_sampler_per_rank(10_000_000, 6) if have_torch else None
+        emit("shards_10M_resumed_6ranks", s["shards_10M_resumed_6ranks"]["muster_s"], anchor, None,
+             "torch DistributedSampler (per rank, W = 6, whole epoch)")
+        # The daemon's loop while it computes a permutation: the slowest ping
+        # then, beside an idle daemon's ping as the floor.
+        p = s["ping_during_10M_permutation"]
+        emit("ping_during_10M_permutation", p["muster_s"], None, p["floor_s"],
+             "idle ping (floor)", extra={"median_s": p["median_s"], "pings": p["pings"]})
 
     # 1,000 clients at once against torch's TCPStore with as many client threads.
     load_bin = os.path.join(build, "bench", "bench_load")

@@ -70,7 +70,7 @@ void validate(const ShardSpec& spec) {
 // The swap targets do not depend on the array, so a batch of them is computed up front and
 // prefetched: the swaps are cache/TLB-miss bound and this overlaps the misses.
 template <typename T>
-void torch_shuffle(T* data, uint64_t n, uint64_t seed) {
+void torch_shuffle(T* data, uint64_t n, uint64_t seed, const std::atomic<bool>* stop = nullptr) {
   for (uint64_t i = 0; i < n; ++i) data[i] = static_cast<T>(i);
   if (n < 2) return;
   Mt19937 gen(static_cast<uint32_t>(seed));  // manual_seed keeps only the low 32 bits.
@@ -79,6 +79,7 @@ void torch_shuffle(T* data, uint64_t n, uint64_t seed) {
   uint64_t targets[kBatch];
   const uint64_t steps = n - 1;
   for (uint64_t base = 0; base < steps; base += kBatch) {
+    if (stop && stop->load(std::memory_order_relaxed)) return;
     const uint64_t len = std::min(kBatch, steps - base);
     for (uint64_t k = 0; k < len; ++k) {
       const uint64_t i = base + k;
@@ -122,9 +123,9 @@ std::vector<int64_t> torch_randperm(uint64_t n, uint64_t seed) {
   return perm;
 }
 
-void torch_randperm_u32(uint32_t* out, uint64_t n, uint64_t seed) {
+void torch_randperm_u32(uint32_t* out, uint64_t n, uint64_t seed, const std::atomic<bool>* stop) {
   if (n > (uint64_t{1} << 32)) throw std::invalid_argument("torch_randperm_u32: n is over 2^32.");
-  torch_shuffle(out, n, seed);
+  torch_shuffle(out, n, seed, stop);
 }
 
 uint64_t consumed_after(uint64_t dataset_size, uint64_t start, uint64_t per_rank, uint32_t world) {

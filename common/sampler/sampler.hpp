@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -31,8 +32,11 @@ uint64_t consumed_after(uint64_t dataset_size, uint64_t start, uint64_t per_rank
 // epoch). Only the low 32 bits of `seed` matter, exactly as in torch.
 std::vector<int64_t> torch_randperm(uint64_t n, uint64_t seed);
 // The same permutation into a caller's buffer of n uint32 (n <= 2^32): half the memory traffic of
-// the int64 form, ~1.4x faster at n = 10M. Used by musterd's shard cache.
-void torch_randperm_u32(uint32_t* out, uint64_t n, uint64_t seed);
+// the int64 form, ~1.4x faster at n = 10M. Used by musterd's shard cache. Once `*stop` is set
+// (from another thread) it returns within a few hundred steps, `out` unfinished: musterd's worker
+// stops a 2^28-sample shuffle (seconds) when the daemon exits.
+void torch_randperm_u32(uint32_t* out, uint64_t n, uint64_t seed,
+                        const std::atomic<bool>* stop = nullptr);
 
 // Number of indices each rank gets (torch's num_samples, of what remains after `consumed`).
 uint64_t shard_size(const ShardSpec& spec);

@@ -60,7 +60,9 @@ void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
   Job* job = jobs_.finished(id);
   if (!job) return;
   OutAnswers a(out);
-  store_.fail_all(*job, ErrorCode::kPeerExited, "job '" + id + "' ended: all its ranks exited", a);
+  const std::string why = "job '" + id + "' ended: all its ranks exited";
+  store_.fail_all(*job, ErrorCode::kPeerExited, why, a);
+  for (const auto& p : shard_waits_.drop_job(id)) a.error(p.to, ErrorCode::kPeerExited, why);
   log::info("job=" + id + " ended");
   cluster_job_removed(*job, out);
   shards_.drop(id);

@@ -1,8 +1,6 @@
 #include "core/shard_cache.hpp"
 
-#include "log.hpp"
 #include "muster/error.hpp"
-#include "sampler/sampler.hpp"
 
 namespace muster::daemon {
 
@@ -22,30 +20,45 @@ size_t oldest(const V& v) {
 
 }  // namespace
 
-const uint32_t* ShardCache::permutation(const std::string& job, uint64_t generation, uint64_t n,
-                                        uint64_t seed) {
+const uint32_t* ShardCache::find(const std::string& job, uint64_t generation, uint64_t n,
+                                 uint64_t seed) {
+  auto it = by_job_.find(job);
+  if (it == by_job_.end()) return nullptr;
+  for (auto& p : it->second)
+    if (p.generation == generation && p.n == n && p.seed == seed) {
+      p.last_used = ++clock_;
+      return p.perm.get();
+    }
+  return nullptr;
+}
+
+void ShardCache::check_fits(uint64_t n) {
+  const uint64_t bytes = n * sizeof(uint32_t);  // n <= 2^40: no overflow
+  if (bytes > kBudgetBytes)
+    throw Error(ErrorCode::kTooLarge, "a shuffled dataset of " + std::to_string(n) +
+                                          " samples needs a " + mib(bytes) +
+                                          " permutation, over musterd's " + mib(kBudgetBytes) +
+                                          " limit; shuffle in the client instead");
+}
+
+void ShardCache::reserve(uint64_t n) {
+  const uint64_t bytes = n * sizeof(uint32_t);
+  make_room(nullptr, bytes);
+  reserved_ += bytes;
+}
+
+void ShardCache::release(uint64_t n) {
+  reserved_ -= n * sizeof(uint32_t);
+}
+
+const uint32_t* ShardCache::insert(const std::string& job, uint64_t generation, uint64_t n,
+                                   uint64_t seed, std::unique_ptr<uint32_t[]> perm) {
+  const uint64_t bytes = n * sizeof(uint32_t);
   auto& perms = by_job_[job];
-  Permutation* hit = nullptr;
-  for (auto& p : perms)
-    if (p.generation == generation && p.n == n && p.seed == seed) hit = &p;
-  if (!hit) {
-    const uint64_t bytes = n * sizeof(uint32_t);  // n <= 2^28 < 2^32 past the check below
-    if (bytes > kBudgetBytes)
-      throw Error(ErrorCode::kTooLarge, "a shuffled dataset of " + std::to_string(n) +
-                                            " samples needs a " + mib(bytes) +
-                                            " permutation, over musterd's " + mib(kBudgetBytes) +
-                                            " limit; shuffle in the client instead");
-    make_room(perms, bytes);
-    log::info("job=" + job + " computing sampler permutation n=" + std::to_string(n) +
-              " seed+epoch=" + std::to_string(seed));
-    auto perm = std::make_unique_for_overwrite<uint32_t[]>(n);
-    torch_randperm_u32(perm.get(), n, seed);
-    perms.push_back({generation, n, seed, std::move(perm), 0});
-    bytes_ += bytes;
-    hit = &perms.back();
-  }
-  hit->last_used = ++clock_;
-  return hit->perm.get();
+  make_room(&perms, bytes);
+  perms.push_back({generation, n, seed, std::move(perm), ++clock_});
+  bytes_ += bytes;
+  return perms.back().perm.get();
 }
 
 void ShardCache::evict(std::vector<Permutation>& v, size_t i) {
@@ -53,9 +66,10 @@ void ShardCache::evict(std::vector<Permutation>& v, size_t i) {
   v.erase(v.begin() + static_cast<ptrdiff_t>(i));
 }
 
-void ShardCache::make_room(std::vector<Permutation>& perms, uint64_t bytes) {
-  while (perms.size() >= kPermsPerJob) evict(perms, oldest(perms));
-  while (bytes_ + bytes > kBudgetBytes) {
+void ShardCache::make_room(std::vector<Permutation>* perms, uint64_t bytes) {
+  if (perms)
+    while (perms->size() >= kPermsPerJob) evict(*perms, oldest(*perms));
+  while (bytes_ + reserved_ + bytes > kBudgetBytes) {
     std::vector<Permutation>* victim = nullptr;
     size_t at = 0;
     for (auto& [id, v] : by_job_) {

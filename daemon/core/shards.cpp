@@ -13,13 +13,22 @@
 // shuffle than int64); the 1 GiB budget caps a shuffled dataset at 2^28
 // samples, so a shuffled one never needs 64-bit entries.
 //
-// The daemon is single-threaded: computing a permutation (~0.1 s for 10 M,
-// a few seconds at the 2^28 cap) blocks its loop, and every other request
-// waits meanwhile. Acceptable for now; a worker thread is the fix.
+// Computing a permutation takes ~0.1 s for 10 M samples, a few seconds at
+// the 2^28 cap: too long for the daemon's one loop, which would keep every
+// other request waiting. So a request that finds no permutation in the
+// cache is parked (ShardWaits: the ranks that ask meanwhile wait on the
+// same computation), the permutation is computed on the Permuter's worker
+// thread (core/permuter.hpp, server/permute_thread.hpp), and the loop
+// answers the parked requests when it is told the result is there. All
+// state stays on the loop's thread; the worker only fills an array from
+// (n, seed). Parked requests are failed when their job ends (as its store
+// waits are) and when the daemon stops, and forgotten with a client that
+// reads no replies (Store::forget_client).
 #include <bit>
 #include <cstring>
 
 #include "core/state.hpp"
+#include "log.hpp"
 #include "protocol/limits.hpp"
 #include "sampler/sampler.hpp"
 
@@ -104,16 +113,67 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
                                           mib(limits::kMaxFrameBytes) +
                                           " reply can carry; use more ranks or split the dataset");
 
-  if (!m.shuffle || n == 0) {
+  // An empty shard (the epoch used up) needs no permutation.
+  if (!m.shuffle || n == 0 || count == 0) {
     out.push_back({to, shard_frame(to.request_id, spec, count, width,
                                    [](uint64_t p) { return static_cast<int64_t>(p); })});
     return;
   }
 
   const uint64_t seed = m.seed + m.epoch;  // wraps like shard_indices(); low 32 bits count
-  const uint32_t* perm = shards_.permutation(m.job, job.generation, n, seed);
-  out.push_back(
-      {to, shard_frame(to.request_id, spec, count, width, [perm](uint64_t p) { return perm[p]; })});
+  if (const uint32_t* perm = shards_.find(m.job, job.generation, n, seed)) {
+    out.push_back({to, shard_frame(to.request_id, spec, count, width,
+                                   [perm](uint64_t p) { return perm[p]; })});
+    return;
+  }
+  ShardCache::check_fits(n);
+  shard_waits_.park({m.job, job.generation, n, seed}, {to, spec});
+  permutations_done(out);  // starts it (InlinePermuter: and answers at once)
+}
+
+void State::permutations_done(std::vector<Outgoing>& out) {
+  for (;;) {
+    for (auto& done : permuter_->take()) answer_parked(std::move(done), out);
+    auto next = shard_waits_.next();
+    if (!next) return;
+    // The room for it is taken now, so that what is cached plus what is
+    // being computed stays within the budget.
+    shards_.reserve(next->key.n);
+    log::info("job=" + next->key.job + " computing sampler permutation n=" +
+              std::to_string(next->key.n) + " seed+epoch=" + std::to_string(next->key.seed));
+    permuter_->start(next->ticket, next->key.n, next->key.seed);
+  }
+}
+
+void State::answer_parked(Permuter::Done done, std::vector<Outgoing>& out) {
+  auto f = shard_waits_.finish(done.ticket);
+  shards_.release(f.n);
+  if (!f.known) return;  // its job ended meanwhile: its requests were failed then
+  if (!done.perm) {
+    for (const auto& p : f.waiting)
+      fail(p.to, ErrorCode::kInternal,
+           "musterd could not allocate the " + mib(f.key.n * sizeof(uint32_t)) +
+               " permutation of " + std::to_string(f.key.n) + " samples",
+           out);
+    return;
+  }
+  const uint32_t* perm = done.perm.get();
+  // Kept only for the generation it was computed for (a job that ended
+  // took its computations with it: ShardWaits::drop_job).
+  const Job* job = jobs_.find(f.key.job);
+  if (job && job->generation == f.key.generation)
+    perm = shards_.insert(f.key.job, f.key.generation, f.key.n, f.key.seed, std::move(done.perm));
+  const uint32_t width = f.key.n <= (uint64_t{1} << 32) ? 4 : 8;
+  // Outside any request's handling (the server calls this when the worker
+  // is done): what throws fails its request here, never the loop.
+  for (const auto& p : f.waiting) {
+    try {
+      out.push_back({p.to, shard_frame(p.to.request_id, p.spec, shard_size(p.spec), width,
+                                       [perm](uint64_t i) { return perm[i]; })});
+    } catch (const std::exception& e) {
+      fail(p.to, ErrorCode::kInternal, std::string("internal error: ") + e.what(), out);
+    }
+  }
 }
 
 }  // namespace muster::daemon

@@ -115,14 +115,18 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
 }
 
 std::vector<uint64_t> State::forget_client_waits(const std::string& routing_id) {
-  return store_.forget_client(routing_id, [this](const ReplyTo& to, const std::string& id) {
+  auto ids = store_.forget_client(routing_id, [this](const ReplyTo& to, const std::string& id) {
     return find_store_job(to, id);
   });
+  for (uint64_t id : shard_waits_.forget_client(routing_id)) ids.push_back(id);
+  return ids;
 }
 
 void State::cancel_all(std::vector<Outgoing>& out) {
   OutAnswers a(out);
   store_.cancel_all(a);
+  for (const auto& p : shard_waits_.drop_all())
+    a.error(p.to, ErrorCode::kShuttingDown, "musterd is stopping");
 }
 
 }  // namespace muster::daemon

@@ -4,7 +4,8 @@
 // handler that decodes it, calls the part and encodes the answer:
 //   - the jobs, their slots and the GPU leases (JobTable),
 //   - the waits on keys and barriers (Store), the sampler permutations
-//     (ShardCache),
+//     (ShardCache) and the shard requests parked while one is computed
+//     (ShardWaits, on the Permuter's thread),
 //   - behind a pointer, the multi-node side (cluster/): the node's links
 //     and relays (NodeLinks), and the Coordinator of the jobs coordinated
 //     here.
@@ -21,10 +22,12 @@
 #include <vector>
 
 #include "core/job_table.hpp"
+#include "core/permuter.hpp"
 #include "core/quotas.hpp"
 #include "core/reply.hpp"
 #include "core/sampler_progress.hpp"
 #include "core/shard_cache.hpp"
+#include "core/shard_waits.hpp"
 #include "core/store.hpp"
 #include "gpu/inventory.hpp"
 #include "jobs/job.hpp"
@@ -57,6 +60,13 @@ class State {
   void on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out);
   // Fails every pending wait (daemon shutting down).
   void cancel_all(std::vector<Outgoing>& out);
+  // Where sampler permutations are computed; InlinePermuter (at once) until
+  // set. Set before the first request.
+  void set_permuter(std::unique_ptr<Permuter> p) { permuter_ = std::move(p); }
+  // Answers the shard requests whose permutation the Permuter finished, and
+  // starts the next one (shards.cpp). The server calls it when the
+  // Permuter's thread says one is done.
+  void permutations_done(std::vector<Outgoing>& out);
   // Forgets the gets and waits parked for one local client, unanswered
   // (Store::forget_client); returns their request ids.
   std::vector<uint64_t> forget_client_waits(const std::string& routing_id);
@@ -147,8 +157,10 @@ class State {
   void store_more_request(const ReplyTo& to, const proto::Envelope& env,
                           std::vector<Outgoing>& out);
   void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
-  // Sampler shards: each rank's indices, from permutations cached per job.
+  // Sampler shards: each rank's indices, from permutations cached per job,
+  // or parked until the permutation is computed (shards.cpp).
   void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void answer_parked(Permuter::Done done, std::vector<Outgoing>& out);
   // sampler_commit and sampler_resume (sampler_requests.cpp).
   void sampler_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
 
@@ -189,6 +201,8 @@ class State {
   Quotas quotas_;
   Store store_;  // the waits on keys and barriers
   ShardCache shards_;
+  ShardWaits shard_waits_;
+  std::unique_ptr<Permuter> permuter_ = std::make_unique<InlinePermuter>();
   SamplerProgress progress_;
   // Multi-node state.
   static ClusterTables* new_cluster_tables(Store& store, JobTable& jobs);

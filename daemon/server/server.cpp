@@ -19,6 +19,7 @@
 #include "log.hpp"
 #include "protocol/limits.hpp"
 #include "server/frames.hpp"
+#include "server/permute_thread.hpp"
 #include "server/runtime.hpp"
 #include "server/runtime_dir.hpp"
 
@@ -309,6 +310,7 @@ enum Order : int {
   kZap,       // CURVE handshakes
   kPeer,      // requests of other daemons
   kLinks,     // coordinators' answers
+  kPermuted,  // sampler permutations the worker finished
   kPidSweep,  // processes without a pidfd
   kLocal,     // local requests: every round, to serve what came meanwhile
 };
@@ -345,6 +347,11 @@ void Server::run() {
                    [&](const std::string& name, const void* data, size_t size) {
                      state.on_link_frame(name, data, size, rt.out);
                    });
+  // Sampler permutations are computed on a worker thread (shards.cpp).
+  auto permuter = std::make_unique<PermuteThread>();
+  event::SocketEvent permuted(loop, kPermuted, [&] { state.permutations_done(rt.out); });
+  permuted.schedule_fd(permuter->fd());
+  state.set_permuter(std::move(permuter));
   event::SocketEvent local(loop, kLocal, [&] { rt.receive(rt.router, false); });
   local.schedule_socket(rt.router.handle(), true);
   watch_deadlines();

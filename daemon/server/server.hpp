@@ -1,6 +1,7 @@
 // The daemon: a ZeroMQ ROUTER on the ipc:// socket (and, when peering, a
-// TCP one), served together with the pidfds of watched processes and a
-// wake-up eventfd in one event loop (event/loop.hpp).
+// TCP one), served together with the pidfds of watched processes, a
+// wake-up eventfd and the sampler permutation worker's eventfd
+// (permute_thread.hpp) in one event loop (event/loop.hpp).
 #pragma once
 
 #include <atomic>

@@ -231,6 +231,11 @@ void TestDaemon::kill9() {
     throw std::runtime_error("musterd did not die of SIGKILL");
 }
 
+std::optional<int> TestDaemon::stop(std::chrono::milliseconds timeout) {
+  proc_->signal(SIGTERM);
+  return proc_->wait(timeout);
+}
+
 TestDaemon::~TestDaemon() {
   if (proc_->wait(std::chrono::milliseconds(0))) return;  // killed and not started again
   proc_->signal(SIGTERM);

@@ -83,6 +83,9 @@ class TestDaemon {
   // kill -9, as a crash would, and waits for the exit; the runtime dir and
   // what the daemon saved there stay.
   void kill9();
+  // SIGTERM, as systemd stops it: its exit code (128+signal), or nullopt
+  // when it is still running after timeout.
+  std::optional<int> stop(std::chrono::milliseconds timeout);
   // Starts musterd again on the same runtime dir with the same arguments
   // (as systemd's Restart= does) and waits until it answers.
   void start();
