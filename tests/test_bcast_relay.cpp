@@ -9,6 +9,7 @@
 
 #include "core/state.hpp"
 #include "protocol/cluster_messages.hpp"
+#include "support/replies.hpp"
 
 using namespace muster;
 using namespace muster::daemon;
@@ -24,12 +25,7 @@ std::string chunk_bytes(uint64_t k) {
   return std::string(k == 5 ? 100 : kChunk, static_cast<char>('a' + k));
 }
 
-struct Reply {
-  std::string to;
-  uint64_t id = 0;
-  uint16_t type = 0;
-  ErrorCode code = ErrorCode::kOk;
-  std::string message;
+struct Reply : test::ReplyHead {
   BcastChunk chunk;
   std::string value;
 };
@@ -83,14 +79,8 @@ struct Coordinator {
     for (const auto& o : out) {
       auto env = decode_envelope(o.frame.data(), o.frame.size());
       Reply x;
-      x.to = o.to.routing_id;
-      x.id = env.request_id;
-      x.type = env.type;
-      if (env.type == static_cast<uint16_t>(MsgType::kErrorReply)) {
-        auto e = ErrorReply::unpack(env.payload);
-        x.code = static_cast<ErrorCode>(e.code);
-        x.message = e.message;
-      } else if (env.type == static_cast<uint16_t>(MsgType::kBcastChunk)) {
+      static_cast<test::ReplyHead&>(x) = test::reply_head(o, env);
+      if (env.type == static_cast<uint16_t>(MsgType::kBcastChunk)) {
         x.chunk = BcastChunk::unpack(env.payload);
       } else if (env.type == static_cast<uint16_t>(MsgType::kValue)) {
         x.value = Value::unpack(env.payload).value;

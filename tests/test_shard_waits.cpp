@@ -12,6 +12,7 @@
 #include "core/state.hpp"
 #include "protocol/messages.hpp"
 #include "sampler/sampler.hpp"
+#include "support/replies.hpp"
 
 using namespace muster;
 using namespace muster::daemon;
@@ -47,11 +48,7 @@ class HeldPermuter final : public Permuter {
   std::vector<Done> done_;
 };
 
-struct Reply {
-  std::string to;
-  uint64_t id = 0;
-  uint16_t type = 0;
-  ErrorCode code = ErrorCode::kOk;
+struct Reply : test::ReplyHead {
   std::vector<int64_t> indices;
 };
 
@@ -60,12 +57,8 @@ std::vector<Reply> replies(const std::vector<Outgoing>& out) {
   for (const auto& o : out) {
     auto env = decode_envelope(o.frame.data(), o.frame.size());
     Reply x;
-    x.to = o.to.routing_id;
-    x.id = env.request_id;
-    x.type = env.type;
-    if (env.type == static_cast<uint16_t>(MsgType::kErrorReply)) {
-      x.code = static_cast<ErrorCode>(ErrorReply::unpack(env.payload).code);
-    } else if (env.type == static_cast<uint16_t>(MsgType::kShardReply)) {
+    static_cast<test::ReplyHead&>(x) = test::reply_head(o, env);
+    if (env.type == static_cast<uint16_t>(MsgType::kShardReply)) {
       auto s = ShardReply::unpack(env.payload);
       REQUIRE(s.width == 4);
       for (uint64_t k = 0; k < s.count; ++k) {
