@@ -2,11 +2,14 @@
 // daemon/cluster/coord_samplers.cpp), driven through daemon::State with no
 // sockets: nodes join a world of a job that spans nodes, and Forwards carry
 // sampler_commit and sampler_resume as the node daemons would.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 
 #include "core/state.hpp"
 #include "protocol/cluster_messages.hpp"
+#include "protocol/messages.hpp"
 #include "protocol/sampler_messages.hpp"
 
 using namespace muster;
@@ -44,14 +47,16 @@ struct Coordinator {
     s.handle(to, env, out);
     return answers(out);
   }
-  std::vector<Answer> join(const std::string& job, const std::string& node, int64_t owner = kRoot) {
+  // run: NodeJoin::run, the muster run of the node's part ("" = none).
+  std::vector<Answer> join(const std::string& job, const std::string& node, int64_t owner = kRoot,
+                           const std::string& run = "") {
     return send(node, encode(next++, NodeJoin{job, node, 2, -1, 1, 2, 0, 60000, "127.0.0.1", 1, "",
-                                              owner}));
+                                              owner, "", run}));
   }
   // Both nodes join: the round closes at once (max_nodes), world 4.
-  void form(const std::string& job) {
-    CHECK(join(job, "node-a").empty());
-    auto worlds = join(job, "node-b");
+  void form(const std::string& job, const std::string& run_a = "", const std::string& run_b = "") {
+    CHECK(join(job, "node-a", kRoot, run_a).empty());
+    auto worlds = join(job, "node-b", kRoot, run_b);
     REQUIRE(worlds.size() == 2);
     for (auto& w : worlds) REQUIRE(w.type == static_cast<uint16_t>(MsgType::kWorld));
   }
@@ -203,4 +208,63 @@ TEST_CASE("a job commits at most kMaxSamplersPerJob samplers at its coordinator"
     REQUIRE(c.commit("node-a", 0, 1, 0, "j", seed).code == ErrorCode::kOk);
   CHECK(c.commit("node-a", 0, 1, 0, "j", 1000).code == ErrorCode::kTooLarge);
   CHECK(c.commit("node-a", 0, 2, 0, "j", 3).code == ErrorCode::kOk);  // a known one still
+}
+
+TEST_CASE("lingering progress goes on with a round of the same muster run, not a new launch",
+          "[sampler][cluster]") {
+  Coordinator c;
+  c.form("j", "a/100/1", "b/200/1");
+  REQUIRE(c.commit("node-a", 0, 40).code == ErrorCode::kOk);
+  // Every node's group stopped; node-b's launcher (the same run) restarts
+  // its part first, then node-a's: the run goes on from its commit.
+  c.leave("j", "node-a", 0);
+  c.leave("j", "node-b", 0);
+  CHECK(c.join("j", "node-b", kRoot, "b/200/1").empty());
+  REQUIRE(c.join("j", "node-a", kRoot, "a/100/1").size() == 2);
+  CHECK(c.resume("node-a").place.consumed == 40);
+  // A new launch within the linger (new launchers on both nodes, the same
+  // job id and owner) starts afresh.
+  REQUIRE(c.commit("node-a", 0, 60).code == ErrorCode::kOk);
+  c.leave("j", "node-a", 0);
+  c.leave("j", "node-b", 0);
+  c.form("j", "a/300/9", "b/400/9");
+  CHECK_FALSE(c.resume("node-a").place.found);
+  // One node of the old run in the new round is enough (the other was
+  // replaced: an elastic re-form after a lost node).
+  REQUIRE(c.commit("node-b", 1, 80).code == ErrorCode::kOk);
+  c.leave("j", "node-a", 0);
+  c.leave("j", "node-b", 0);
+  c.form("j", "c/500/3", "b/400/9");
+  CHECK(c.resume("node-a").place.consumed == 80);
+}
+
+TEST_CASE("a node daemon's NodeJoin names the muster run of its part of the job",
+          "[sampler][cluster]") {
+  PidWatch watch;
+  State node{{}, watch};
+  node.set_cluster("node-x", 2000ms, "", 16);
+  auto ask = [&](const std::string& frame) {
+    auto env = decode_envelope(frame.data(), frame.size());
+    ReplyTo to;
+    to.routing_id = "launcher";
+    to.request_id = env.request_id;
+    to.peer_uid = 0;
+    std::vector<Outgoing> out;
+    node.handle(to, env, out);
+    return out;
+  };
+  // This process stands for the launcher (muster run) of the job.
+  auto reserved = ask(encode(1, Reserve{"j", 1, false, {}, ::getpid()}));
+  REQUIRE(reserved.size() == 1);
+  REQUIRE(decode_envelope(reserved[0].frame.data(), reserved[0].frame.size()).type ==
+          static_cast<uint16_t>(MsgType::kReserved));
+  auto out = ask(encode(2, Rendezvous{"j", "127.0.0.1:1", -1, 1, 2, 0, 10000, "127.0.0.1", 1}));
+  REQUIRE(out.size() == 1);
+  REQUIRE(out[0].link == "127.0.0.1:1");
+  auto env = decode_envelope(out[0].frame.data(), out[0].frame.size());
+  REQUIRE(env.type == static_cast<uint16_t>(MsgType::kNodeJoin));
+  auto run = NodeJoin::unpack(env.payload).run;
+  CHECK(run == "node-x/" + std::to_string(::getpid()) + "/" +
+                   std::to_string(PidWatch::start_time(::getpid())));
+  CHECK(PidWatch::start_time(::getpid()) > 0);
 }

@@ -106,6 +106,7 @@ void NodeJoin::fields(IO& io) {
   endpoint(io, "peer_endpoint", peer_endpoint, wire::kUnlessDefault);
   io.num("owner_uid", owner_uid, -1, 0xffffffffLL, wire::kAddedLater);
   io.str("node_name", node_name, kMaxNodeNameBytes, wire::kUnlessDefault);
+  io.str("run", run, kMaxNodeNameBytes, wire::kUnlessDefault);
   io.check([&] {
     // It is printed in other nodes' progress lines and status tables.
     for (unsigned char ch : node_name)

@@ -58,6 +58,12 @@ struct NodeJoin {
   // What progress lines and status call this node (musterd --node-name,
   // the host name by default); empty = node_id. Optional on the wire.
   std::string node_name{};
+  // Which muster run this node's part of the job belongs to (node id,
+  // launcher pid and its start time); empty for a job without a launcher.
+  // A coordinator carries a job's sampler progress over a gap between two
+  // rounds only into a round that one of the same runs joins: a new launch
+  // under the same job id starts afresh. Optional on the wire.
+  std::string run{};
   MUSTER_MESSAGE(NodeJoin);
 };
 

@@ -69,6 +69,7 @@ struct RoundNode {
   Clock::time_point join_deadline;  // open round only
   uint32_t node_rank = 0;           // closed round only
   bool left = false;                // its ranks all ended
+  std::string run;                  // NodeJoin::run ("" = unknown)
 };
 
 inline std::string node_name(const RoundNode& n) {

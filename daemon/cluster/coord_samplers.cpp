@@ -9,7 +9,12 @@
 // also ends between two generations when every node's group stopped before
 // any joined again (a restart after a failure), so the progress lingers for
 // kRunGap after its round ends, and a round of the same job and owner that
-// starts meanwhile takes it over; past that the run is taken as over. It is
+// starts meanwhile takes it over if a node of the same muster run joins it
+// (NodeJoin::run: a launcher outlives its job between generations; a new
+// launch, after a preemption say, has new ones and starts afresh, resuming
+// only from the user's own load_state_dict). Rounds whose nodes tell no run
+// (jobs joined without muster run) are taken over by the owner alone. Past
+// kRunGap the run is taken as over. It is
 // not saved with the coordinator's state, like the rounds and the global
 // store (issue #27): a restarted coordinator starts every epoch afresh.
 #include <algorithm>
@@ -52,14 +57,33 @@ void Coordinator::sampler_request(const ReplyTo& to, const proto::Envelope& env,
 
 void Coordinator::round_ended(const std::string& job, const CoordJob& cj, Clock::time_point now) {
   if (!samplers_.all().count(job)) return;
-  lingering_[job] = {now + std::max<Clock::duration>(kRunGap, peer_timeout_), cj.owner_uid};
+  Lingering l{now + std::max<Clock::duration>(kRunGap, peer_timeout_), cj.owner_uid, {}};
+  for (const auto& n : cj.nodes)
+    if (!n.run.empty()) l.runs.insert(n.run);
+  lingering_[job] = std::move(l);
 }
 
 void Coordinator::round_started(const std::string& job, int64_t owner_uid) {
   auto it = lingering_.find(job);
-  if (it == lingering_.end()) return;
   // Another user's job of the same name reads nothing of this one.
-  if (it->second.owner_uid != owner_uid) samplers_.job_ended(job);
+  if (it == lingering_.end() || it->second.owner_uid == owner_uid) return;
+  samplers_.job_ended(job);
+  lingering_.erase(it);
+}
+
+void Coordinator::run_joined(const std::string& job, const std::string& run) {
+  auto it = lingering_.find(job);
+  if (it != lingering_.end() && !run.empty() && it->second.runs.count(run)) lingering_.erase(it);
+}
+
+void Coordinator::runs_decided(const std::string& job) {
+  auto it = lingering_.find(job);
+  if (it == lingering_.end()) return;
+  if (!it->second.runs.empty()) {
+    log::info("job=" + job + " is a new launch: its samplers start afresh (the last run's " +
+              "commits are not resumed)");
+    samplers_.job_ended(job);
+  }
   lingering_.erase(it);
 }
 

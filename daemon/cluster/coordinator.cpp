@@ -39,7 +39,8 @@ RoundNode round_node(const ReplyTo& to, const proto::NodeJoin& m, Clock::time_po
           .last_seen = now,
           .join_deadline = now + std::chrono::milliseconds(m.timeout_ms ? m.timeout_ms : 900000),
           .node_rank = 0,
-          .left = false};
+          .left = false,
+          .run = m.run};
 }
 
 }  // namespace
@@ -131,6 +132,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     return;
   }
   RoundNode n = round_node(to, m, now);
+  run_joined(m.job, m.run);
   if (cj.closed) {
     bool member = find_node(cj.nodes, m.node_id) != nullptr;
     if (!member && cj.broken.empty()) {
@@ -176,6 +178,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
 }
 
 void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
+  runs_decided(cj.store.id);
   size_t n = cj.nodes.size();
   // Node ranks: the asked-for ones first, then the rest by the rank they
   // had before (stable across generations), then by node id: the same set

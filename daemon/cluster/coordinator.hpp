@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,8 +85,14 @@ class Coordinator {
   // The job's round ends (every node left, or none is left): its samplers'
   // progress lingers for the run's next generation (coord_samplers.cpp).
   void round_ended(const std::string& job, const CoordJob& cj, Clock::time_point now);
-  // A fresh round of the job: takes over lingering progress of its owner.
+  // A fresh round of the job: lingering progress of another owner goes.
   void round_started(const std::string& job, int64_t owner_uid);
+  // A node of `run` joined the job's round: lingering progress of the same
+  // run is taken over.
+  void run_joined(const std::string& job, const std::string& run);
+  // The job's round closes: lingering progress nobody of its run took over
+  // belonged to an earlier launch, and goes.
+  void runs_decided(const std::string& job);
   void samplers_tick(Clock::time_point now);
 
   CoordJob& bcast_job(const std::string& job, uint64_t generation, const std::string& forwarding);
@@ -120,6 +127,7 @@ class Coordinator {
   struct Lingering {
     Clock::time_point until;
     int64_t owner_uid = -1;
+    std::set<std::string> runs;  // of the ended round's nodes (none known: empty)
   };
   std::map<std::string, Lingering> lingering_;
   std::chrono::milliseconds peer_timeout_{10000};

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "cluster/node_links.hpp"
+#include "liveness/pidwatch.hpp"
 #include "log.hpp"
 #include "protocol/message_table.hpp"
 
@@ -20,6 +21,15 @@ std::string seconds(std::chrono::milliseconds ms) {
 }
 
 }  // namespace
+
+// The launcher outlives the job between generations (a restart, an elastic
+// re-form) and a new launch has another one; its start time tells a reused
+// pid.
+std::string NodeLinks::run_of(const Job& job) const {
+  if (job.launcher_pid <= 0) return {};
+  return node_id_ + "/" + std::to_string(job.launcher_pid) + "/" +
+         std::to_string(PidWatch::start_time(job.launcher_pid));
+}
 
 void NodeLinks::configure(std::string node_id, std::chrono::milliseconds peer_timeout,
                           std::string unavailable) {
@@ -103,10 +113,9 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
   for (const char* any : {"0.0.0.0:", "*:", "[::]:"})
     if (advertised.rfind(any, 0) == 0)
       advertised = m.master_addr + advertised.substr(std::string(any).size() - 1);
-  proto::NodeJoin j{m.job,         node_id_,      job.local_world_size, m.node_rank,
-                    m.min_nodes,   m.max_nodes,   m.last_call_ms,       m.timeout_ms,
-                    m.master_addr, m.master_port, advertised,           job.owner_uid,
-                    node_name_};
+  proto::NodeJoin j{m.job,       node_id_,       job.local_world_size, m.node_rank,   m.min_nodes,
+                    m.max_nodes, m.last_call_ms, m.timeout_ms,         m.master_addr, m.master_port,
+                    advertised,  job.owner_uid,  node_name_,           run_of(job)};
   log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
             std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
   send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);

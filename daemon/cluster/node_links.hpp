@@ -52,6 +52,8 @@ class NodeLinks {
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
 
  private:
+  // NodeJoin::run of this node's part of the job.
+  std::string run_of(const Job& job) const;
   // Sends m to the coordinator at `link` and remembers what to do with
   // its answer.
   template <class M>

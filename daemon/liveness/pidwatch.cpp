@@ -21,6 +21,21 @@ PidWatch::~PidWatch() {
     if (e.fd >= 0) ::close(e.fd);
 }
 
+uint64_t PidWatch::start_time(int64_t pid) {
+  auto fields = stat_fields(pid);
+  if (!fields) return 0;
+  // Field 3 (state) ... field 22 (starttime).
+  std::istringstream rest(*fields);
+  std::string field;
+  for (int n = 3; n <= 22; ++n)
+    if (!(rest >> field)) return 0;
+  try {
+    return std::stoull(field);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 std::optional<std::string> PidWatch::stat_fields(int64_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string line;

@@ -39,6 +39,9 @@ class PidWatch {
   // state letter (field 3) on; nullopt when the pid is gone or the line
   // is malformed. The name may hold blanks and parentheses, hence rfind.
   static std::optional<std::string> stat_fields(int64_t pid);
+  // Its start time (/proc/PID/stat field 22, in clock ticks since boot),
+  // which tells a reused pid; 0 when it cannot be read.
+  static uint64_t start_time(int64_t pid);
   // Whether ancestor is pid's parent, grandparent, ... (from /proc).
   static bool is_ancestor(int64_t ancestor, int64_t pid);
 

@@ -22,18 +22,7 @@ StateFile::StateFile(std::string dir)
 StateFile::~StateFile() = default;
 
 uint64_t StateFile::start_time(int64_t pid) {
-  auto fields = PidWatch::stat_fields(pid);
-  if (!fields) return 0;
-  // Field 3 (state) ... field 22 (starttime).
-  std::istringstream rest(*fields);
-  std::string field;
-  for (int n = 3; n <= 22; ++n)
-    if (!(rest >> field)) return 0;
-  try {
-    return std::stoull(field);
-  } catch (const std::exception&) {
-    return 0;
-  }
+  return PidWatch::start_time(pid);
 }
 
 uint64_t StateFile::started(int64_t pid) {
