@@ -203,7 +203,8 @@ DaemonStatus Client::status() {
   DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests, s.containment};
   for (const auto& d : s.devices)
     out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use, d.uuid, d.pci_bus_id,
-                           d.numa_node, d.health, d.reason, d.drain});
+                           d.numa_node, d.health, d.reason, d.drain, d.cpu_affinity, d.nvlinks,
+                           d.paths});
   for (const auto& j : s.jobs) {
     JobInfo ji{j.id,
                j.generation,

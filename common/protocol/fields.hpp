@@ -118,8 +118,9 @@ class BasicWriter : public Kinds<BasicWriter<kCounting>> {
     if (!tail_bytes_) return codec::put_bin(*p_, v);
     p_->pack_bin(static_cast<uint32_t>(*tail_bytes_));
   }
-  void ints(std::string_view name, const std::vector<int64_t>& v, size_t, int64_t, int64_t) {
-    if (!put(name, kRequired, true)) return;
+  void ints(std::string_view name, const std::vector<int64_t>& v, size_t, int64_t, int64_t,
+            Presence pr = kRequired) {
+    if (!put(name, pr, !v.empty())) return;
     p_->pack_array(static_cast<uint32_t>(v.size()));
     for (auto x : v) p_->pack(x);
   }
@@ -211,8 +212,8 @@ class Reader : public Kinds<Reader> {
     bin(name, v, max_bytes);
   }
   void ints(std::string_view name, std::vector<int64_t>& v, size_t max_items, int64_t min,
-            int64_t max) {
-    v = r_.int_list(name, max_items, min, max);
+            int64_t max, Presence pr = kRequired) {
+    if (!absent(name, pr)) v = r_.int_list(name, max_items, min, max);
   }
   void strs(std::string_view name, std::vector<std::string>& v, size_t max_items, size_t max_bytes,
             Presence pr = kRequired) {

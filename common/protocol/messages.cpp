@@ -181,6 +181,9 @@ void DeviceStatus::fields(IO& io) {
   io.str("uuid", uuid, 96, wire::kAddedLater);
   io.str("pci_bus_id", pci_bus_id, 32, wire::kAddedLater);
   io.num("numa_node", numa_node, -1, kU32Max, wire::kAddedLater);
+  io.str("cpu_affinity", cpu_affinity, 4096, wire::kAddedLater);
+  io.ints("nvlinks", nvlinks, limits::kMaxDevices, 0, 1024, wire::kAddedLater);
+  io.ints("paths", paths, limits::kMaxDevices, 0, 100, wire::kAddedLater);
   io.str("health", health, 32, wire::kAddedLater);
   io.str("reason", reason, 1024, wire::kAddedLater);
   io.str("drain", drain, 1024, wire::kAddedLater);

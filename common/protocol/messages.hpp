@@ -317,6 +317,12 @@ struct DeviceStatus {
   std::string uuid{};
   std::string pci_bus_id{};
   int64_t numa_node = -1;
+  std::string cpu_affinity{};  // the CPUs near it, "0-23,48-71"
+  // Topology, by the other GPU's index: active NVLinks to it, and the
+  // common PCIe ancestor (NVML's nvmlGpuTopologyLevel_t values: 0 the same
+  // board … 50 across sockets). Empty when unknown.
+  std::vector<int64_t> nvlinks{};
+  std::vector<int64_t> paths{};
   // "ok", "quarantined" (never leased) with the reason: ECC errors, a
   // critical XID, lost, MIG mode; "drained" (see drain); or "foreign_use"
   // with the foreign pid.

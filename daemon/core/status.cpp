@@ -17,6 +17,9 @@ proto::StatusReply State::status(int64_t viewer) const {
     ds.uuid = d.device.uuid;
     ds.pci_bus_id = d.device.pci_bus_id;
     ds.numa_node = d.device.numa_node;
+    ds.cpu_affinity = d.device.cpu_affinity;
+    ds.nvlinks.assign(d.device.nvlinks.begin(), d.device.nvlinks.end());
+    ds.paths.assign(d.device.paths.begin(), d.device.paths.end());
     ds.drain = d.drain;
     if (!d.quarantined().empty()) {
       ds.health = "quarantined";

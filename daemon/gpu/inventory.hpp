@@ -16,6 +16,17 @@ struct Process {
   bool operator==(const Process&) const = default;
 };
 
+// How two GPUs reach each other over PCIe: NVML's nvmlGpuTopologyLevel_t
+// values (the closest common ancestor), as nvidia-smi topo -m names them.
+enum class Path : int32_t {
+  kSelf = 0,         // NVML_TOPOLOGY_INTERNAL: the same board   ("X")
+  kSwitch = 10,      // NVML_TOPOLOGY_SINGLE: one PCIe switch      (PIX)
+  kSwitches = 20,    // NVML_TOPOLOGY_MULTIPLE: several switches   (PXB)
+  kHostBridge = 30,  // NVML_TOPOLOGY_HOSTBRIDGE: one host bridge  (PHB)
+  kNumaNode = 40,    // NVML_TOPOLOGY_NODE: one NUMA node           (NODE)
+  kSystem = 50,      // NVML_TOPOLOGY_SYSTEM: across sockets (SYS); also unknown
+};
+
 struct Device {
   uint32_t index = 0;  // NVML's, which is PCI bus order
   std::string name;
@@ -27,6 +38,11 @@ struct Device {
   std::string compute_mode{};        // default | exclusive_process | prohibited
   bool mig = false;                  // MIG mode enabled
   std::vector<Process> processes{};  // at discovery
+  // Indexed by the other GPU's NVML index: active NVLinks between the two
+  // (through NVSwitches too), and their common PCIe ancestor (Path values).
+  // Empty when the source cannot say (no NVML, simulated GPUs).
+  std::vector<uint32_t> nvlinks{};
+  std::vector<int32_t> paths{};
   // Why this GPU is never leased (ECC errors, lost, MIG, …); empty = healthy.
   std::string quarantine{};
 };

@@ -28,6 +28,13 @@ struct DeviceInfo {
   // keeps it until its rank ends; nobody is given it after. Health then
   // says "drained" unless the GPU is also quarantined.
   std::string drain{};
+  // The CPUs near it ("0-23,48-71"; empty when unknown), and the topology
+  // by the other GPU's index: active NVLinks to it and the common PCIe
+  // ancestor (NVML's levels: 0 the same board, 10 one switch, 20 several,
+  // 30 a host bridge, 40 a NUMA node, 50 across sockets). Empty: unknown.
+  std::string cpu_affinity{};
+  std::vector<int64_t> nvlinks{};
+  std::vector<int64_t> paths{};
 };
 
 struct RankState {
