@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "gpu/placement.hpp"
 #include "muster/error.hpp"
 
 namespace muster::daemon {
@@ -47,9 +48,11 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
   }
   // CPU jobs, and nodes without GPUs, get no device rather than an error.
   if (!wants_gpu || slots_.empty()) return out;
-  size_t got = 0;
+  std::vector<const gpu::Device*> free, held;
   std::string busy;
   for (const auto& s : slots_) {
+    // A rank joining a job that runs is placed near the job's other GPUs.
+    if (s.job == job) held.push_back(&s.device);
     if (!subset.empty() && std::find(subset.begin(), subset.end(), s.device.index) == subset.end())
       continue;
     // A quarantined GPU (health, MIG, a failure) or a drained one is never
@@ -69,7 +72,12 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
               " runs " + f;
       continue;
     }
-    if (got < n) out[got++] = s.device.index;
+    free.push_back(&s.device);
+  }
+  size_t got = std::min(free.size(), n);
+  if (got == n) {
+    auto chosen = gpu::place(free, n, held);
+    std::copy(chosen.begin(), chosen.end(), out.begin());
   }
   if (got < n)
     throw Error(ErrorCode::kNoDevice, "job '" + job + "' needs " + std::to_string(n) +
