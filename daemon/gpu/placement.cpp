@@ -1,8 +1,8 @@
 #include "gpu/placement.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
-#include <set>
 #include <tuple>
 
 namespace muster::gpu {
@@ -26,7 +26,7 @@ struct Score {
   int64_t linked_pairs = 0;  // pairs with at least one NVLink
   int64_t links = 0;         // NVLinks over all pairs
   int64_t hops = 0;          // PCIe path levels over all pairs
-  std::set<int64_t> numa;    // NUMA nodes touched
+  uint64_t numa = 0;         // NUMA nodes touched, a bit each (unknown: bit 0)
 
   void add(const Device& d, const std::vector<const Device*>& others) {
     for (const Device* o : others) {
@@ -35,12 +35,10 @@ struct Score {
       links += l;
       hops += path(d, *o);
     }
-    numa.insert(d.numa_node);
+    numa |= uint64_t{1} << std::clamp<int64_t>(d.numa_node + 1, 0, 63);
   }
   // Better is more linked pairs, more links, fewer hops, fewer nodes.
-  auto key() const {
-    return std::make_tuple(-linked_pairs, -links, hops, static_cast<int64_t>(numa.size()));
-  }
+  auto key() const { return std::make_tuple(-linked_pairs, -links, hops, std::popcount(numa)); }
 };
 
 Score score(const std::vector<const Device*>& set) {
@@ -154,6 +152,19 @@ std::vector<uint32_t> ring(std::vector<const Device*> set) {
 std::vector<uint32_t> place(const std::vector<const Device*>& free, size_t n,
                             const std::vector<const Device*>& held) {
   if (n == 0 || free.size() < n) return {};
+  // Nothing known of how they connect (simulated GPUs, CUDA's list): the
+  // lowest free ones, without trying sets; and beyond the largest nodes
+  // built (a 4,096-GPU simulation) the same, as the search would stall
+  // the loop.
+  constexpr size_t kMaxSearched = 64;
+  bool known = std::any_of(free.begin(), free.end(), [](const Device* d) {
+    return !d->nvlinks.empty() || !d->paths.empty() || d->numa_node >= 0;
+  });
+  if (!known || free.size() > kMaxSearched) {
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < n; ++i) out.push_back(free[i]->index);
+    return out;
+  }
   // 20,000 sets of up to 16 GPUs cost a few milliseconds of the loop, once
   // per job start.
   constexpr uint64_t kMaxSets = 20000;
