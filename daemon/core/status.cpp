@@ -1,9 +1,48 @@
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
+
 #include "core/state.hpp"
 #include "muster_config.h"
 
 namespace muster::daemon {
+
+namespace {
+
+// The CPUs a rank's process may run on, from the kernel (so it shows what
+// pinned it: muster run's --numa-binding, taskset, a cgroup's cpuset); ""
+// without a process or when the list is too long for the reply.
+std::string cpus_allowed(int64_t pid) {
+  if (pid <= 0) return "";
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f) return "";
+  std::string cpus;
+  // Long lines (Cpus_allowed's hex mask on large machines) come in pieces.
+  char line[512];
+  bool at_start = true;
+  while (std::fgets(line, sizeof line, f)) {
+    static const char kKey[] = "Cpus_allowed_list:";
+    bool key = at_start && std::strncmp(line, kKey, sizeof kKey - 1) == 0;
+    at_start = std::strchr(line, '\n') != nullptr;
+    if (!key) continue;
+    cpus = line + sizeof kKey - 1;
+    while (!at_start && std::fgets(line, sizeof line, f)) {
+      cpus += line;
+      at_start = std::strchr(line, '\n') != nullptr;
+    }
+    break;
+  }
+  std::fclose(f);
+  auto first = cpus.find_first_not_of(" \t");
+  auto last = cpus.find_last_not_of(" \t\n");
+  cpus = first == std::string::npos ? "" : cpus.substr(first, last - first + 1);
+  return cpus.size() <= proto::kMaxCpusText ? cpus : "";
+}
+
+}  // namespace
 
 proto::StatusReply State::status(int64_t viewer) const {
   proto::StatusReply s;
@@ -48,7 +87,10 @@ proto::StatusReply State::status(int64_t viewer) const {
     for (uint32_t i = 0; i < job.local_world_size; ++i) {
       const auto& slot = job.slots[i];
       uint32_t rank = job.cluster ? job.cluster->rank_offset + i : i;
-      js.ranks.push_back({rank, i, slot.pid, slot.device, slot_state_name(slot.state)});
+      // An exited rank's pid may be another process's by now.
+      bool live = slot_live(slot.state);
+      js.ranks.push_back({rank, i, slot.pid, slot.device, slot_state_name(slot.state),
+                          live ? cpus_allowed(slot.pid) : ""});
     }
     // A rendezvous still forming: who joined, as the coordinator last said.
     if (job.cluster && !job.cluster->formed) js.forming = cluster_state(id).forming;
