@@ -184,7 +184,7 @@ TEST_CASE("ranks that would share fewer CPUs than they are widen the binding, an
     // Never tighter than the cores allow: not both on CPU 0.
     CHECK(r.by_device[0].cpus != "0");
     CHECK(r.by_device[1].cpus != "0");
-    if (same_socket_0_1()) {
+    if (same_socket_0_1() && own_cpus() == "0-1") {
       CHECK_THAT(r.output, Catch::Contains("muster: numa binding socket: ranks 0-1 → CPUs 0-1"));
       CHECK(r.by_device[0].cpus == "0-1");
     }
@@ -205,6 +205,30 @@ TEST_CASE("ranks that would share fewer CPUs than they are widen the binding, an
       for (auto& [device, w] : r.by_device) CHECK(w.cpus == "0-1");
     }
   }
+}
+
+TEST_CASE("only CPUs the launcher may use: a GPU near none of them leaves its rank unpinned") {
+  if (!runs_here()) return;
+  if (::access("/usr/bin/taskset", X_OK) != 0) {
+    WARN("needs taskset; skipped");
+    return;
+  }
+  test::NvmlNode node(split_node());
+  test::TestDaemon d({}, node.env());
+  // As a Slurm job's cgroup or a container might: the launcher on CPU 1.
+  std::vector<std::string> argv{"/usr/bin/taskset", "-c", "1"};
+  for (auto& a :
+       test::muster_cmd("run", {"-n", "2", "--devices", "0,2", "--", "sh", "-c", kReport}))
+    argv.push_back(a);
+  test::Process p(argv, {{"MUSTER_ENDPOINT", d.endpoint()}}, true);
+  auto out = p.read_all(30s);
+  INFO(out);
+  CHECK(p.wait(10s) == 0);
+  CHECK_THAT(out, Catch::Contains("rank 0 not pinned (GPU 0's CPUs 0 are none of the CPUs this "
+                                  "launcher may use (1))"));
+  CHECK_THAT(out, Catch::Contains("rank 1 → CPUs 1"));
+  CHECK_THAT(out,
+             Catch::Contains("pin device=0 cpus=1 ") && Catch::Contains("pin device=2 cpus=1 "));
 }
 
 TEST_CASE("muster status shows the CPUs a running rank may use") {

@@ -130,7 +130,8 @@ std::vector<RankPin> bind(const std::string& mode, const std::vector<const Devic
     }
     auto near = m.near(*gpus[r]);
     if (near.empty()) {
-      pin.why = "GPU " + std::to_string(gpus[r]->index) + "'s CPUs are unknown";
+      // No GPU index here: ranks alike are said together.
+      pin.why = "the GPU's CPUs are unknown";
       continue;
     }
     if (m.allowed().empty()) {
