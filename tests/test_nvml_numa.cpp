@@ -129,6 +129,16 @@ TEST_CASE("each worker runs on its GPU's NUMA node's CPUs and prefers its memory
     CHECK_THAT(r.output, Catch::Contains("muster: numa binding node: rank 0 → CPUs 0"));
     CHECK_THAT(r.output, Catch::Contains("rank 1 → CPUs 1"));
   }
+  // socket: each its GPU's whole socket; here CPUs 0 and 1 share one.
+  if (same_socket_0_1() && own_cpus() == "0-1") {
+    auto r = run_job(d, {"-n", "2", "--devices", "0,2", "--numa-binding", "socket"});
+    INFO(r.output);
+    CHECK(r.code == 0);
+    CHECK(r.by_device[0].cpus == "0-1");
+    CHECK(r.by_device[2].cpus == "0-1");
+    CHECK_THAT(r.output, Catch::Contains("muster: numa binding socket: rank 0 → CPUs 0-1 (node 0), "
+                                         "rank 1 → CPUs 0-1"));
+  }
 }
 
 TEST_CASE("--numa-binding none, and CPU jobs by default, leave workers on the launcher's CPUs") {
