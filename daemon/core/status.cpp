@@ -36,7 +36,7 @@ std::string cpus_allowed(int64_t pid) {
     break;
   }
   std::fclose(f);
-  auto first = cpus.find_first_not_of(" \t");
+  auto first = cpus.find_first_not_of(" \t\n");
   auto last = cpus.find_last_not_of(" \t\n");
   cpus = first == std::string::npos ? "" : cpus.substr(first, last - first + 1);
   return cpus.size() <= proto::kMaxCpusText ? cpus : "";
@@ -99,17 +99,19 @@ proto::StatusReply State::status(int64_t viewer) const {
   return s;
 }
 
+// Counted here rather than from status(), which reads each rank's /proc
+// file: the summary is taken at the start of every round of the event loop.
 std::string State::summary() const {
-  auto st = status();
-  size_t leased = 0, ranks = 0;
-  for (const auto& d : st.devices)
+  size_t devices = 0, leased = 0, ranks = 0;
+  for (const auto& d : jobs_.devices().slots()) {
+    ++devices;
     if (!d.job.empty()) ++leased;
-  for (const auto& j : st.jobs)
-    for (const auto& r : j.ranks)
-      if (r.state == "reserved" || r.state == "running" || r.state == "joined") ++ranks;
-  return std::to_string(st.jobs.size()) + " job(s), " + std::to_string(leased) + " of " +
-         std::to_string(st.devices.size()) + " GPU(s) leased, " + std::to_string(ranks) +
-         " rank(s)";
+  }
+  for (const auto& [id, job] : jobs_)
+    for (uint32_t i = 0; i < job.local_world_size; ++i)
+      if (slot_live(job.slots[i].state)) ++ranks;
+  return std::to_string(jobs_.size()) + " job(s), " + std::to_string(leased) + " of " +
+         std::to_string(devices) + " GPU(s) leased, " + std::to_string(ranks) + " rank(s)";
 }
 
 }  // namespace muster::daemon
