@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -145,6 +144,8 @@ std::vector<RankPin> bind(const std::string& mode, const std::vector<const Devic
       continue;
     }
     pin.cpus = std::move(cpus);
+    // socket too prefers the GPU's own node: its memory is the nearest to
+    // the GPU (its copies to and from the host), whichever CPU runs the rank.
     if (node_exists(gpus[r]->numa_node)) pin.node = gpus[r]->numa_node;
   }
   return pins;
