@@ -88,7 +88,7 @@ TEST_CASE("workers are registered with pid and GPU before they start, and leases
     if (!std::regex_match(line, m, pid_line)) continue;
     std::string pid = m[1];
     std::regex me("\\{\"rank\":(\\d),\"local_rank\":\\d,\"pid\":" + pid +
-                  ",\"device\":(\\d),\"state\":\"running\"\\}");
+                  ",\"device\":(\\d),\"state\":\"running\",\"cpus\":\"[0-9,-]+\"\\}");
     CHECK(std::regex_search(text, me));
     ++seen;
   }

@@ -114,6 +114,10 @@ std::vector<Flag> torchrun_flags(RunOptions& o, RawOptions& raw) {
        "(default: the host name)", text(o.local_addr)},
     {"use-env", 0, "", "muster launch: do not pass --local_rank=N (workers read LOCAL_RANK); "
        "muster run: accepted, it never passes it", on(o.use_env)},
+    {"numa-binding", 0, "MODE", "pin each worker to the CPUs near its GPU and prefer that "
+       "GPU's NUMA node for memory: node (the default with GPUs), socket (its whole socket) or "
+       "none (the default for CPU jobs); widened when more ranks would share CPUs than they "
+       "have", text(o.numa_binding)},
     {"local-ranks-filter", 0, "RANKS", "refused (newer torchrun)", refused(
        "muster shows every rank's output, each line prefixed [rankN]: -- keep some ranks' "
        "lines by that prefix (grep '^\\[rank0\\]'), or write each rank's to files with "

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "cli/numa.hpp"
 #include "cli/run_flags.hpp"
 #include "cli/std_spec.hpp"
 #include "device_list.hpp"
@@ -152,6 +153,7 @@ void check_program(const RunOptions& o) {
 void check(RunOptions& o, const RawOptions& raw) {
   check_nproc(o);
   check_program(o);
+  check_numa_binding(o.numa_binding);
   if (o.grace_s < 0 || o.grace_s > 3600)
     throw std::runtime_error("--grace-period must be between 0 and 3600 seconds");
   if (o.max_restarts > 1000) throw std::runtime_error("--max-restarts must be between 0 and 1000");

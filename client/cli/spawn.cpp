@@ -18,7 +18,7 @@ namespace {
 
 // The child's side, from fork to exec: only async-signal-safe calls.
 [[noreturn]] void held_child(pid_t parent, int go[2], int out_w, int err_w, bool capture,
-                             char* const* argv, char* const* envp) {
+                             const PinMasks& pin, char* const* argv, char* const* envp) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(127);
@@ -36,6 +36,10 @@ namespace {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
+  // After the release, not before: the daemon may have moved this process
+  // into the job's cgroup meanwhile, and joining a cgroup with a cpuset
+  // may reset the CPUs a process runs on to the cgroup's (older kernels).
+  apply_pin(pin);
   execvpe(argv[0], argv, envp);
   const char msg[] = "muster run: cannot execute the program\n";
   ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -46,7 +50,7 @@ namespace {
 }  // namespace
 
 Worker spawn_held(uint32_t rank, const std::vector<std::string>& argv,
-                  const std::vector<std::string>& env, bool capture) {
+                  const std::vector<std::string>& env, bool capture, const PinMasks& pin) {
   int go[2];
   int out[2] = {-1, -1};
   int err[2] = {-1, -1};
@@ -71,7 +75,7 @@ Worker spawn_held(uint32_t rank, const std::vector<std::string>& argv,
     close_all();
     throw std::runtime_error("fork: " + why);
   }
-  if (pid == 0) held_child(parent, go, out[1], err[1], capture, cargv.data(), cenv.data());
+  if (pid == 0) held_child(parent, go, out[1], err[1], capture, pin, cargv.data(), cenv.data());
   setpgid(pid, pid);  // also here, so kill(-pid) works before the child runs
   guardian::watch_group(pid);
   close(go[0]);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/numa.hpp"
+
 namespace muster::cli {
 
 struct Worker {
@@ -22,9 +24,11 @@ struct Worker {
 };
 
 // Forks a child that waits for release() and then execs argv with env. With
-// capture, its stdout and stderr are pipes read through an OutputPump.
+// capture, its stdout and stderr are pipes read through an OutputPump. The
+// child applies pin (its CPUs and memory node) once released, just before
+// exec.
 Worker spawn_held(uint32_t rank, const std::vector<std::string>& argv,
-                  const std::vector<std::string>& env, bool capture);
+                  const std::vector<std::string>& env, bool capture, const PinMasks& pin = {});
 void release(Worker& w);
 // Kills every worker's process group at once.
 void kill_all(std::vector<Worker>& ws, int sig);

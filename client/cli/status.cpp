@@ -28,11 +28,13 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
                 j.local_world_size);
     if (auto forming = to_string(j.forming); !forming.empty())
       std::printf("  rendezvous: %s\n", forming.c_str());
-    std::printf("  %-6s %-10s %-10s %-6s %s\n", "RANK", "LOCAL", "PID", "GPU", "STATE");
+    std::printf("  %-6s %-10s %-10s %-6s %-8s %s\n", "RANK", "LOCAL", "PID", "GPU", "STATE",
+                "CPUS");
     for (const auto& r : j.ranks) {
       std::string dev = r.device >= 0 ? std::to_string(r.device) : "-";
-      std::printf("  %-6u %-10u %-10lld %-6s %s\n", r.rank, r.local_rank,
-                  static_cast<long long>(r.pid), dev.c_str(), r.state.c_str());
+      std::string cpus = r.cpus.empty() ? "-" : r.cpus;
+      std::printf("  %-6u %-10u %-10lld %-6s %-8s %s\n", r.rank, r.local_rank,
+                  static_cast<long long>(r.pid), dev.c_str(), r.state.c_str(), cpus.c_str());
     }
   }
 }

@@ -214,7 +214,8 @@ DaemonStatus Client::status() {
                j.uid,
                detail::from_wire(j.forming)};
     for (const auto& r : j.ranks)
-      ji.ranks.push_back({r.rank, r.local_rank, r.pid, static_cast<int>(r.device), r.state});
+      ji.ranks.push_back(
+          {r.rank, r.local_rank, r.pid, static_cast<int>(r.device), r.state, r.cpus});
     out.jobs.push_back(std::move(ji));
   }
   return out;

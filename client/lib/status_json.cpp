@@ -60,6 +60,7 @@ Object job_json(const JobInfo& j) {
     rank["pid"] = r.pid;
     rank["device"] = r.device >= 0 ? Object(r.device) : Object(nullptr);
     rank["state"] = r.state;
+    rank["cpus"] = r.cpus.empty() ? Object(nullptr) : Object(r.cpus);
     o["ranks"].push_back(std::move(rank));
   }
   return o;

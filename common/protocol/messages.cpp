@@ -196,6 +196,7 @@ void RankStatus::fields(IO& io) {
   io.num("pid", pid, 0, limits::kMaxPid);
   io.num("device", device, -1, limits::kMaxDevices - 1);
   io.str("state", state, 32);
+  io.str("cpus", cpus, kMaxCpusText, wire::kAddedLater);
 }
 
 template <class IO>

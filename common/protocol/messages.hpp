@@ -335,12 +335,18 @@ struct DeviceStatus {
   bool operator==(const DeviceStatus&) const = default;
 };
 
+// The longest cpulist a rank's status carries; a daemon sends none longer.
+inline constexpr size_t kMaxCpusText = 4096;
 struct RankStatus {
   uint32_t rank = 0;
   uint32_t local_rank = 0;
   int64_t pid = 0;
   int64_t device = -1;
   std::string state;  // reserved | running | joined | exited
+  // The CPUs the rank's process may run on, as the kernel says
+  // (Cpus_allowed_list, "0-23,48-71"), whatever pinned it; empty when it
+  // has no process (yet), or from older daemons.
+  std::string cpus{};
   MUSTER_FIELDS;
   bool operator==(const RankStatus&) const = default;
 };

@@ -1,9 +1,48 @@
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
+
 #include "core/state.hpp"
 #include "muster_config.h"
 
 namespace muster::daemon {
+
+namespace {
+
+// The CPUs a rank's process may run on, from the kernel (so it shows what
+// pinned it: muster run's --numa-binding, taskset, a cgroup's cpuset); ""
+// without a process or when the list is too long for the reply.
+std::string cpus_allowed(int64_t pid) {
+  if (pid <= 0) return "";
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f) return "";
+  std::string cpus;
+  // Long lines (Cpus_allowed's hex mask on large machines) come in pieces.
+  char line[512];
+  bool at_start = true;
+  while (std::fgets(line, sizeof line, f)) {
+    static const char kKey[] = "Cpus_allowed_list:";
+    bool key = at_start && std::strncmp(line, kKey, sizeof kKey - 1) == 0;
+    at_start = std::strchr(line, '\n') != nullptr;
+    if (!key) continue;
+    cpus = line + sizeof kKey - 1;
+    while (!at_start && std::fgets(line, sizeof line, f)) {
+      cpus += line;
+      at_start = std::strchr(line, '\n') != nullptr;
+    }
+    break;
+  }
+  std::fclose(f);
+  auto first = cpus.find_first_not_of(" \t\n");
+  auto last = cpus.find_last_not_of(" \t\n");
+  cpus = first == std::string::npos ? "" : cpus.substr(first, last - first + 1);
+  return cpus.size() <= proto::kMaxCpusText ? cpus : "";
+}
+
+}  // namespace
 
 proto::StatusReply State::status(int64_t viewer) const {
   proto::StatusReply s;
@@ -48,7 +87,10 @@ proto::StatusReply State::status(int64_t viewer) const {
     for (uint32_t i = 0; i < job.local_world_size; ++i) {
       const auto& slot = job.slots[i];
       uint32_t rank = job.cluster ? job.cluster->rank_offset + i : i;
-      js.ranks.push_back({rank, i, slot.pid, slot.device, slot_state_name(slot.state)});
+      // An exited rank's pid may be another process's by now.
+      bool live = slot_live(slot.state);
+      js.ranks.push_back({rank, i, slot.pid, slot.device, slot_state_name(slot.state),
+                          live ? cpus_allowed(slot.pid) : ""});
     }
     // A rendezvous still forming: who joined, as the coordinator last said.
     if (job.cluster && !job.cluster->formed) js.forming = cluster_state(id).forming;
@@ -57,17 +99,19 @@ proto::StatusReply State::status(int64_t viewer) const {
   return s;
 }
 
+// Counted here rather than from status(), which reads each rank's /proc
+// file: the summary is taken at the start of every round of the event loop.
 std::string State::summary() const {
-  auto st = status();
-  size_t leased = 0, ranks = 0;
-  for (const auto& d : st.devices)
+  size_t devices = 0, leased = 0, ranks = 0;
+  for (const auto& d : jobs_.devices().slots()) {
+    ++devices;
     if (!d.job.empty()) ++leased;
-  for (const auto& j : st.jobs)
-    for (const auto& r : j.ranks)
-      if (r.state == "reserved" || r.state == "running" || r.state == "joined") ++ranks;
-  return std::to_string(st.jobs.size()) + " job(s), " + std::to_string(leased) + " of " +
-         std::to_string(st.devices.size()) + " GPU(s) leased, " + std::to_string(ranks) +
-         " rank(s)";
+  }
+  for (const auto& [id, job] : jobs_)
+    for (uint32_t i = 0; i < job.local_world_size; ++i)
+      if (slot_live(job.slots[i].state)) ++ranks;
+  return std::to_string(jobs_.size()) + " job(s), " + std::to_string(leased) + " of " +
+         std::to_string(devices) + " GPU(s) leased, " + std::to_string(ranks) + " rank(s)";
 }
 
 }  // namespace muster::daemon

@@ -43,6 +43,9 @@ struct RankState {
   int64_t pid = 0;
   int device = -1;
   std::string state;
+  // The CPUs its process may run on ("0-23,48-71", what pinned it), as the
+  // kernel told the daemon; empty without a process or from older daemons.
+  std::string cpus{};
 };
 
 // A multi-node job's rendezvous round while it forms, as the job's
