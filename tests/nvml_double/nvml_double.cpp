@@ -271,14 +271,15 @@ EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
 // (scenario.hpp).
 EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
                                                         nvmlGpuTopologyLevel_t* pathInfo) {
-  Scenario s;
+  // Each gpu_of() reads the scenario anew: b's read must not free a's GPU.
+  Scenario s, s2;
   const Gpu *a = nullptr, *b = nullptr;
   if (nvmlReturn_t r = gpu_of(device1, s, a); r) return r;
-  if (nvmlReturn_t r = gpu_of(device2, s, b); r) return r;
+  if (nvmlReturn_t r = gpu_of(device2, s2, b); r) return r;
   if (!pathInfo) return NVML_ERROR_INVALID_ARGUMENT;
   if (s.refuses("nvmlDeviceGetTopologyCommonAncestor")) return NVML_ERROR_NOT_SUPPORTED;
   auto shared = [](const std::string& x, const std::string& y) { return !x.empty() && x == y; };
-  *pathInfo = a == b                                   ? NVML_TOPOLOGY_INTERNAL
+  *pathInfo = device1 == device2                       ? NVML_TOPOLOGY_INTERNAL
               : shared(a->pcie_switch, b->pcie_switch) ? NVML_TOPOLOGY_SINGLE
               : shared(a->bridge, b->bridge)           ? NVML_TOPOLOGY_HOSTBRIDGE
               : a->numa >= 0 && a->numa == b->numa     ? NVML_TOPOLOGY_NODE
