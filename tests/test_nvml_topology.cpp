@@ -289,7 +289,9 @@ TEST_CASE("the double's topology entry points answer as nvml.h says") {
   REQUIRE(remote(g[0], 0, &pci) == NVML_SUCCESS);
   CHECK(std::string(pci.busId) == "00000000:20:00.0");
   CHECK(pci.bus == 0x20);
-  CHECK(remote(g[0], 1, &pci) == NVML_ERROR_NOT_SUPPORTED);
+  REQUIRE(remote(g[0], 1, &pci) == NVML_SUCCESS);  // down, but cabled to GPU-b
+  CHECK(std::string(pci.busId) == "00000000:20:00.0");
+  CHECK(remote(g[0], 2, &pci) == NVML_ERROR_NOT_SUPPORTED);  // free
   REQUIRE(remote(g[2], 1, &pci) == NVML_SUCCESS);
   CHECK(std::string(pci.busId) == "00000000:05:00.0");
   nvmlIntNvLinkDeviceType_t t{};

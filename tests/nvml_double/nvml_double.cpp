@@ -296,13 +296,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int l
   return NVML_SUCCESS;
 }
 
-// A slot that is down or free has no far end to describe: NOT_SUPPORTED.
+// A free slot has no far end to describe: NOT_SUPPORTED. One that is down
+// still names what it is cabled to (the daemon must ask the state first).
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
                                                         nvmlPciInfo_t* pci) {
   Scenario s;
   const nvml_double::Link* l = nullptr;
   if (auto r = link_of(device, link, pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2", s, l); r) return r;
-  if (!l || !l->active) return NVML_ERROR_NOT_SUPPORTED;
+  if (!l) return NVML_ERROR_NOT_SUPPORTED;
   return fill_pci(l->remote_bus, l->to_switch ? 0x22a310de : 0x233010de, pci);
 }
 
@@ -314,7 +315,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(
           link_of(device, link, pNvLinkDeviceType, "nvmlDeviceGetNvLinkRemoteDeviceType", s, l);
       r)
     return r;
-  if (!l || !l->active) return NVML_ERROR_NOT_SUPPORTED;
+  if (!l) return NVML_ERROR_NOT_SUPPORTED;
   *pNvLinkDeviceType = l->to_switch ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
   return NVML_SUCCESS;
 }

@@ -9,7 +9,8 @@
 //       the remote PCI info of each is the other GPU's bus id, spelled as
 //       this line names it when it names it by bus id (a test of how the
 //       daemon compares them), else as its gpu line does. active=0: the
-//       slots are taken but the links down (state DISABLED).
+//       slots are taken but the links down (state DISABLED; the remote
+//       PCI info and type still name the far end).
 //   nvswitch gpu=UUID|BUS links=N bus=SWITCHBUS
 //       N NVLinks from a GPU to an NVSwitch (remote device type SWITCH, the
 //       remote PCI info the switch's bus id), in its next free slots.
@@ -23,7 +24,8 @@
 // same GPU INTERNAL (0); the same switch=ID SINGLE (10, PIX); the same
 // bridge=ID HOSTBRIDGE (30, PHB); the same numa=N NODE (40); else SYSTEM
 // (50, SYS). A GPU named in an nvlink or nvswitch line has
-// NVML_NVLINK_MAX_LINKS link slots, those no line takes DISABLED; one that
+// NVML_NVLINK_MAX_LINKS link slots, those no line takes DISABLED (with no
+// remote PCI info or type: NOT_SUPPORTED); one that
 // none names answers NOT_SUPPORTED (a GPU without NVLink). A link index
 // past NVML_NVLINK_MAX_LINKS is INVALID_ARGUMENT.
 #pragma once
