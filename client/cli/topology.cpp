@@ -41,7 +41,7 @@ std::string cell(const DeviceInfo& a, const DeviceInfo& b) {
 // The sentence for a daemon whose GPUs carry no topology.
 std::string unknown_because(const DaemonStatus& s) {
   const std::string& src = s.gpu_source;
-  if (src == "nvml") return "NVML on this node does not report their interconnect";
+  if (src == "nvml") return "NVML, which does not report their interconnect on this node";
   if (src == "cuda") return "the CUDA runtime (NVML did not load), which does not report it";
   if (src == "simulated") return "--simulate-gpus (simulated GPUs have no interconnect)";
   if (src.empty()) return "a source this daemon does not name (it is older than this client)";
