@@ -67,17 +67,24 @@ nvmlReturn_t fill_pci(const std::string& bus, unsigned device_id, nvmlPciInfo_t*
 
 // One NVLink slot of a GPU, with nvml.h's answers for the others: an index
 // past NVML_NVLINK_MAX_LINKS is invalid, a GPU without NVLink (or an entry
-// point the scenario marks unsupported) NOT_SUPPORTED; `l` stays null for
-// a slot no line takes.
-nvmlReturn_t link_of(nvmlDevice_t device, unsigned link, const void* out, const char* fn,
+// point the scenario marks unsupported) NOT_SUPPORTED. A slot no line takes
+// leaves `l` null, or with `far` (the question is about the far end) is
+// NOT_SUPPORTED too: it has none. One that is down still names what it is
+// cabled to (the daemon must ask the state first).
+nvmlReturn_t link_of(nvmlDevice_t device, unsigned link, const void* out, const char* fn, bool far,
                      Scenario& s, const nvml_double::Link*& l) {
   const Gpu* g = nullptr;
   if (nvmlReturn_t r = gpu_of(device, s, g); r) return r;
   if (!out || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
   if (s.refuses(fn) || g->links.empty()) return NVML_ERROR_NOT_SUPPORTED;
   l = link < g->links.size() ? &g->links[link] : nullptr;
-  return NVML_SUCCESS;
+  return !l && far ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
 }
+
+#define WITH_LINK(out, far)             \
+  Scenario s;                           \
+  const nvml_double::Link* l = nullptr; \
+  if (nvmlReturn_t r = link_of(device, link, out, __func__, far, s, l); r) return r
 
 }  // namespace
 
@@ -289,33 +296,20 @@ EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nv
 
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                              nvmlEnableState_t* isActive) {
-  Scenario s;
-  const nvml_double::Link* l = nullptr;
-  if (auto r = link_of(device, link, isActive, "nvmlDeviceGetNvLinkState", s, l); r) return r;
+  WITH_LINK(isActive, false);
   *isActive = l && l->active ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
   return NVML_SUCCESS;
 }
 
-// A free slot has no far end to describe: NOT_SUPPORTED. One that is down
-// still names what it is cabled to (the daemon must ask the state first).
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
                                                         nvmlPciInfo_t* pci) {
-  Scenario s;
-  const nvml_double::Link* l = nullptr;
-  if (auto r = link_of(device, link, pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2", s, l); r) return r;
-  if (!l) return NVML_ERROR_NOT_SUPPORTED;
+  WITH_LINK(pci, true);
   return fill_pci(l->remote_bus, l->to_switch ? 0x22a310de : 0x233010de, pci);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(
     nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t* pNvLinkDeviceType) {
-  Scenario s;
-  const nvml_double::Link* l = nullptr;
-  if (auto r =
-          link_of(device, link, pNvLinkDeviceType, "nvmlDeviceGetNvLinkRemoteDeviceType", s, l);
-      r)
-    return r;
-  if (!l) return NVML_ERROR_NOT_SUPPORTED;
+  WITH_LINK(pNvLinkDeviceType, true);
   *pNvLinkDeviceType = l->to_switch ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
   return NVML_SUCCESS;
 }
