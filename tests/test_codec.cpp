@@ -108,6 +108,25 @@ TEST_CASE("every request and reply survives a round trip") {
   CHECK(round_trip(st) == st);
 }
 
+TEST_CASE("a status reply's GPU topology and GPU source round-trip, known or not") {
+  StatusReply st{"0.1.0", 12, 3.5, {{0, "GPU 0", "", -1, 0}, {1, "GPU 1", "", -1, 0}}, {}};
+  st.gpu_source = "nvml";
+  st.devices[0].cpu_affinity = "0-23,48-71";
+  st.devices[0].nvlinks = {0, 18};
+  st.devices[0].paths = {0, 40};
+  st.devices[1].nvlinks = {18, 0};
+  st.devices[1].paths = {40, 0};
+  CHECK(round_trip(st) == st);
+  // Unknown (simulated GPUs, an NVML without topology): empty, and so back.
+  StatusReply bare{"0.1.0", 12, 3.5, {{0, "GPU 0", "", -1, 0}}, {}};
+  CHECK(round_trip(bare) == bare);
+  CHECK(round_trip(bare).devices.at(0).nvlinks.empty());
+  CHECK(round_trip(bare).gpu_source.empty());
+  // A path level past NVML's (50 is the last; the wire allows up to 100).
+  st.devices[1].paths = {101, 0};
+  CHECK_THROWS(round_trip(st));
+}
+
 TEST_CASE("the generation fence of store requests and barriers round-trips, absent or not") {
   std::string binary("\0\xff", 2);
   // Present, 0 included (generation 0 is a real generation, not "absent").

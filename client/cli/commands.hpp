@@ -8,7 +8,7 @@
 namespace muster::cli {
 
 // The flag tables of the subcommands that have no program after them.
-std::vector<Flag> status_flags(bool& help, bool& json);
+std::vector<Flag> status_flags(bool& help, bool& json, bool& topology);
 std::vector<Flag> keygen_flags(bool& help, std::string& out, bool& out_given, bool& force);
 // Parses a subcommand's flags with `table` (no PET_ variables, no program
 // after them). False after printing the usage error (exit 2).

@@ -61,7 +61,7 @@ void dump_options() {
   muster::cli::RawOptions raw;
   std::cout << FlagParser(muster::cli::run_flags(o, raw)).dump("run")
             << FlagParser(muster::cli::run_flags(o, raw)).dump("launch")
-            << FlagParser(muster::cli::status_flags(b, b2)).dump("status")
+            << FlagParser(muster::cli::status_flags(b, b2, b3)).dump("status")
             << FlagParser(muster::cli::keygen_flags(b, text, b2, b3)).dump("keygen");
 }
 

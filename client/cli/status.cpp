@@ -40,24 +40,37 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
 }
 }  // namespace
 
-std::vector<Flag> status_flags(bool& help, bool& json) {
+std::vector<Flag> status_flags(bool& help, bool& json, bool& topology) {
   return {{"help", 'h', "", "print this help and exit",
            [&help](const std::string& v) { help = switch_value(v); }},
-          {"json", 0, "", "print one JSON document (devices[], jobs[]) instead of tables",
-           [&json](const std::string& v) { json = switch_value(v); }}};
+          {"json", 0, "",
+           "print one JSON document (devices[] with their topology, jobs[]) instead of tables",
+           [&json](const std::string& v) { json = switch_value(v); }},
+          {"topology", 0, "",
+           "print the GPUs' interconnect matrix (NVLinks, PCIe paths, CPU and NUMA affinity) "
+           "as nvidia-smi topo -m does, instead of the tables",
+           [&topology](const std::string& v) { topology = switch_value(v); }}};
 }
 
 int status_main(const std::vector<std::string>& args) {
-  bool help = false, json = false;
-  FlagParser flags(status_flags(help, json));
+  bool help = false, json = false, topology = false;
+  FlagParser flags(status_flags(help, json, topology));
   if (!parse_plain("status", flags, args)) return 2;
+  if (json && topology) {
+    std::cerr << "muster status: --json already carries the topology; give one of --json and "
+                 "--topology\n";
+    return 2;
+  }
   if (help) {
-    std::cout << "Usage: muster status [--json]\n\n"
+    std::cout << "Usage: muster status [--json | --topology]\n\n"
                  "Shows the GPUs of the node's musterd with their lease holders, and its jobs\n"
                  "with their ranks (and, while a multi-node rendezvous forms, which nodes\n"
                  "joined it). Another user's jobs are not shown, and a GPU one of them\n"
                  "holds shows as (in use); root sees everything. The daemon is found through\n"
-                 "MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR, else the default runtime directory.\n\n"
+                 "MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR, else the default runtime directory.\n"
+                 "--topology shows how each pair of GPUs is connected, as NVML tells the\n"
+                 "daemon (NV# for # NVLinks, else the PCIe path), or says that the daemon\n"
+                 "does not know; --json carries the same per device.\n\n"
                  "Options:\n"
               << flags.help();
     return 0;
@@ -74,6 +87,8 @@ int status_main(const std::vector<std::string>& args) {
     auto s = c.status();
     if (json)
       std::cout << to_json(s) << "\n";
+    else if (topology)
+      print_topology(s);
     else
       print_table(s, c.endpoint());
   } catch (const Error& e) {

@@ -201,6 +201,7 @@ void Client::wait(const std::vector<std::string>& keys,
 DaemonStatus Client::status() {
   auto s = session_->call<proto::StatusReply>(proto::Status{});
   DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests, s.containment};
+  out.gpu_source = s.gpu_source;
   for (const auto& d : s.devices)
     out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use, d.uuid, d.pci_bus_id,
                            d.numa_node, d.health, d.reason, d.drain, d.cpu_affinity, d.nvlinks,

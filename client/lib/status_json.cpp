@@ -25,6 +25,10 @@ Object device_json(const DeviceInfo& d) {
   o["health"] = d.health;
   o["reason"] = d.reason.empty() ? Object(nullptr) : Object(d.reason);
   o["drain"] = d.drain.empty() ? Object(nullptr) : Object(d.drain);
+  // The topology, by the other GPU's index (null: the daemon cannot say).
+  o["cpu_affinity"] = d.cpu_affinity.empty() ? Object(nullptr) : Object(d.cpu_affinity);
+  o["nvlinks"] = d.nvlinks.empty() ? Object(nullptr) : Object(d.nvlinks);
+  o["paths"] = d.paths.empty() ? Object(nullptr) : Object(d.paths);
   return o;
 }
 
@@ -76,6 +80,7 @@ std::string to_json(const DaemonStatus& s) {
   o["uptime_s"] = std::round(s.uptime_s * 1e6) / 1e6;
   o["peer_requests"] = s.peer_requests;
   o["containment"] = s.containment;
+  o["gpu_source"] = s.gpu_source.empty() ? Object(nullptr) : Object(s.gpu_source);
   o["devices"] = Object::array();
   for (const auto& d : s.devices) o["devices"].push_back(device_json(d));
   o["jobs"] = Object::array();

@@ -239,6 +239,7 @@ void StatusReply::fields(IO& io) {
   io.real("uptime_s", uptime_s);
   io.num("peer_requests", peer_requests, 0, UINT64_MAX, wire::kAddedLater);
   io.str("containment", containment, 4096, wire::kAddedLater);
+  io.str("gpu_source", gpu_source, 32, wire::kAddedLater);
   io.list("devices", devices, limits::kMaxDevices);
   io.list("jobs", jobs, 1u << 20);
 }

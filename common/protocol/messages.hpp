@@ -390,6 +390,9 @@ struct StatusReply {
   // How the daemon keeps a job's processes together: "cgroup DIR" or
   // "guardian (WHY)"; optional on the wire.
   std::string containment{};
+  // Where the daemon's GPUs come from: "nvml", "cuda", "simulated" or
+  // "none"; optional on the wire (empty from older daemons).
+  std::string gpu_source{};
   MUSTER_MESSAGE(StatusReply);
 };
 

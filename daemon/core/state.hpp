@@ -82,6 +82,8 @@ class State {
   void set_gpu_use(GpuUse use) { jobs_.set_gpu_use(std::move(use)); }
   // How jobs are contained here (contain/job_cgroups.hpp), for status.
   void set_containment(std::string how) { containment_ = std::move(how); }
+  // Where the GPUs come from (gpu::Inventory::source), for status.
+  void set_gpu_source(std::string source) { gpu_source_ = std::move(source); }
 
   // The per-job and per-uid quotas (quotas.hpp); they apply to requests
   // from now on, never to what restore() brings back.
@@ -218,6 +220,7 @@ class State {
   // table's "root" rows): the one the daemon runs as.
   int64_t admin_uid_;
   std::string containment_;
+  std::string gpu_source_;
 };
 
 }  // namespace muster::daemon

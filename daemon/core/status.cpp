@@ -51,6 +51,7 @@ proto::StatusReply State::status(int64_t viewer) const {
   s.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
   s.peer_requests = peer_requests_;
   s.containment = containment_;
+  s.gpu_source = gpu_source_;
   for (const auto& d : jobs_.devices().slots()) {
     proto::DeviceStatus ds{d.device.index, d.device.name, "", -1, 0, !d.job.empty()};
     ds.uuid = d.device.uuid;

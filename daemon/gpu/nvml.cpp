@@ -40,6 +40,10 @@ Nvml::Nvml(const std::string& path) {
   sym(ev_register_, "nvmlDeviceRegisterEvents");
   sym(ev_wait_, "nvmlEventSetWait_v2");
   sym(ev_free_, "nvmlEventSetFree");
+  sym(ancestor_, "nvmlDeviceGetTopologyCommonAncestor");
+  sym(link_state_, "nvmlDeviceGetNvLinkState");
+  sym(link_pci_, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  sym(link_type_, "nvmlDeviceGetNvLinkRemoteDeviceType");
   if (!init_ || !shutdown_ || !count_ || !handle_ || !name_) {
     why_ = path + " lacks the NVML entry points muster needs";
     return;

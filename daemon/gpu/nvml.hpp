@@ -37,10 +37,17 @@ class Nvml {
   bool open_events();
   std::optional<std::pair<unsigned, unsigned long long>> wait_event(unsigned timeout_ms) const;
 
+  // Fills every device's nvlinks and paths (nvml_topology.cpp), the
+  // devices being GPUs 0..n-1 as describe() gave them; leaves them empty
+  // (unknown) when this NVML cannot say.
+  void fill_topology(std::vector<Device>& devices) const;
+
  private:
   template <class F>
   void sym(F& f, const char* name);
   nvmlDevice_t handle(unsigned index) const;
+  bool fill_paths(std::vector<Device>& devices) const;
+  void fill_nvlinks(std::vector<Device>& devices) const;
 
   void* lib_ = nullptr;
   bool ok_ = false;
@@ -65,12 +72,20 @@ class Nvml {
   nvml_fn::RegisterEvents ev_register_ = nullptr;
   nvml_fn::EventSetWait ev_wait_ = nullptr;
   nvml_fn::EventSetFree ev_free_ = nullptr;
+  nvml_fn::GetTopologyCommonAncestor ancestor_ = nullptr;
+  nvml_fn::GetNvLinkState link_state_ = nullptr;
+  nvml_fn::GetNvLinkRemotePciInfo link_pci_ = nullptr;
+  nvml_fn::GetNvLinkRemoteDeviceType link_type_ = nullptr;
 };
 
 // The pids of the compute processes on GPU `index` now (none when unknown),
 // and a pid's parent from /proc (0 when it is gone): the foreign-use test.
 std::vector<int64_t> compute_pids(const Nvml& nvml, unsigned index);
 int64_t parent_pid(int64_t pid);
+
+// "00000000:3B:00.0" however NVML or a caller spelled it ("0000:3b:00.0"):
+// an eight-digit domain, upper-case hex; unparsable ids only upper-cased.
+std::string normal_bus_id(const std::string& id);
 
 // "0-3,8": a CPU set as the kernel's cpulist format writes it.
 std::string cpu_list(const std::vector<unsigned long>& mask);

@@ -37,6 +37,7 @@ typedef enum nvmlReturn_enum {
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_MIG_ENABLE 0x1
 #define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+#define NVML_NVLINK_MAX_LINKS 18
 
 typedef struct nvmlPciInfo_st {
   char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
@@ -86,6 +87,22 @@ typedef enum nvmlEccCounterType_enum {
   NVML_ECC_COUNTER_TYPE_COUNT
 } nvmlEccCounterType_t;
 
+typedef enum nvmlIntNvLinkDeviceType_enum {
+  NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+  NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+  NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+  NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+} nvmlIntNvLinkDeviceType_t;
+
+typedef enum nvmlGpuLevel_enum {
+  NVML_TOPOLOGY_INTERNAL = 0,
+  NVML_TOPOLOGY_SINGLE = 10,
+  NVML_TOPOLOGY_MULTIPLE = 20,
+  NVML_TOPOLOGY_HOSTBRIDGE = 30,
+  NVML_TOPOLOGY_NODE = 40,
+  NVML_TOPOLOGY_SYSTEM = 50
+} nvmlGpuTopologyLevel_t;
+
 typedef struct nvmlEventData_st {
   nvmlDevice_t device;
   unsigned long long eventType;
@@ -120,4 +137,10 @@ using EventSetCreate = nvmlReturn_t (*)(nvmlEventSet_t*);
 using RegisterEvents = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
 using EventSetWait = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
 using EventSetFree = nvmlReturn_t (*)(nvmlEventSet_t);
+using GetTopologyCommonAncestor = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t,
+                                                   nvmlGpuTopologyLevel_t*);
+using GetNvLinkState = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
+using GetNvLinkRemotePciInfo = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*);
+using GetNvLinkRemoteDeviceType = nvmlReturn_t (*)(nvmlDevice_t, unsigned int,
+                                                   nvmlIntNvLinkDeviceType_t*);
 }  // namespace muster::gpu::nvml_fn

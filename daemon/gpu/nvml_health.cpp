@@ -74,6 +74,7 @@ std::shared_ptr<Nvml> load_nvml(std::vector<Device>& out) {
   }
   unsigned n = nvml->count();
   for (unsigned i = 0; i < n; ++i) out.push_back(nvml->describe(i));
+  nvml->fill_topology(out);
   return nvml;
 }
 

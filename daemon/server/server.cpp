@@ -54,6 +54,7 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
   }
   rt_->state = std::make_unique<State>(allowed_, rt_->watch);
   rt_->state->set_quotas(cfg_.quotas);
+  rt_->state->set_gpu_source(inventory_.source);
   if (auto nvml = inventory_.nvml)
     rt_->state->set_gpu_use(
         {[nvml](uint32_t i) { return gpu::compute_pids(*nvml, i); }, gpu::parent_pid,

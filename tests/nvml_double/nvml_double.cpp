@@ -50,7 +50,45 @@ nvmlReturn_t copy_str(const std::string& v, char* out, unsigned length) {
   return NVML_SUCCESS;
 }
 
+// A PCI info as NVML fills it for the device at `bus` ("00000000:3B:00.0").
+nvmlReturn_t fill_pci(const std::string& bus, unsigned device_id, nvmlPciInfo_t* pci) {
+  if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+  *pci = {};
+  unsigned domain = 0, bus_no = 0, dev = 0;
+  std::sscanf(bus.c_str(), "%x:%x:%x", &domain, &bus_no, &dev);
+  pci->domain = domain;
+  pci->bus = bus_no;
+  pci->device = dev;
+  pci->pciDeviceId = device_id;
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", domain, bus_no, dev);
+  std::snprintf(pci->busId, sizeof pci->busId, "%s", bus.c_str());
+  return NVML_SUCCESS;
+}
+
+// One NVLink slot of a GPU, with nvml.h's answers for the others: an index
+// past NVML_NVLINK_MAX_LINKS is invalid, a GPU without NVLink (or an entry
+// point the scenario marks unsupported) NOT_SUPPORTED. A slot no line takes
+// leaves `l` null, or with `far` (the question is about the far end) is
+// NOT_SUPPORTED too: it has none. One that is down still names what it is
+// cabled to (the daemon must ask the state first).
+nvmlReturn_t link_of(nvmlDevice_t device, unsigned link, const void* out, const char* fn, bool far,
+                     Scenario& s, const nvml_double::Link*& l) {
+  const Gpu* g = nullptr;
+  if (nvmlReturn_t r = gpu_of(device, s, g); r) return r;
+  if (!out || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (s.refuses(fn) || g->links.empty()) return NVML_ERROR_NOT_SUPPORTED;
+  l = link < g->links.size() ? &g->links[link] : nullptr;
+  return !l && far ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+}
+
+#define WITH_LINK(out, far)             \
+  Scenario s;                           \
+  const nvml_double::Link* l = nullptr; \
+  if (nvmlReturn_t r = link_of(device, link, out, __func__, far, s, l); r) return r
+
 }  // namespace
+
+static_assert(nvml_double::kMaxLinks == NVML_NVLINK_MAX_LINKS);
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -93,17 +131,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned 
 
 EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   WITH_GPU();
-  if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
-  *pci = {};
-  unsigned domain = 0, bus = 0, dev = 0;
-  std::sscanf(g->bus_id.c_str(), "%x:%x:%x", &domain, &bus, &dev);
-  pci->domain = domain;
-  pci->bus = bus;
-  pci->device = dev;
-  pci->pciDeviceId = 0x233010de;
-  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", domain, bus, dev);
-  std::snprintf(pci->busId, sizeof pci->busId, "%s", g->bus_id.c_str());
-  return NVML_SUCCESS;
+  return fill_pci(g->bus_id, 0x233010de, pci);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
@@ -243,5 +271,45 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* dat
 EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   if (!set) return NVML_ERROR_INVALID_ARGUMENT;
   delete set;
+  return NVML_SUCCESS;
+}
+
+// The common PCIe ancestor, from the gpu lines' switch=, bridge= and numa=
+// (scenario.hpp).
+EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                        nvmlGpuTopologyLevel_t* pathInfo) {
+  // Each gpu_of() reads the scenario anew: b's read must not free a's GPU.
+  Scenario s, s2;
+  const Gpu *a = nullptr, *b = nullptr;
+  if (nvmlReturn_t r = gpu_of(device1, s, a); r) return r;
+  if (nvmlReturn_t r = gpu_of(device2, s2, b); r) return r;
+  if (!pathInfo) return NVML_ERROR_INVALID_ARGUMENT;
+  if (s.refuses("nvmlDeviceGetTopologyCommonAncestor")) return NVML_ERROR_NOT_SUPPORTED;
+  auto shared = [](const std::string& x, const std::string& y) { return !x.empty() && x == y; };
+  *pathInfo = device1 == device2                       ? NVML_TOPOLOGY_INTERNAL
+              : shared(a->pcie_switch, b->pcie_switch) ? NVML_TOPOLOGY_SINGLE
+              : shared(a->bridge, b->bridge)           ? NVML_TOPOLOGY_HOSTBRIDGE
+              : a->numa >= 0 && a->numa == b->numa     ? NVML_TOPOLOGY_NODE
+                                                       : NVML_TOPOLOGY_SYSTEM;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                             nvmlEnableState_t* isActive) {
+  WITH_LINK(isActive, false);
+  *isActive = l && l->active ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                        nvmlPciInfo_t* pci) {
+  WITH_LINK(pci, true);
+  return fill_pci(l->remote_bus, l->to_switch ? 0x22a310de : 0x233010de, pci);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(
+    nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t* pNvLinkDeviceType) {
+  WITH_LINK(pNvLinkDeviceType, true);
+  *pNvLinkDeviceType = l->to_switch ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
   return NVML_SUCCESS;
 }

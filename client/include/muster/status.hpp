@@ -86,6 +86,9 @@ struct DaemonStatus {
   // cgroup per job, killed at the job's end) or "guardian (WHY)" (only
   // muster run's guardian); empty from daemons older than this field.
   std::string containment{};
+  // Where the daemon's GPUs come from: "nvml" (the only source that knows
+  // the topology), "cuda", "simulated" or "none"; empty from older daemons.
+  std::string gpu_source{};
 };
 
 // The document `muster status --json` prints.
