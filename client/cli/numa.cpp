@@ -9,11 +9,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+
+#include "muster/client.hpp"
 
 namespace muster::cli {
 
@@ -288,6 +291,21 @@ void apply_pin(const PinMasks& m) {
           0 &&
       errno != ENOSYS && errno != EPERM)
     say("muster: numa binding: could not prefer this worker's NUMA node for memory\n");
+}
+
+NumaPlan numa_plan(const std::string& endpoint, const std::string& asked,
+                   const std::vector<int>& leased, uint32_t rank_offset) {
+  std::vector<DeviceInfo> devices;
+  bool any = std::any_of(leased.begin(), leased.end(), [](int d) { return d >= 0; });
+  if (any && asked != "none") devices = Client({endpoint}).status().devices;
+  std::vector<const DeviceInfo*> gpus(leased.size(), nullptr);
+  for (size_t r = 0; r < leased.size(); ++r)
+    for (const auto& d : devices)
+      if (static_cast<int>(d.index) == leased[r]) gpus[r] = &d;
+  auto plan = plan_numa_binding(asked, gpus);
+  if (!asked.empty() || plan.mode != "none" || !plan.notes.empty())
+    std::cerr << "muster: " << describe(plan, rank_offset) << "\n";
+  return plan;
 }
 
 }  // namespace muster::cli

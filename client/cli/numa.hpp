@@ -48,6 +48,14 @@ NumaPlan plan_numa_binding(const std::string& asked, const std::vector<const Dev
 // …", ranks numbered from rank_offset, ranks with the same CPUs together.
 std::string describe(const NumaPlan& plan, uint32_t rank_offset);
 
+// Where each worker of a group runs: the plan for the GPUs it leased
+// (`leased`, by local rank, -1 none), their CPUs as the daemon at endpoint
+// lists them. Said on stderr at every start of the group (a restart may
+// lease other GPUs), except for a CPU job left at the default, which has
+// nothing to say.
+NumaPlan numa_plan(const std::string& endpoint, const std::string& asked,
+                   const std::vector<int>& leased, uint32_t rank_offset);
+
 // A RankPin as the system calls take it, made before fork.
 struct PinMasks {
   std::vector<unsigned long> cpus;   // sched_setaffinity's mask; empty: keep

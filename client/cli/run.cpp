@@ -264,26 +264,6 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
   return vars;
 }
 
-// Where each worker runs (--numa-binding): the CPUs near the GPU it
-// leased, as the daemon's device list has them. Said at every start of the
-// group (a restart may lease other GPUs), except for a CPU job left at the
-// default, which has nothing to say.
-NumaPlan numa_plan(const std::string& endpoint, const RunOptions& o,
-                   const muster::Reservation& booked, uint32_t rank_offset) {
-  std::vector<DeviceInfo> devices;
-  bool leased =
-      std::any_of(booked.devices.begin(), booked.devices.end(), [](int d) { return d >= 0; });
-  if (leased && o.numa_binding != "none") devices = Client({endpoint}).status().devices;
-  std::vector<const DeviceInfo*> gpus(o.nproc, nullptr);
-  for (uint32_t r = 0; r < o.nproc; ++r)
-    for (const auto& d : devices)
-      if (static_cast<int>(d.index) == booked.devices.at(r)) gpus[r] = &d;
-  auto plan = plan_numa_binding(o.numa_binding, gpus);
-  if (!o.numa_binding.empty() || plan.mode != "none" || !plan.notes.empty())
-    std::cerr << "muster: " << describe(plan, rank_offset) << "\n";
-  return plan;
-}
-
 // The job's check for supervise(): why the group must stop, or "". A GPU
 // the job holds failed (device_failed: the sentence names it and its local
 // rank) ends the group as a failed rank would; for a multi-node job, so
@@ -338,7 +318,7 @@ struct Group {
     auto booked = reserve(endpoint, o, job, attempt, restarts, allowed_devices(o, visible));
     Placement at = place(endpoint, o, job, booked, port);
     rank_offset = at.rank_offset;
-    auto numa = numa_plan(endpoint, o, booked, at.rank_offset);
+    auto numa = numa_plan(endpoint, o.numa_binding, booked.devices, at.rank_offset);
     for (uint32_t r = 0; r < o.nproc; ++r) {
       error_files.push_back(dirs.error_file(attempt, r));
       auto vars =
