@@ -25,24 +25,10 @@ using muster::ErrorCode;
 using namespace std::chrono_literals;
 namespace test = muster::test;
 
-namespace {
-
-// A process that is no descendant of this test (which is a rank below):
-// sh starts sleep in the background and exits, so sleep is reparented.
-pid_t orphan_sleeper() {
-  test::Process sh({"/bin/sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"});
-  auto line = sh.read_line(10s);
-  REQUIRE(line);
-  sh.wait(10s);
-  return static_cast<pid_t>(std::stol(*line));
-}
-
-}  // namespace
-
 TEST_CASE("a GPU with a foreign process is not leased; a rank's child on another GPU is muster's") {
   bool warn = GENERATE(false, true);
   CAPTURE(warn);
-  pid_t foreign = orphan_sleeper();
+  pid_t foreign = test::orphan_sleeper();
   // This test process is rank 0 of job "a" (GPU 0 it will hold); its child
   // runs on GPU 5, as a DataLoader worker of a previous generation might.
   test::Process child({"/bin/sleep", "60"});
@@ -112,7 +98,7 @@ TEST_CASE(
   INFO("rank " << rank << ", helper " << helper << " (parent " << test::parent_of(helper) << ")");
   // A process of this test (no job's cgroup, no rank's descendant) beside
   // it: the control that a cgroup test which always said "ours" would fail.
-  pid_t stranger = orphan_sleeper();
+  pid_t stranger = test::orphan_sleeper();
   // Both show up on GPUs the job does not hold (it holds GPU 0).
   node.set(test::eight_gpu_node(
       {{5, "procs=" + std::to_string(helper)}, {6, "procs=" + std::to_string(stranger)}}));

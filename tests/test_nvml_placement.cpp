@@ -51,16 +51,6 @@ std::set<int> as_set(const std::vector<int>& v) {
   return {v.begin(), v.end()};
 }
 
-// A process that is no descendant of this test: sh starts sleep in the
-// background and exits, so sleep is reparented (a foreign GPU user).
-pid_t orphan_sleeper() {
-  test::Process sh({"/bin/sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"});
-  auto line = sh.read_line(10s);
-  REQUIRE(line);
-  sh.wait(10s);
-  return static_cast<pid_t>(std::stol(*line));
-}
-
 }  // namespace
 
 TEST_CASE("on NVLink pairs, 2 ranks get a pair and 4 ranks one socket's four") {
@@ -79,7 +69,7 @@ TEST_CASE("a 4-rank job on a fresh node takes socket 0's four in ring order") {
 }
 
 TEST_CASE("with GPU 2 foreign and GPU 5 failed, 2 ranks get (0,1) or (6,7), 6 ranks the six left") {
-  pid_t foreign = orphan_sleeper();
+  pid_t foreign = test::orphan_sleeper();
   test::NvmlNode node(paired_node({{2, "procs=" + std::to_string(foreign)}, {5, "ecc=2"}}));
   test::TestDaemon d({}, node.env());
   auto s = Client({d.endpoint()}).status();

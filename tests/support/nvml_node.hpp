@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include "support/process.hpp"
@@ -58,6 +59,17 @@ inline std::string eight_gpu_node(std::map<int, std::string> extra = {}) {
          " cpus=" + (i < 4 ? "0-23,48-71" : "24-47,72-95") + " " + extra[i] + "\n";
   }
   return s;
+}
+
+// A process that is no descendant of the test (a foreign GPU user for a
+// scenario's procs=): sh starts sleep in the background and exits, so
+// sleep is reparented. The caller kills it.
+inline pid_t orphan_sleeper() {
+  Process sh({"/bin/sh", "-c", "sleep 60 >/dev/null 2>&1 & echo $!"});
+  auto line = sh.read_line(std::chrono::seconds(10));
+  sh.wait(std::chrono::seconds(10));
+  if (!line) throw std::runtime_error("no sleeper started");
+  return static_cast<pid_t>(std::stol(*line));
 }
 
 }  // namespace muster::test
