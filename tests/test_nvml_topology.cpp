@@ -137,6 +137,19 @@ TEST_CASE("a PCIe-only node: switches, host bridges and NUMA nodes show as PIX, 
                                  "0-23,48-71", "0"});
 }
 
+TEST_CASE("a level nvml.h does not name reads as across sockets, and status still decodes") {
+  // GPU 3 reports 77 (a newer driver's level, or garbage) with every other
+  // GPU: the status reply's readers take 0..100, placement must not think
+  // it near.
+  test::NvmlNode node(test::eight_gpu_node({{0, "switch=a"}, {1, "switch=a"}, {3, "level=77"}}));
+  test::TestDaemon d({}, node.env());
+  auto s = Client({d.endpoint()}).status();
+  REQUIRE(s.devices.size() == 8);
+  CHECK(s.devices[3].paths == std::vector<int64_t>{50, 50, 50, 0, 50, 50, 50, 50});
+  CHECK(s.devices[0].paths[1] == 10);
+  CHECK(row(muster_status(d, "--topology"), "GPU3")[1] == "SYS");
+}
+
 TEST_CASE("an NVSwitch node: every pair is joined by the switch fabric, NV18") {
   // With the remote device type, and without it (an older driver): a far
   // end that is no GPU of the node is then taken for a switch.

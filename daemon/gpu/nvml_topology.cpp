@@ -57,7 +57,12 @@ bool Nvml::fill_paths(std::vector<Device>& devices) const {
       nvmlGpuTopologyLevel_t level = NVML_TOPOLOGY_SYSTEM;
       if (!b || ancestor_(a, b, &level) != NVML_SUCCESS) continue;
       answered = true;
-      devices[i].paths[j] = devices[j].paths[i] = static_cast<int32_t>(level);
+      // A level newer than nvml.h's (or garbage) reads as the farthest: the
+      // status reply's readers take 0..100 only, and placement must not
+      // mistake it for a near one.
+      int32_t v = static_cast<int32_t>(level);
+      if (v < 0 || v > static_cast<int32_t>(Path::kSystem)) v = static_cast<int32_t>(Path::kSystem);
+      devices[i].paths[j] = devices[j].paths[i] = v;
     }
   }
   return answered;

@@ -286,7 +286,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nv
   if (!pathInfo) return NVML_ERROR_INVALID_ARGUMENT;
   if (s.refuses("nvmlDeviceGetTopologyCommonAncestor")) return NVML_ERROR_NOT_SUPPORTED;
   auto shared = [](const std::string& x, const std::string& y) { return !x.empty() && x == y; };
-  *pathInfo = device1 == device2                       ? NVML_TOPOLOGY_INTERNAL
+  int forced = device1 == device2 ? -1 : std::max(a->level, b->level);
+  *pathInfo = forced >= 0                              ? static_cast<nvmlGpuTopologyLevel_t>(forced)
+              : device1 == device2                     ? NVML_TOPOLOGY_INTERNAL
               : shared(a->pcie_switch, b->pcie_switch) ? NVML_TOPOLOGY_SINGLE
               : shared(a->bridge, b->bridge)           ? NVML_TOPOLOGY_HOSTBRIDGE
               : a->numa >= 0 && a->numa == b->numa     ? NVML_TOPOLOGY_NODE

@@ -68,6 +68,7 @@ Gpu gpu(std::map<std::string, std::string>& f) {
   num("lost", g.lost);
   g.pcie_switch = f["switch"];
   g.bridge = f["bridge"];
+  if (f.count("level")) g.level = std::stoi(f["level"]);
   std::stringstream ss(f["procs"]);
   for (std::string p; std::getline(ss, p, ',');) {
     if (p.empty()) continue;

@@ -2,7 +2,7 @@
 //   gpu uuid=GPU-… bus=00000000:3B:00.0 name="NVIDIA H100" memory=BYTES
 //       numa=N cpus=0-23,48-71 mode=default|exclusive_process|prohibited
 //       mig=0|1 ecc=N ecc_aggregate=N retired_pending=0|1 remap_failed=0|1
-//       lost=0|1 procs=PID[:BYTES],… switch=ID bridge=ID
+//       lost=0|1 procs=PID[:BYTES],… switch=ID bridge=ID level=N
 //   xid gpu=UUID|BUS code=N          an XID event, in the order written
 //   nvlink a=UUID|BUS b=UUID|BUS count=N [active=0|1]
 //       N NVLinks between two GPUs, in the next free link slots of both;
@@ -23,7 +23,8 @@
 // Topology (nvmlDeviceGetTopologyCommonAncestor) follows the gpu lines: the
 // same GPU INTERNAL (0); the same switch=ID SINGLE (10, PIX); the same
 // bridge=ID HOSTBRIDGE (30, PHB); the same numa=N NODE (40); else SYSTEM
-// (50, SYS). A GPU named in an nvlink or nvswitch line has
+// (50, SYS); level=N on either GPU's line: N, whatever it is (a driver
+// newer than nvml.h, or a misreport). A GPU named in an nvlink or nvswitch line has
 // NVML_NVLINK_MAX_LINKS link slots, those no line takes DISABLED (with no
 // remote PCI info or type: NOT_SUPPORTED); one that
 // none names answers NOT_SUPPORTED (a GPU without NVLink). A link index
@@ -58,6 +59,7 @@ struct Gpu {
   unsigned long long ecc_volatile = 0, ecc_aggregate = 0;
   std::vector<Proc> procs;
   std::string pcie_switch, bridge;  // empty: none shared with any GPU
+  int level = -1;                   // level=: the common ancestor with any GPU
   std::vector<Link> links;          // its NVLink slots in use, from 0
 };
 
