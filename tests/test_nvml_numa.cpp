@@ -259,6 +259,8 @@ TEST_CASE("muster status shows the CPUs a running rank may use") {
   auto s = Client({d.endpoint()}).status();
   REQUIRE(s.jobs.size() == 1);
   REQUIRE(s.jobs[0].ranks.size() == 2);
+  // The choice, as muster run's attach said it (the default with GPUs).
+  CHECK(s.jobs[0].numa_binding == "node");
   for (const auto& r : s.jobs[0].ranks) {
     INFO("device " << r.device);
     CHECK(r.cpus == (r.device == 0 ? "0" : "1"));
@@ -270,10 +272,11 @@ TEST_CASE("muster status shows the CPUs a running rank may use") {
   auto text = json.read_all(20s);
   CHECK(json.wait(10s) == 0);
   CHECK_THAT(text, Catch::Contains("\"cpus\":\"0\"") && Catch::Contains("\"cpus\":\"1\""));
+  CHECK_THAT(text, Catch::Contains("\"numa_binding\":\"node\""));
   test::Process table(test::muster_cmd("status", {}), {{"MUSTER_ENDPOINT", d.endpoint()}});
   auto rows = table.read_all(20s);
   CHECK(table.wait(10s) == 0);
-  CHECK_THAT(rows, Catch::Contains("CPUS"));
+  CHECK_THAT(rows, Catch::Contains("CPUS") && Catch::Contains("numa binding: node"));
   run.signal(SIGTERM);
   run.read_all(10s);
   run.wait(10s);

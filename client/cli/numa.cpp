@@ -293,6 +293,12 @@ void apply_pin(const PinMasks& m) {
     say("muster: numa binding: could not prefer this worker's NUMA node for memory\n");
 }
 
+std::string NumaPlan::applied() const {
+  bool pinned =
+      std::any_of(ranks.begin(), ranks.end(), [](const RankPin& r) { return !r.cpus.empty(); });
+  return pinned ? mode : "none";
+}
+
 NumaPlan numa_plan(const std::string& endpoint, const std::string& asked,
                    const std::vector<int>& leased, uint32_t rank_offset) {
   std::vector<DeviceInfo> devices;

@@ -35,6 +35,9 @@ struct NumaPlan {
   std::vector<RankPin> ranks;  // by local rank
   // Why the plan is wider than asked, or some ranks are not pinned.
   std::vector<std::string> notes;
+  // What status is told: the mode, or "none" when no rank is pinned (the
+  // GPUs' CPUs unknown, or none the launcher may use).
+  std::string applied() const;
 };
 
 // The binding for ranks on gpus (by local rank; nullptr: the rank has no

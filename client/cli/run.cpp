@@ -330,7 +330,7 @@ struct Group {
     std::vector<int64_t> pids;
     for (const auto& w : workers) pids.push_back(w.pid);
     Client launcher({endpoint});
-    muster::attach(launcher, job, pids);
+    muster::attach(launcher, job, pids, numa.applied());
     pump.start();
     for (auto& w : workers) release(w);
     return supervise(workers, o.grace_s,

@@ -28,6 +28,7 @@ void print_table(const DaemonStatus& s, const std::string& endpoint) {
                 j.local_world_size);
     if (auto forming = to_string(j.forming); !forming.empty())
       std::printf("  rendezvous: %s\n", forming.c_str());
+    if (!j.numa_binding.empty()) std::printf("  numa binding: %s\n", j.numa_binding.c_str());
     std::printf("  %-6s %-10s %-10s %-6s %-8s %s\n", "RANK", "LOCAL", "PID", "GPU", "STATE",
                 "CPUS");
     for (const auto& r : j.ranks) {

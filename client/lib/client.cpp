@@ -213,7 +213,8 @@ DaemonStatus Client::status() {
                j.local_world_size,
                {},
                j.uid,
-               detail::from_wire(j.forming)};
+               detail::from_wire(j.forming),
+               j.numa_binding};
     for (const auto& r : j.ranks)
       ji.ranks.push_back(
           {r.rank, r.local_rank, r.pid, static_cast<int>(r.device), r.state, r.cpus});

@@ -17,8 +17,9 @@ Reservation reserve(Client& client, const std::string& job, uint32_t local_world
   return {r.generation, std::vector<int>(r.devices.begin(), r.devices.end())};
 }
 
-void attach(Client& client, const std::string& job, const std::vector<int64_t>& pids) {
-  detail::session_of(client).call<proto::Ok>(proto::Attach{job, pids});
+void attach(Client& client, const std::string& job, const std::vector<int64_t>& pids,
+            const std::string& numa_binding) {
+  detail::session_of(client).call<proto::Ok>(proto::Attach{job, pids, numa_binding});
 }
 
 World rendezvous(Client& client, const std::string& job, const RendezvousOptions& o) {

@@ -56,6 +56,7 @@ Object job_json(const JobInfo& j) {
   o["world_size"] = j.world_size;
   o["local_world_size"] = j.local_world_size;
   o["rendezvous"] = forming_json(j.forming);
+  o["numa_binding"] = j.numa_binding.empty() ? Object(nullptr) : Object(j.numa_binding);
   o["ranks"] = Object::array();
   for (const auto& r : j.ranks) {
     Object rank;

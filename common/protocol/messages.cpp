@@ -107,6 +107,13 @@ template <class IO>
 void Attach::fields(IO& io) {
   io.job(job);
   io.ints("pids", pids, limits::kMaxLocalWorldSize, 1, limits::kMaxPid);
+  io.str("numa_binding", numa_binding, 16, wire::kAddedLater);
+  io.check([&] {
+    if (!numa_binding.empty() && numa_binding != "none" && numa_binding != "node" &&
+        numa_binding != "socket")
+      throw Error(ErrorCode::kInvalidArgument,
+                  "attach: numa_binding '" + numa_binding + "' is none of none, node, socket");
+  });
 }
 
 template <class IO>
@@ -228,6 +235,7 @@ void JobStatus::fields(IO& io) {
   io.num("world_size", world_size, 0, kU32Max);
   io.num("local_world_size", local_world_size, 0, kU32Max);
   io.num("uid", uid, -1, kU32Max, wire::kAddedLater);
+  io.str("numa_binding", numa_binding, 16, wire::kAddedLater);
   io.list("ranks", ranks, limits::kMaxLocalWorldSize);
   forming.fields(io);
 }

@@ -167,6 +167,9 @@ struct Reserved {
 struct Attach {
   std::string job;
   std::vector<int64_t> pids;
+  // What muster run pinned the workers to (--numa-binding): none, node or
+  // socket; "" when the launcher does not say (older ones, other ones).
+  std::string numa_binding{};
   MUSTER_MESSAGE(Attach);
 };
 
@@ -373,8 +376,9 @@ struct JobStatus {
   uint32_t world_size = 0;
   uint32_t local_world_size = 0;
   std::vector<RankStatus> ranks;
-  int64_t uid = -1;   // the owner; -1 = none (made by an in-process caller)
-  Forming forming{};  // a multi-node job still in its rendezvous
+  int64_t uid = -1;            // the owner; -1 = none (made by an in-process caller)
+  Forming forming{};           // a multi-node job still in its rendezvous
+  std::string numa_binding{};  // as its launcher's attach said; "" unknown
   MUSTER_FIELDS;
   bool operator==(const JobStatus&) const = default;
 };

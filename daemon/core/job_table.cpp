@@ -154,6 +154,7 @@ void JobTable::attach(const proto::Attach& m) {
     log::info("job=" + m.job + " rank=" + std::to_string(i) + " pid=" + std::to_string(m.pids[i]) +
               " device=" + std::to_string(job.slots[i].device) + " registered");
   }
+  job.numa_binding = m.numa_binding;
 }
 
 proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid) {

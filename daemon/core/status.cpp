@@ -95,6 +95,7 @@ proto::StatusReply State::status(int64_t viewer) const {
     }
     // A rendezvous still forming: who joined, as the coordinator last said.
     if (job.cluster && !job.cluster->formed) js.forming = cluster_state(id).forming;
+    js.numa_binding = job.numa_binding;
     s.jobs.push_back(std::move(js));
   }
   return s;

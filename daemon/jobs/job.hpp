@@ -94,6 +94,9 @@ struct Job {
   // The muster run that reserved the job (0: joined without one); it
   // outlives the job between generations (SamplerProgress).
   int64_t launcher_pid = 0;
+  // What that muster run pinned its workers to (none, node, socket), as its
+  // attach said; "" when not said. For status.
+  std::string numa_binding{};
   uint32_t local_world_size = 0;
   bool wants_gpu = false;
   std::vector<Slot> slots;

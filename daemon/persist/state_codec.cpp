@@ -79,6 +79,7 @@ Loaded::JobAt decode_job(const msgpack::object& o, const std::string& what) {
   job.wants_gpu = jr.boolean("wants_gpu");
   if (jr.has("owner")) job.owner_uid = jr.i64("owner", -1, INT32_MAX);
   if (jr.has("launcher")) job.launcher_pid = jr.i64("launcher", 0, INT32_MAX);
+  if (jr.has("numa")) job.numa_binding = jr.str("numa", 16);
   if (jr.has("cluster")) job.cluster = decode_cluster(jr.map("cluster"), job.id);
   const auto& slots = jr.array("slots", limits::kMaxLocalWorldSize);
   if (slots.size != job.local_world_size)
@@ -188,8 +189,9 @@ std::vector<DeviceMark> decode_marks(const MapReader& r) {
 // One job: its slots (with their pids' start times) and, for a snapshot,
 // its store.
 void encode_job(codec::Packer& p, const Job& job, const StartTime& started, bool with_store) {
-  p.pack_map((job.cluster ? 9 : 8) - (with_store ? 0 : 1));
+  p.pack_map((job.cluster ? 9 : 8) - (with_store ? 0 : 1) + !job.numa_binding.empty());
   key(p, "id"), put_str(p, job.id);
+  if (!job.numa_binding.empty()) key(p, "numa"), put_str(p, job.numa_binding);
   key(p, "launcher"), p.pack(job.launcher_pid);
   key(p, "owner"), p.pack(job.owner_uid);
   if (job.cluster) {

@@ -29,7 +29,10 @@ Reservation reserve(Client& client, const std::string& job, uint32_t local_world
                     uint64_t generation = 0);
 
 // Hands the reserved ranks to the started workers (pids by local rank).
-void attach(Client& client, const std::string& job, const std::vector<int64_t>& pids);
+// numa_binding: what the workers were pinned to (none, node, socket), for
+// status; "" says nothing.
+void attach(Client& client, const std::string& job, const std::vector<int64_t>& pids,
+            const std::string& numa_binding = "");
 
 // How rendezvous() forms a multi-node world.
 struct RendezvousOptions {

@@ -73,6 +73,9 @@ struct JobInfo {
   std::vector<RankState> ranks;
   int64_t uid = -1;   // the owner (-1 = none)
   Forming forming{};  // while its multi-node rendezvous forms
+  // What muster run pinned the workers to (--numa-binding): none, node or
+  // socket; empty when the launcher did not say (or none launched it).
+  std::string numa_binding{};
 };
 
 struct DaemonStatus {
