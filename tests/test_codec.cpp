@@ -46,6 +46,9 @@ ErrorCode decode_error(const std::string& bytes) {
       case MsgType::kStoreWait:
         StoreWait::unpack(env.payload);
         break;
+      case MsgType::kAttach:
+        Attach::unpack(env.payload);
+        break;
       case MsgType::kReserve:
         Reserve::unpack(env.payload);
         break;
@@ -293,6 +296,10 @@ TEST_CASE("payload fields are checked for presence, type and range") {
   CHECK(decode_error(encode(1, StoreWait{"j", {}, 0})) == ErrorCode::kInvalidArgument);
   CHECK(decode_error(encode(1, StoreWait{"j", {"a"}, -5})) == ErrorCode::kInvalidArgument);
   CHECK(decode_error(encode(1, Reserve{"j", 2, true, {4096}, 5})) == ErrorCode::kInvalidArgument);
+  // a NUMA binding status would show must be one muster run applies
+  CHECK(decode_error(encode(1, Attach{"j", {5}, "fast"})) == ErrorCode::kInvalidArgument);
+  CHECK(decode_error(encode(1, Attach{"j", {5}, std::string(17, 'n')})) == ErrorCode::kTooLarge);
+  CHECK(round_trip(Attach{"j", {5}, "socket"}).numa_binding == "socket");
 }
 
 TEST_CASE("broadcast-across-nodes messages round-trip and check their chunking") {
