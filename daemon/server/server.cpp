@@ -208,12 +208,20 @@ void Server::start_admission() {
     accepted ? rt.caps->peer_accepted(fd, plain) : rt.caps->peer_closed(fd);
   });
   peer::ZapPolicy policy;
+  // Each handshake is a connection libzmq's I/O thread has accepted: the
+  // fd guard looks at once, not only at the round's end. A flood of
+  // connections makes a round of hundreds of handshakes, and the I/O
+  // thread accepts on meanwhile; past the limit its ipc listener aborts
+  // the daemon (libzmq asserts on EMFILE there). CI saw a round end with
+  // 966 of 1,024 fds open and the next accept abort.
   policy.local = [&rt](int64_t uid) {
     rt.conns.drain();
+    rt.fds->check(rt.conns.open());
     return rt.caps->admit_local(uid);
   };
   policy.peer = [&rt](const std::string& address) {
     rt.fds->drain_peer();
+    rt.fds->check(rt.conns.open());
     return rt.caps->admit_peer(address);
   };
   rt.zap = std::make_unique<peer::ZapHandler>(rt.ctx, rt.security ? &*rt.security : nullptr,
