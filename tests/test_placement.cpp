@@ -107,6 +107,30 @@ TEST_CASE("on NVSwitch every set is equal: the lowest free GPUs, in order") {
   CHECK(sorted(d.pick("a", 7, true, {})) == std::vector<int64_t>{0, 2, 3, 4, 5, 6, 7});
 }
 
+TEST_CASE("a job that fits on one socket stays there, whatever a close pair elsewhere offers") {
+  // GPUs 0-3 on NUMA node 0, each on its own root port (NODE between
+  // them); 4 and 5 on node 1 behind one switch, NVLinked.
+  std::vector<Device> gpus(6);
+  for (uint32_t i = 0; i < 6; ++i) {
+    gpus[i].index = i;
+    gpus[i].numa_node = i < 4 ? 0 : 1;
+    gpus[i].nvlinks.assign(6, 0);
+    gpus[i].paths.assign(6, static_cast<int32_t>(Path::kSystem));
+    for (uint32_t j = 0; j < 6; ++j)
+      if (i == j)
+        gpus[i].paths[j] = 0;
+      else if (i / 4 == j / 4)
+        gpus[i].paths[j] = static_cast<int32_t>(i < 4 ? Path::kNumaNode : Path::kSwitch);
+  }
+  gpus[4].nvlinks[5] = gpus[5].nvlinks[4] = 4;
+  DeviceLeases d(gpus);
+  // 0,4,5 has the pair and fewer summed hops (10+50+50 < 3*40), but its
+  // ring crosses the sockets twice.
+  CHECK(d.pick("a", 3, true, {}) == std::vector<int64_t>{0, 1, 2});
+  // Two ranks: the NVLinked pair, on one socket too.
+  CHECK(d.pick("a", 2, true, {}) == std::vector<int64_t>{4, 5});
+}
+
 TEST_CASE("ranks follow the ring the links give") {
   // A ring 0-2-1-3-0 of NVLinks, all on one switch otherwise.
   std::vector<Device> gpus(4);
@@ -154,7 +178,7 @@ TEST_CASE("a rank joining a running job is placed beside the job's GPUs") {
 
 TEST_CASE("without topology, the lowest free GPUs as before") {
   std::vector<Device> plain(5);
-  for (uint32_t i = 0; i < 5; ++i) plain[i].index = i;
+  for (uint32_t i = 0; i < 5; ++i) plain[i].index = 4 - i;  // as musterd --devices 4,3,2,1,0
   DeviceLeases d(plain);
   d.lease("x", 0, 1);
   CHECK(d.pick("a", 3, true, {}) == std::vector<int64_t>{0, 2, 3});

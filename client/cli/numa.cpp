@@ -303,12 +303,20 @@ NumaPlan numa_plan(const std::string& endpoint, const std::string& asked,
                    const std::vector<int>& leased, uint32_t rank_offset) {
   std::vector<DeviceInfo> devices;
   bool any = std::any_of(leased.begin(), leased.end(), [](int d) { return d >= 0; });
-  if (any && asked != "none") devices = Client({endpoint}).status().devices;
+  std::string unasked;
+  try {
+    if (any && asked != "none") devices = Client({endpoint}).status().devices;
+  } catch (const Error& e) {
+    // Binding never decides whether a job runs: without the GPUs' CPUs
+    // the ranks run unpinned, and the line below says why.
+    unasked = std::string("the daemon's GPU list could not be read (") + e.what() + ")";
+  }
   std::vector<const DeviceInfo*> gpus(leased.size(), nullptr);
   for (size_t r = 0; r < leased.size(); ++r)
     for (const auto& d : devices)
       if (static_cast<int>(d.index) == leased[r]) gpus[r] = &d;
   auto plan = plan_numa_binding(asked, gpus);
+  if (!unasked.empty()) plan.notes.push_back(unasked);
   if (!asked.empty() || plan.mode != "none" || !plan.notes.empty())
     std::cerr << "muster: " << describe(plan, rank_offset) << "\n";
   return plan;

@@ -74,6 +74,9 @@ std::vector<int64_t> DeviceLeases::pick(const std::string& job, size_t n, bool w
     }
     free.push_back(&s.device);
   }
+  // By index, as placement's last tie-break wants (a daemon's --devices
+  // may list its GPUs in any order).
+  std::sort(free.begin(), free.end(), [](auto* a, auto* b) { return a->index < b->index; });
   size_t got = std::min(free.size(), n);
   if (got == n) {
     auto chosen = gpu::place(free, n, held);

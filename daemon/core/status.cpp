@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 
 #include "core/state.hpp"
 #include "muster_config.h"
@@ -42,13 +43,38 @@ std::string cpus_allowed(int64_t pid) {
   return cpus.size() <= proto::kMaxCpusText ? cpus : "";
 }
 
+// Anyone may ask for status in a loop, and a node may run hundreds of
+// ranks: each rank's /proc file is read at most once a second, whatever
+// the rate of requests. Entries not asked for in a minute are dropped.
+std::string cpus_of(int64_t pid, Clock::time_point now) {
+  struct Entry {
+    std::string cpus;
+    Clock::time_point read, used;
+  };
+  static std::unordered_map<int64_t, Entry> cache;
+  static Clock::time_point swept;
+  if (now - swept > std::chrono::minutes(1)) {
+    std::erase_if(cache,
+                  [&](const auto& e) { return now - e.second.used > std::chrono::minutes(1); });
+    swept = now;
+  }
+  auto [it, fresh] = cache.try_emplace(pid);
+  if (fresh || now - it->second.read > std::chrono::seconds(1)) {
+    it->second.cpus = cpus_allowed(pid);
+    it->second.read = now;
+  }
+  it->second.used = now;
+  return it->second.cpus;
+}
+
 }  // namespace
 
 proto::StatusReply State::status(int64_t viewer) const {
   proto::StatusReply s;
   s.version = MUSTER_VERSION;
   s.pid = ::getpid();
-  s.uptime_s = std::chrono::duration<double>(Clock::now() - started_).count();
+  const auto now = Clock::now();
+  s.uptime_s = std::chrono::duration<double>(now - started_).count();
   s.peer_requests = peer_requests_;
   s.containment = containment_;
   s.gpu_source = gpu_source_;
@@ -88,10 +114,11 @@ proto::StatusReply State::status(int64_t viewer) const {
     for (uint32_t i = 0; i < job.local_world_size; ++i) {
       const auto& slot = job.slots[i];
       uint32_t rank = job.cluster ? job.cluster->rank_offset + i : i;
-      // An exited rank's pid may be another process's by now.
-      bool live = slot_live(slot.state);
+      // An exited rank's pid may be another process's by now, and a
+      // reserved rank's is its launcher's.
+      bool live = slot.state == SlotState::kRunning || slot.state == SlotState::kJoined;
       js.ranks.push_back({rank, i, slot.pid, slot.device, slot_state_name(slot.state),
-                          live ? cpus_allowed(slot.pid) : ""});
+                          live ? cpus_of(slot.pid, now) : ""});
     }
     // A rendezvous still forming: who joined, as the coordinator last said.
     if (job.cluster && !job.cluster->formed) js.forming = cluster_state(id).forming;

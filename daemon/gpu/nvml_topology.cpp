@@ -70,14 +70,27 @@ bool Nvml::fill_paths(std::vector<Device>& devices) const {
 
 namespace {
 
+// NVIDIA's NVSwitch PCI device ids (the high half of nvmlPciInfo_t's
+// pciDeviceId, vendor 0x10de in the low half): the first generation
+// (DGX-2), the second (HGX A100), the third (HGX H100).
+bool nvswitch_id(unsigned pci_device_id) {
+  if ((pci_device_id & 0xffff) != 0x10de) return false;
+  unsigned id = pci_device_id >> 16;
+  return id == 0x1ac0 || id == 0x1ac1 || id == 0x1ac2 || id == 0x1af1 || id == 0x22a3;
+}
+
 // What the far end of one active link is: one of the other GPUs (`gpu`,
 // its index, or -1), else what NVML's device type says, else, where the
-// type is not to be had, a switch when it is no GPU of this node at all.
+// type is not to be had, a switch only when its PCI id is an NVSwitch's. A
+// guess would be worse than nothing: a GPU this daemon does not see (a
+// container's NVIDIA_VISIBLE_DEVICES) would make its partners look joined
+// to every other GPU.
 enum class Far { kGpu, kSwitch, kOther };
-Far far_end(long gpu, bool own, std::optional<nvmlIntNvLinkDeviceType_t> type) {
+Far far_end(long gpu, bool own, std::optional<nvmlIntNvLinkDeviceType_t> type,
+            unsigned pci_device_id) {
   if (gpu >= 0) return Far::kGpu;
   if (type) return *type == NVML_NVLINK_DEVICE_TYPE_SWITCH ? Far::kSwitch : Far::kOther;
-  return own ? Far::kOther : Far::kSwitch;
+  return !own && nvswitch_id(pci_device_id) ? Far::kSwitch : Far::kOther;
 }
 
 }  // namespace
@@ -85,7 +98,7 @@ Far far_end(long gpu, bool own, std::optional<nvmlIntNvLinkDeviceType_t> type) {
 // Each GPU's active links, by what their far end is: another GPU (counted
 // to it), an NVSwitch (counted apart), or something else (an IBM NPU, a
 // GPU this daemon does not see: ignored). Where NVML cannot name the far
-// end's type, a far end that is not one of the GPUs is taken for a switch.
+// end's type, its PCI id tells an NVSwitch (far_end).
 // GPUs that both reach the switch fabric are joined all-to-all, with the
 // links of the one with fewer (an NVSwitch node: NV18 between every pair).
 void Nvml::fill_nvlinks(std::vector<Device>& devices) const {
@@ -111,7 +124,7 @@ void Nvml::fill_nvlinks(std::vector<Device>& devices) const {
       std::optional<nvmlIntNvLinkDeviceType_t> type;
       if (nvmlIntNvLinkDeviceType_t t{}; link_type_ && link_type_(dev, link, &t) == NVML_SUCCESS)
         type = t;
-      Far kind = far_end(gpu, own, type);
+      Far kind = far_end(gpu, own, type, far.pciDeviceId);
       if (kind == Far::kGpu) ++devices[i].nvlinks[static_cast<size_t>(gpu)];
       if (kind == Far::kSwitch) ++to_switch[i];
     }

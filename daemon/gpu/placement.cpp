@@ -37,8 +37,11 @@ struct Score {
     }
     numa |= uint64_t{1} << std::clamp<int64_t>(d.numa_node + 1, 0, 63);
   }
-  // Better is more linked pairs, more links, fewer hops, fewer nodes.
-  auto key() const { return std::make_tuple(-linked_pairs, -links, hops, std::popcount(numa)); }
+  // Better is fewer NUMA nodes (a job that fits on one socket stays on
+  // one: a ring is as fast as its slowest hop, and an NVLink pair does not
+  // make up for crossing sockets), then more linked pairs, more links,
+  // fewer PCIe hops.
+  auto key() const { return std::make_tuple(std::popcount(numa), -linked_pairs, -links, hops); }
 };
 
 Score score(const std::vector<const Device*>& set) {

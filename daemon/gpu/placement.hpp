@@ -1,6 +1,7 @@
 // Which free GPUs a job of k ranks gets, as an expert would pick them: the
-// set with the best interconnect (most NVLink-connected pairs, then the
-// most links, then the fewest PCIe hops, then the fewest NUMA nodes), ties
+// set on the fewest NUMA nodes (a job that fits on one socket stays there),
+// then with the best interconnect (most NVLink-connected pairs, then the
+// most links, then the fewest PCIe hops), ties
 // broken so that what stays free is as well connected as possible for the
 // next job, then by lowest index. Ranks are ordered along the ring that
 // interconnect gives. Where the topology is unknown every set ties and the
