@@ -94,13 +94,14 @@ typedef enum nvmlIntNvLinkDeviceType_enum {
   NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
 } nvmlIntNvLinkDeviceType_t;
 
+// (nvidia-smi topo -m's names for the levels in the comments: muster's.)
 typedef enum nvmlGpuLevel_enum {
-  NVML_TOPOLOGY_INTERNAL = 0,
-  NVML_TOPOLOGY_SINGLE = 10,
-  NVML_TOPOLOGY_MULTIPLE = 20,
-  NVML_TOPOLOGY_HOSTBRIDGE = 30,
-  NVML_TOPOLOGY_NODE = 40,
-  NVML_TOPOLOGY_SYSTEM = 50
+  NVML_TOPOLOGY_INTERNAL = 0,     // X: the same board
+  NVML_TOPOLOGY_SINGLE = 10,      // PIX: one PCIe switch
+  NVML_TOPOLOGY_MULTIPLE = 20,    // PXB: several switches, no host bridge
+  NVML_TOPOLOGY_HOSTBRIDGE = 30,  // PHB: a host bridge
+  NVML_TOPOLOGY_NODE = 40,        // NODE: host bridges of one NUMA node
+  NVML_TOPOLOGY_SYSTEM = 50       // SYS: across sockets (SMP interconnect)
 } nvmlGpuTopologyLevel_t;
 
 typedef struct nvmlEventData_st {
