@@ -2,7 +2,12 @@
 // exactly as nvml.h declares it: there is no nvml.h at build time (NVML is
 // dlopened), and the NVML double in tests/nvml_double/ exports these same
 // entry points. Names, values and struct layouts must not drift from
-// nvml.h; nothing here is muster's own.
+// nvml.h; nothing here is muster's own. One addition: each enum has int as
+// its fixed underlying type (the size nvml.h's enums have on every ABI
+// NVIDIA ships), so a value this header does not name (a newer NVML's, or
+// garbage) is an int to check rather than undefined behaviour to load:
+// without it, NVML_TOPOLOGY_SYSTEM = 50 makes 0..63 the only valid values,
+// and UBSan stops the daemon on a level of 77.
 #pragma once
 
 // NOLINTBEGIN: NVIDIA's names, kept as they are.
@@ -11,7 +16,7 @@ extern "C" {
 typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef struct nvmlEventSet_st* nvmlEventSet_t;
 
-typedef enum nvmlReturn_enum {
+typedef enum nvmlReturn_enum : int {
   NVML_SUCCESS = 0,
   NVML_ERROR_UNINITIALIZED = 1,
   NVML_ERROR_INVALID_ARGUMENT = 2,
@@ -62,12 +67,12 @@ typedef struct nvmlProcessInfo_v2_st {
   unsigned int computeInstanceId;
 } nvmlProcessInfo_v2_t, nvmlProcessInfo_t;
 
-typedef enum nvmlEnableState_enum {
+typedef enum nvmlEnableState_enum : int {
   NVML_FEATURE_DISABLED = 0,
   NVML_FEATURE_ENABLED = 1
 } nvmlEnableState_t;
 
-typedef enum nvmlComputeMode_enum {
+typedef enum nvmlComputeMode_enum : int {
   NVML_COMPUTEMODE_DEFAULT = 0,
   NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
   NVML_COMPUTEMODE_PROHIBITED = 2,
@@ -75,19 +80,19 @@ typedef enum nvmlComputeMode_enum {
   NVML_COMPUTEMODE_COUNT
 } nvmlComputeMode_t;
 
-typedef enum nvmlMemoryErrorType_enum {
+typedef enum nvmlMemoryErrorType_enum : int {
   NVML_MEMORY_ERROR_TYPE_CORRECTED = 0,
   NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1,
   NVML_MEMORY_ERROR_TYPE_COUNT
 } nvmlMemoryErrorType_t;
 
-typedef enum nvmlEccCounterType_enum {
+typedef enum nvmlEccCounterType_enum : int {
   NVML_VOLATILE_ECC = 0,
   NVML_AGGREGATE_ECC = 1,
   NVML_ECC_COUNTER_TYPE_COUNT
 } nvmlEccCounterType_t;
 
-typedef enum nvmlIntNvLinkDeviceType_enum {
+typedef enum nvmlIntNvLinkDeviceType_enum : int {
   NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
   NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
   NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
@@ -95,7 +100,7 @@ typedef enum nvmlIntNvLinkDeviceType_enum {
 } nvmlIntNvLinkDeviceType_t;
 
 // (nvidia-smi topo -m's names for the levels in the comments: muster's.)
-typedef enum nvmlGpuLevel_enum {
+typedef enum nvmlGpuLevel_enum : int {
   NVML_TOPOLOGY_INTERNAL = 0,     // X: the same board
   NVML_TOPOLOGY_SINGLE = 10,      // PIX: one PCIe switch
   NVML_TOPOLOGY_MULTIPLE = 20,    // PXB: several switches, no host bridge
