@@ -46,7 +46,8 @@ seconds=${1:-60}
 per=$((seconds * 2 / 3))
 # Whole folders, so that a file split off in one of them is compiled too.
 sources=("${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
-  daemon/core/*.cpp daemon/jobs/*.cpp daemon/cluster/*.cpp daemon/liveness/pidwatch.cpp)
+  daemon/core/*.cpp daemon/jobs/*.cpp daemon/cluster/*.cpp daemon/liveness/pidwatch.cpp
+  daemon/gpu/placement.cpp)
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 # The daemon's sources are compiled once for both targets (objects of the
 # fuzzer-instrumented build; -fsanitize=fuzzer-no-link for all but the
