@@ -158,3 +158,52 @@ TEST_CASE(
   // Redirected stderr still feeds the summary's last lines.
   CHECK_THAT(r.text, Catch::Contains("    [rank1]: gone\n"));
 }
+
+// Rank 0 listens on its MASTER_PORT only after a delay (as it would after
+// `import torch`); rank 1 connects to its own at once, with no retry. The
+// relay (cli/store_relay) makes that connect succeed and joins it to rank
+// 0's listener; without it (--no-store-relay) rank 1 is refused.
+TEST_CASE("rank 0's store: the others' MASTER_PORT answers before rank 0 listens") {
+  test::TempDir dir;
+  std::string prog = dir.path() + "/store.py";
+  test::spit(prog,
+             "import os, socket, time\n"
+             "rank, port = int(os.environ['RANK']), int(os.environ['MASTER_PORT'])\n"
+             "if rank == 0:\n"
+             "    time.sleep(0.5)\n"
+             "    s = socket.create_server(('', port), family=socket.AF_INET6, "
+             "dualstack_ipv6=True)\n"
+             "    c, _ = s.accept()\n"
+             "    c.sendall(c.recv(4).upper())\n"
+             "    print('listened on', port, flush=True)\n"
+             "else:\n"
+             "    c = socket.create_connection(('127.0.0.1', port))\n"
+             "    c.sendall(b'ping')\n"
+             "    print('got', c.recv(4).decode(), 'via', port, flush=True)\n");
+  auto relayed = run({"-n", "2", "--cpu", prog});
+  CAPTURE(relayed.text);
+  CHECK(relayed.code == 0);
+  CHECK_THAT(relayed.text, Catch::Contains("[rank1]: got PING via "));
+  std::smatch m0, m1;
+  REQUIRE(std::regex_search(relayed.text, m0, std::regex("listened on (\\d+)")));
+  REQUIRE(std::regex_search(relayed.text, m1, std::regex("via (\\d+)")));
+  CHECK(m0[1] != m1[1]);  // rank 0 alone has the inner port
+
+  auto direct = run({"--no-store-relay", "-n", "2", "--cpu", prog});
+  CAPTURE(direct.text);
+  CHECK(direct.code != 0);
+  CHECK_THAT(direct.text, Catch::Contains("ConnectionRefusedError"));
+}
+
+TEST_CASE("--no-store-relay, or rank 0 on another node: every worker has MASTER_PORT itself") {
+  auto r = run({"--no-store-relay", "-n", "3", "--master-port", "29561", "--use-env", "/bin/sh",
+                "-c", "echo port=$MASTER_PORT"});
+  CHECK(r.code == 0);
+  CHECK(std::regex_search(r.text, std::regex("\\[rank0\\]: port=29561")));
+  CHECK(std::regex_search(r.text, std::regex("\\[rank2\\]: port=29561")));
+  auto relayed = run({"-n", "2", "--master-port", "29561", "--use-env", "/bin/sh", "-c",
+                      "echo port=$MASTER_PORT"});
+  CHECK(relayed.code == 0);
+  CHECK(std::regex_search(relayed.text, std::regex("\\[rank1\\]: port=29561")));
+  CHECK_FALSE(std::regex_search(relayed.text, std::regex("\\[rank0\\]: port=29561")));
+}

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "cli/commands.hpp"
@@ -24,8 +25,10 @@
 #include "cli/output_pump.hpp"
 #include "cli/rendezvous_wait.hpp"
 #include "cli/run_dirs.hpp"
+#include "cli/run_gpus.hpp"
 #include "cli/run_options.hpp"
 #include "cli/spawn.hpp"
+#include "cli/store_relay.hpp"
 #include "cli/summary.hpp"
 #include "cli/supervisor.hpp"
 #include "cli/worker_argv.hpp"
@@ -130,46 +133,6 @@ EmbeddedPeering peering_for(const RunOptions& o) {
     peering.listen_port = port;
   }
   return peering;
-}
-
-// The GPUs that muster run's own CUDA_VISIBLE_DEVICES (a scheduler's or a
-// container's) leaves visible, as NVML indices in its order; nullopt when
-// it is unset (every GPU is, and ordinals are NVML indices), and on a
-// daemon without GPUs (CPU jobs, as without it).
-std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
-  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!cvd) return std::nullopt;
-  std::vector<std::string> uuids;
-  for (const auto& d : Client({endpoint}).status().devices) {
-    if (uuids.size() <= d.index) uuids.resize(d.index + 1);
-    uuids[d.index] = d.uuid;
-  }
-  if (uuids.empty()) return std::nullopt;
-  auto v = visible_devices(cvd, uuids);
-  if (v.empty())
-    throw std::runtime_error(std::string("CUDA_VISIBLE_DEVICES='") + cvd +
-                             "' leaves none of this node's GPUs visible (use --cpu for a job "
-                             "without GPUs)");
-  return v;
-}
-
-// The GPUs the job may lease: --devices counts positions in
-// CUDA_VISIBLE_DEVICES when it is set, and without --devices only the
-// visible GPUs may be leased.
-std::vector<int> allowed_devices(const RunOptions& o,
-                                 const std::optional<std::vector<int64_t>>& visible) {
-  if (!visible) return {o.devices.begin(), o.devices.end()};
-  if (o.devices.empty()) return {visible->begin(), visible->end()};
-  std::vector<int> out;
-  for (int p : o.devices) {
-    if (static_cast<size_t>(p) >= visible->size())
-      throw std::runtime_error("--devices " + std::to_string(p) +
-                               ": CUDA_VISIBLE_DEVICES leaves only " +
-                               std::to_string(visible->size()) + " GPU(s) visible, positions 0.." +
-                               std::to_string(visible->size() - 1));
-    out.push_back(static_cast<int>((*visible)[p]));
-  }
-  return out;
 }
 
 // --nproc-per-node gpu, cpu or auto: the number the daemon's GPUs (those
@@ -297,6 +260,28 @@ std::function<std::string()> world_check(const std::string& endpoint, const std:
   };
 }
 
+// The port rank 0's store listens on. Where rank 0 is one of this node's
+// workers, a relay holds MASTER_PORT from before any worker starts and
+// rank 0 alone gets the relay's inner port (cli/store_relay.hpp); the relay
+// lasts the run, across restarts, and ends when rank 0 moves to another
+// node. Without one (--no-store-relay, or MASTER_PORT taken) rank 0 gets
+// MASTER_PORT itself, as under torchrun.
+int rank0_store_port(const RunOptions& o, const Placement& at, int port,
+                     std::optional<StoreRelay>& relay) {
+  if (!o.store_relay || at.rank_offset != 0 || at.master_port != port) {
+    relay.reset();
+    return at.master_port;
+  }
+  if (!relay) {
+    try {
+      relay.emplace(port, free_port());
+    } catch (const std::system_error&) {
+      return port;  // taken: rank 0's own bind will say so, as it would have
+    }
+  }
+  return relay->inner_port();
+}
+
 // One attempt's group: reserves, places, starts the workers held, tells the
 // daemon their pids, releases and supervises them.
 struct Group {
@@ -309,7 +294,8 @@ struct Group {
   explicit Group(const RunOptions& o) : pump(o.prefix_output, 5) {}
 
   Outcome run(const std::string& endpoint, const RunOptions& o, const std::string& job,
-              uint32_t attempt, uint32_t restarts, int port, const RunDirs& dirs) {
+              uint32_t attempt, uint32_t restarts, int port, const RunDirs& dirs,
+              std::optional<StoreRelay>& relay) {
     std::optional<std::vector<int64_t>> visible;
     if (!o.cpu) {
       ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
@@ -318,11 +304,13 @@ struct Group {
     auto booked = reserve(endpoint, o, job, attempt, restarts, allowed_devices(o, visible));
     Placement at = place(endpoint, o, job, booked, port);
     rank_offset = at.rank_offset;
+    int rank0_port = rank0_store_port(o, at, port, relay);
     auto numa = numa_plan(endpoint, o.numa_binding, booked.devices, at.rank_offset);
     for (uint32_t r = 0; r < o.nproc; ++r) {
       error_files.push_back(dirs.error_file(attempt, r));
       auto vars =
           worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back(), visible);
+      if (at.rank_offset + r == 0) vars["MASTER_PORT"] = std::to_string(rank0_port);
       workers.push_back(
           spawn_held(r, worker_argv(o, r), worker_env(vars), true, pin_masks(numa.ranks.at(r))));
       pump.add(workers.back(), stream_routes(o.redirects, o.tee, r, dirs.rank_dir(attempt, r)));
@@ -399,11 +387,12 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
               << o.max_restarts << ")\n";
     return true;
   };
+  std::optional<StoreRelay> relay;  // outlives the attempts' groups
   for (uint32_t attempt = 0;; ++attempt) {
     Group group(o);
     Outcome out;
     try {
-      out = group.run(endpoint, o, job, attempt, restarts, port, *dirs);
+      out = group.run(endpoint, o, job, attempt, restarts, port, *dirs, relay);
     } catch (const std::exception& e) {
       std::cerr << "muster run: " << e.what() << "\n";
       kill_all(group.workers, SIGKILL);

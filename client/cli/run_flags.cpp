@@ -51,6 +51,10 @@ auto text(std::string& to) {
 auto on(bool& to) {
   return [&to](const std::string& v) { to = switch_value(v); };
 }
+// A --no-X switch: given, `to` is false.
+auto off(bool& to) {
+  return [&to](const std::string& v) { to = !switch_value(v); };
+}
 auto seconds(double& to) {
   return [&to](const std::string& v) { to = float_value(v); };
 }
@@ -153,6 +157,10 @@ std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
        "stopping workers", &RunOptions::grace_s), seconds(o.grace_s)},
     {"no-prefix-output", 0, "", "pass workers' output through as is, without the `[rankN]: ` "
        "line prefix", on(raw.no_prefix)},
+    {"no-store-relay", 0, "", "give every worker MASTER_PORT itself: no relay on it for rank 0's "
+       "store (by default the node of rank 0 listens there from the start and relays to rank "
+       "0's store, whose MASTER_PORT alone differs, so no rank waits out torch's 1 s retry)",
+       off(o.store_relay)},
     {"last-call", 0, "SECONDS", with_default("seconds to wait for more nodes once MIN have "
        "joined, with an elastic --nnodes", &RunOptions::last_call_s), seconds(o.last_call_s)},
     {"rdzv-timeout", 0, "SECONDS", with_default("seconds to wait for the world to form before "

@@ -32,6 +32,7 @@ struct RunOptions {
   std::string master_addr;             // MASTER_ADDR on one node (default 127.0.0.1)
   uint32_t max_restarts = 0;           // restarts of the whole group after a failure
   bool prefix_output = true;           // `[rankN]: ` before each line of a worker
+  bool store_relay = true;             // cli/store_relay.hpp: MASTER_PORT answers at once
   // Workers' CPUs and memory near their GPU: none, node or socket; "" is
   // the default, node for a job with GPUs and none for a CPU job.
   std::string numa_binding;

@@ -1,0 +1,52 @@
+#include "cli/run_gpus.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "device_list.hpp"
+#include "muster/client.hpp"
+#include "muster/status.hpp"
+
+namespace muster::cli {
+
+// The GPUs that muster run's own CUDA_VISIBLE_DEVICES (a scheduler's or a
+// container's) leaves visible, as NVML indices in its order; nullopt when
+// it is unset (every GPU is, and ordinals are NVML indices), and on a
+// daemon without GPUs (CPU jobs, as without it).
+std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!cvd) return std::nullopt;
+  std::vector<std::string> uuids;
+  for (const auto& d : Client({endpoint}).status().devices) {
+    if (uuids.size() <= d.index) uuids.resize(d.index + 1);
+    uuids[d.index] = d.uuid;
+  }
+  if (uuids.empty()) return std::nullopt;
+  auto v = visible_devices(cvd, uuids);
+  if (v.empty())
+    throw std::runtime_error(std::string("CUDA_VISIBLE_DEVICES='") + cvd +
+                             "' leaves none of this node's GPUs visible (use --cpu for a job "
+                             "without GPUs)");
+  return v;
+}
+
+// The GPUs the job may lease: --devices counts positions in
+// CUDA_VISIBLE_DEVICES when it is set, and without --devices only the
+// visible GPUs may be leased.
+std::vector<int> allowed_devices(const RunOptions& o,
+                                 const std::optional<std::vector<int64_t>>& visible) {
+  if (!visible) return {o.devices.begin(), o.devices.end()};
+  if (o.devices.empty()) return {visible->begin(), visible->end()};
+  std::vector<int> out;
+  for (int p : o.devices) {
+    if (static_cast<size_t>(p) >= visible->size())
+      throw std::runtime_error("--devices " + std::to_string(p) +
+                               ": CUDA_VISIBLE_DEVICES leaves only " +
+                               std::to_string(visible->size()) + " GPU(s) visible, positions 0.." +
+                               std::to_string(visible->size() - 1));
+    out.push_back(static_cast<int>((*visible)[p]));
+  }
+  return out;
+}
+
+}  // namespace muster::cli
