@@ -197,7 +197,7 @@ nrec=$(grep -c . <<<"$records" || true)
 [[ $nrec -eq $WORLD ]] || fail "$nrec workers reported, expected $WORLD"
 
 declare -A node_of_ns=() seen_rank=() seen_shard=()
-id0="" ids0="" gen0="" master0=""
+id0="" ids0="" gen0="" master0="" master_r0=""
 while read -r rec; do
   [[ -n "$rec" ]] || continue
   ns=$(field "$rec" ns)
@@ -221,11 +221,17 @@ while read -r rec; do
   id=$(field "$rec" id)
   [[ "$id" =~ ^[0-9a-f]{16}$ ]] || fail "$what: no NCCL id"
   : "${id0:=$id}" "${ids0:=$(field "$rec" ids)}" "${gen0:=$(field "$rec" generation)}"
-  : "${master0:=$(field "$rec" master)}"
   [[ "$id" == "$id0" ]] || fail "$what: a different NCCL id ($id0 elsewhere)"
   [[ "$(field "$rec" ids)" == "$ids0" ]] || fail "$what: different scalable-init ids"
   [[ "$(field "$rec" generation)" == "$gen0" ]] || fail "$what: a different generation"
-  [[ "$(field "$rec" master)" == "$master0" ]] || fail "$what: a different MASTER_ADDR:PORT"
+  # Every rank but 0 has MASTER_PORT itself, where node 0's muster run
+  # relays to rank 0's store; rank 0 has its store's own port.
+  if ((rank == 0)); then
+    master_r0=$(field "$rec" master)
+  else
+    : "${master0:=$(field "$rec" master)}"
+    [[ "$(field "$rec" master)" == "$master0" ]] || fail "$what: a different MASTER_ADDR:PORT"
+  fi
   # torch's DistributedSampler: 1000 samples over 6 ranks is 167 each, all different.
   shard=$(field "$rec" shard)
   [[ "$shard" == 167:* ]] || fail "$what: shard is not 167 indices"
@@ -254,6 +260,8 @@ if [[ -n "$master_ns" ]]; then
   [[ "${master0%:*}" == "${ADDR[$master_ns]}" ]] ||
     fail "MASTER_ADDR ${master0%:*} is not node 0's address ${ADDR[$master_ns]} (${NS[$master_ns]})"
   [[ "${master0#*:}" =~ ^[1-9][0-9]*$ ]] || fail "MASTER_PORT '${master0#*:}' is no port"
+  [[ "${master_r0%:*}" == "${master0%:*}" ]] || fail "rank 0's MASTER_ADDR ${master_r0%:*} differs"
+  [[ "${master_r0#*:}" =~ ^[1-9][0-9]*$ ]] || fail "rank 0's MASTER_PORT '${master_r0#*:}' is no port"
 else
   fail "no namespace became node 0"
 fi
