@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +48,14 @@ daemon::Server* g_server = nullptr;
 extern "C" void on_stop_signal(int) {
   if (g_server) g_server->stop();
 }
+extern "C" void on_leave_signal(int) {
+  if (g_server) g_server->leave_when_idle();
+}
+
+// The launcher's side: a pidfd of the embedded daemon it started, so that
+// release_embedded_daemon() cannot signal another process that reused the
+// pid (the supervisor reaps any child that exits).
+int g_daemon_pidfd = -1;
 
 // The forked daemon: never returns.
 daemon::Config embedded_config(const std::string& dir, int simulate_gpus,
@@ -80,6 +89,8 @@ daemon::Config embedded_config(const std::string& dir, int simulate_gpus,
   sa.sa_handler = on_stop_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sa.sa_handler = on_leave_signal;
+  sigaction(SIGUSR1, &sa, nullptr);  // release_embedded_daemon()
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -179,7 +190,11 @@ void ensure_daemon(const std::string& endpoint, int simulate_gpus, const Embedde
   char ok = 0;
   ssize_t n = read(fds[0], &ok, 1);  // EOF: the child failed to bind
   close(fds[0]);
-  if (n == 1 && answers(endpoint)) return;
+  if (n == 1 && answers(endpoint)) {
+    if (g_daemon_pidfd >= 0) close(g_daemon_pidfd);
+    g_daemon_pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // -1: never released
+    return;
+  }
   int status = 0;
   waitpid(pid, &status, 0);
   // Another launcher's daemon won the race for the directory: use it.
@@ -192,6 +207,14 @@ void ensure_daemon(const std::string& endpoint, int simulate_gpus, const Embedde
                   (WIFEXITED(status) && WEXITSTATUS(status) == 3
                        ? " (another musterd holds the directory but does not answer)"
                        : " (set MUSTER_LOG_LEVEL=info to see why)"));
+}
+
+void release_embedded_daemon() {
+  if (g_daemon_pidfd < 0) return;
+  // ESRCH when it already stopped: nothing to do.
+  syscall(SYS_pidfd_send_signal, g_daemon_pidfd, SIGUSR1, nullptr, 0);
+  close(g_daemon_pidfd);
+  g_daemon_pidfd = -1;
 }
 
 }  // namespace muster::cli

@@ -337,6 +337,13 @@ void wait_for_children() {
   }
 }
 
+// No more workers: the embedded daemon this run started stops as soon as
+// it is idle, and muster run waits for it (nothing it started outlives it).
+void end_of_run() {
+  release_embedded_daemon();
+  wait_for_children();
+}
+
 }  // namespace
 
 namespace {
@@ -418,7 +425,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     }
     if (!may_restart("")) break;
   }
-  wait_for_children();
+  end_of_run();
   return code;
 }
 

@@ -44,6 +44,10 @@ class Server {
   void run();
   // Safe from any thread and from a signal handler.
   void stop() noexcept;
+  // exit_when_idle: stop as soon as no job is left, not kIdleAfterJob after
+  // (the launcher that started this daemon will start no more workers).
+  // Safe from any thread and from a signal handler.
+  void leave_when_idle() noexcept;
   // Set before run().
   void set_hooks(ServiceHooks hooks) { hooks_ = std::move(hooks); }
 
@@ -65,9 +69,10 @@ class Server {
   // default is 30 s).
   static constexpr int kHandshakeMs = 5000;
   // How long an embedded daemon (exit_when_idle) stays once its last job
-  // ended: muster run waits for it to exit, so this is added to every run.
-  // A restart (muster run's reserve retries) or a later run that finds it
-  // gone starts another, which loads the state it saved.
+  // ended, unless the launcher that started it released it (it starts no
+  // more workers, and waits for its daemon to exit: so much less on every
+  // run). A restart (muster run's reserve retries) or a later run that
+  // finds it gone starts another, which loads the state it saved.
   static constexpr std::chrono::milliseconds kIdleAfterJob{200};
   // Backlog and handshake limits of a listening ROUTER; before bind.
   static void limit_listener(zmq::socket_t& s);
@@ -88,6 +93,7 @@ class Server {
   std::string peer_endpoint_;
   ServiceHooks hooks_;
   int wake_fd_ = -1;
+  int leave_fd_ = -1;  // leave_when_idle()'s eventfd
   int lock_fd_ = -1;
 };
 
