@@ -8,7 +8,13 @@ torchrun_patched.py). Each side runs RUNS times, alternating; prints
     bench ddp_example_4ranks muster_s=M anchor_s=A ratio=M/A
         muster_min=.. muster_max=.. anchor_min=.. anchor_max=.. runs=N
 
-(medians, then the range). Usage: bench_ddp.py MUSTER PYTHON DDP_EXAMPLE"""
+(medians, then the range), and the same for `muster run --no-store-relay`
+(every worker binds or dials MASTER_PORT itself, as under torchrun) as
+
+    bench ddp_example_4ranks_no_relay muster_s=M ...
+
+so the relay's part shows beside the anchor in one run. Usage:
+bench_ddp.py MUSTER PYTHON DDP_EXAMPLE"""
 import os
 import statistics
 import subprocess
@@ -39,15 +45,19 @@ def main():
         # A private embedded daemon, as a user without musterd gets.
         env = dict(os.environ, MUSTER_RUNTIME_DIR=runtime, MUSTER_ENDPOINT="")
         env.pop("OMP_NUM_THREADS", None)  # both launchers set 1 for 4 ranks
-        mine, anchor = [], []
+        mine, direct, anchor = [], [], []
         for _ in range(RUNS):
             mine.append(timed([muster, "run", "-n", "4", "--cpu", python] + args, env))
             anchor.append(timed([python, os.path.join(here, "torchrun_patched.py"), "--standalone",
                                  "--nproc_per_node", "4"] + args, env))
-    m, a = statistics.median(mine), statistics.median(anchor)
-    print(f"bench ddp_example_4ranks muster_s={m:.3f} anchor_s={a:.3f} ratio={m / a:.3f} "
-          f"muster_min={min(mine):.3f} muster_max={max(mine):.3f} "
-          f"anchor_min={min(anchor):.3f} anchor_max={max(anchor):.3f} runs={RUNS}")
+            direct.append(timed([muster, "run", "--no-store-relay", "-n", "4", "--cpu", python]
+                                + args, env))
+    a = statistics.median(anchor)
+    for name, times in (("ddp_example_4ranks", mine), ("ddp_example_4ranks_no_relay", direct)):
+        m = statistics.median(times)
+        print(f"bench {name} muster_s={m:.3f} anchor_s={a:.3f} ratio={m / a:.3f} "
+              f"muster_min={min(times):.3f} muster_max={max(times):.3f} "
+              f"anchor_min={min(anchor):.3f} anchor_max={max(anchor):.3f} runs={RUNS}")
 
 
 if __name__ == "__main__":
