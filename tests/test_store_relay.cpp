@@ -118,6 +118,19 @@ std::string pattern(size_t n, unsigned seed) {
   return s;
 }
 
+// A relay with rank 0 listening, and one worker joined through it.
+struct Joined {
+  int inner = unused_port();
+  StoreRelay relay{0, inner};
+  Fd store = listen_on(inner);
+  Fd worker, rank0_side;
+  Joined() {
+    REQUIRE(connect_to(relay.port(), worker) == 0);
+    rank0_side = accept_within(store.fd, 5s);
+    REQUIRE(rank0_side.fd >= 0);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a worker's connect succeeds before rank 0 listens, and its bytes reach rank 0 then") {
@@ -158,13 +171,9 @@ TEST_CASE("the relay listens for IPv6 workers too") {
 }
 
 TEST_CASE("megabytes both ways pass in order, past the relay's buffers, with a slow reader") {
-  int inner = unused_port();
-  StoreRelay relay(0, inner);
-  Fd store = listen_on(inner);
-  Fd worker;
-  REQUIRE(connect_to(relay.port(), worker) == 0);
-  Fd rank0_side = accept_within(store.fd, 5s);
-  REQUIRE(rank0_side.fd >= 0);
+  Joined j;
+  auto& worker = j.worker;
+  auto& rank0_side = j.rank0_side;
   const size_t n = 8u << 20;  // 8 MiB each way: eight times a direction's buffer
   std::string up = pattern(n, 1), down = pattern(n, 2);
   // Both ends write everything before reading anything: the relay must go
@@ -183,13 +192,9 @@ TEST_CASE("megabytes both ways pass in order, past the relay's buffers, with a s
 }
 
 TEST_CASE("a worker's half-close reaches rank 0, and rank 0's answer still comes back") {
-  int inner = unused_port();
-  StoreRelay relay(0, inner);
-  Fd store = listen_on(inner);
-  Fd worker;
-  REQUIRE(connect_to(relay.port(), worker) == 0);
-  Fd rank0_side = accept_within(store.fd, 5s);
-  REQUIRE(rank0_side.fd >= 0);
+  Joined j;
+  auto& worker = j.worker;
+  auto& rank0_side = j.rank0_side;
   send_all(worker.fd, "q");
   REQUIRE(shutdown(worker.fd, SHUT_WR) == 0);
   CHECK(read_n(rank0_side.fd, 1) == "q");
@@ -201,13 +206,9 @@ TEST_CASE("a worker's half-close reaches rank 0, and rank 0's answer still comes
 }
 
 TEST_CASE("rank 0's end reaches the worker") {
-  int inner = unused_port();
-  StoreRelay relay(0, inner);
-  Fd store = listen_on(inner);
-  Fd worker;
-  REQUIRE(connect_to(relay.port(), worker) == 0);
-  Fd rank0_side = accept_within(store.fd, 5s);
-  REQUIRE(rank0_side.fd >= 0);
+  Joined j;
+  auto& worker = j.worker;
+  auto& rank0_side = j.rank0_side;
   rank0_side = Fd();
   CHECK(ended(worker.fd));
 }
