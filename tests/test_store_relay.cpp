@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -217,8 +219,11 @@ TEST_CASE("a worker that left before rank 0 listened is not passed on to rank 0"
   int inner = unused_port();
   StoreRelay relay(0, inner);
   {
+    // What a killed attempt's torch client sent at once (its ADD to the
+    // store's worker count) must not reach the next attempt's rank 0.
     Fd gone;
     REQUIRE(connect_to(relay.port(), gone) == 0);
+    send_all(gone.fd, "add init/ 1");
   }
   std::this_thread::sleep_for(200ms);
   Fd store = listen_on(inner);
@@ -279,4 +284,119 @@ TEST_CASE("a port another program listens on is refused with the system's error"
   } catch (const std::system_error& e) {
     CHECK(e.code().value() == EADDRINUSE);
   }
+}
+
+TEST_CASE("a new attempt drops the connections that never reached the last rank 0") {
+  int inner = unused_port();
+  StoreRelay relay(0, inner);
+  Fd old_worker;
+  REQUIRE(connect_to(relay.port(), old_worker) == 0);
+  send_all(old_worker.fd, "stale");
+  std::this_thread::sleep_for(50ms);
+  relay.drop_waiting();
+  CHECK(ended(old_worker.fd));
+  Fd store = listen_on(inner);
+  Fd new_worker;
+  REQUIRE(connect_to(relay.port(), new_worker) == 0);
+  send_all(new_worker.fd, "fresh");
+  Fd rank0_side = accept_within(store.fd, 5s);
+  REQUIRE(rank0_side.fd >= 0);
+  CHECK(read_n(rank0_side.fd, 5) == "fresh");
+  CHECK(accept_within(store.fd, 300ms).fd < 0);  // and nothing else
+}
+
+TEST_CASE("the relay picks rank 0's port itself, never its own") {
+  StoreRelay relay(0);
+  CHECK(relay.port() > 0);
+  CHECK(relay.inner_port() > 0);
+  CHECK(relay.inner_port() != relay.port());
+  int p = unused_port();
+  CHECK_THROWS_AS(StoreRelay(p, p), std::system_error);
+}
+
+// Out of fds, accept fails; the listener stays readable, and a relay that
+// polled it on would spin. In a child, with 200 fds: the connections the
+// relay cannot take wait in the backlog while the thread sleeps, and the
+// relay serves again once fds are free.
+TEST_CASE("out of fds, the relay neither spins nor stops") {
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    rlimit r{200, 200};
+    if (setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(10);
+    int inner = unused_port();
+    StoreRelay relay(0, inner);
+    std::vector<Fd> workers;
+    for (;;) {
+      Fd w;
+      if (connect_to(relay.port(), w) != 0 || w.fd < 0) break;
+      workers.push_back(std::move(w));
+    }
+    std::this_thread::sleep_for(200ms);
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    std::this_thread::sleep_for(1s);
+    getrusage(RUSAGE_SELF, &after);
+    auto cpu_us = [](const rusage& u) {
+      return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000L + u.ru_utime.tv_usec +
+             u.ru_stime.tv_usec;
+    };
+    if (cpu_us(after) - cpu_us(before) > 300000) _exit(11);  // a spinning thread takes ~1 s
+    workers.clear();
+    Fd store = listen_on(inner);
+    Fd worker;
+    if (connect_to(relay.port(), worker) != 0) _exit(12);
+    send_all(worker.fd, "again");
+    // The relay takes the backlog first; rank 0 answers every connection.
+    for (;;) {
+      Fd c = accept_within(store.fd, 3s);
+      if (c.fd < 0) _exit(13);
+      if (read_n(c.fd, 5) == "again") _exit(0);
+    }
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+// With 120 fds the relay takes 28 connections at once; 40 workers waiting
+// for rank 0 are all served, the rest from the listener's backlog as the
+// first ones end.
+TEST_CASE("workers beyond the relay's connection cap wait their turn, none refused") {
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    rlimit r{120, 120};
+    if (setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(10);
+    int inner = unused_port();
+    StoreRelay relay(0, inner);
+    std::vector<Fd> workers(40);
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (connect_to(relay.port(), workers[i]) != 0) _exit(11);
+      send_all(workers[i].fd, "w" + std::to_string(100 + i));
+    }
+    Fd store = listen_on(inner);
+    // Rank 0's store: answers each connection's 4 bytes and closes it.
+    std::thread rank0([&] {
+      for (size_t i = 0; i < workers.size(); ++i) {
+        Fd c = accept_within(store.fd, 10s);
+        if (c.fd < 0) return;
+        std::string req = read_n(c.fd, 4);
+        send_all(c.fd, req + "!");
+      }
+    });
+    size_t served = 0;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      std::string want = "w" + std::to_string(100 + i) + "!";
+      if (read_n(workers[i].fd, 5) == want) ++served;
+      workers[i] = Fd();  // makes room for the next
+    }
+    rank0.join();
+    _exit(served == workers.size() ? 0 : 12);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

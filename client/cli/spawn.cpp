@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +16,10 @@
 namespace muster::cli {
 
 namespace {
+
+// The fd limit muster run was given, for its workers (raise_fd_limit()).
+rlimit g_given_nofile{};
+bool g_nofile_raised = false;
 
 // The child's side, from fork to exec: only async-signal-safe calls.
 [[noreturn]] void held_child(pid_t parent, int go[2], int out_w, int err_w, bool capture,
@@ -40,6 +45,7 @@ namespace {
   // into the job's cgroup meanwhile, and joining a cgroup with a cpuset
   // may reset the CPUs a process runs on to the cgroup's (older kernels).
   apply_pin(pin);
+  if (g_nofile_raised) setrlimit(RLIMIT_NOFILE, &g_given_nofile);
   execvpe(argv[0], argv, envp);
   const char msg[] = "muster run: cannot execute the program\n";
   ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -48,6 +54,14 @@ namespace {
 }
 
 }  // namespace
+
+void raise_fd_limit() {
+  rlimit r{};
+  if (g_nofile_raised || getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  g_given_nofile = r;
+  r.rlim_cur = r.rlim_max;
+  g_nofile_raised = setrlimit(RLIMIT_NOFILE, &r) == 0;
+}
 
 Worker spawn_held(uint32_t rank, const std::vector<std::string>& argv,
                   const std::vector<std::string>& env, bool capture, const PinMasks& pin) {

@@ -13,6 +13,11 @@
 
 namespace muster::cli {
 
+// Raises muster run's own soft fd limit to the hard one (the store relay
+// holds two fds a connection, a thousand-rank job's worth); workers started
+// after it get the limit muster run was given, as under torchrun.
+void raise_fd_limit();
+
 struct Worker {
   uint32_t rank = 0;
   pid_t pid = -1;

@@ -14,12 +14,17 @@
 
 namespace muster::cli {
 
+// A TCP port free on loopback now (torch's default, 29500, when none can
+// be had): MASTER_PORT's default.
+int free_port();
+
 class StoreRelay {
  public:
   // Listens on `port` on every interface (as torch's store would; 0: any
-  // free port, see port()) and relays to 127.0.0.1:`inner_port`. Throws
+  // free port, see port()) and relays to 127.0.0.1:`inner_port` (0: a free
+  // port the relay picks once it holds `port`, so never the same). Throws
   // std::system_error when `port` cannot be had.
-  StoreRelay(int port, int inner_port);
+  explicit StoreRelay(int port, int inner_port = 0);
   ~StoreRelay();  // stops the thread, closes every connection
   StoreRelay(const StoreRelay&) = delete;
   StoreRelay& operator=(const StoreRelay&) = delete;
@@ -27,13 +32,21 @@ class StoreRelay {
   int port() const { return port_; }
   int inner_port() const { return inner_port_; }
 
+  // A new attempt's workers are about to start: connections that never
+  // reached rank 0's store (the last attempt's) are closed, so that nothing
+  // they sent reaches the new rank 0's. Takes effect before any connection
+  // accepted after it.
+  void drop_waiting();
+
  private:
   void loop();
+  void command(char c);
 
   int port_;
   int inner_port_;
   int listen_ = -1;
-  int wake_[2] = {-1, -1};  // a byte here stops loop()
+  int wake_[2] = {-1, -1};  // commands for loop(): 'q' stop, 'd' drop_waiting()
+  size_t max_links_;
   std::thread thread_;
 };
 
