@@ -11,6 +11,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -79,9 +81,25 @@ daemon::Config embedded_config(const std::string& dir, int simulate_gpus,
   return cfg;
 }
 
+// Closes every fd from 3 up but `keep`. A fork without exec keeps all of
+// the launcher's (its store relay's listener and connections, its
+// workers' pipes, an older daemon's pidfd), and a daemon that outlives its
+// launcher would hold them open: the relay's port stays taken, and closing
+// a connection there sends no FIN.
+void close_inherited_fds(int keep) {
+  auto close_from_to = [](unsigned lo, unsigned hi) {
+    if (lo > hi || close_range(lo, hi, 0) == 0) return;
+    for (unsigned fd = lo; fd <= std::min(hi, 65535u); ++fd) close(static_cast<int>(fd));
+  };
+  unsigned k = static_cast<unsigned>(keep);
+  close_from_to(3, k - 1);
+  close_from_to(k + 1, ~0u);
+}
+
 [[noreturn]] void run_embedded(const std::string& dir, int simulate_gpus,
                                const EmbeddedPeering& peering, int ready_fd) {
   setsid();  // the terminal's Ctrl-C is for the launcher, which stops its workers
+  close_inherited_fds(ready_fd);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -209,10 +227,21 @@ void ensure_daemon(const std::string& endpoint, int simulate_gpus, const Embedde
                        : " (set MUSTER_LOG_LEVEL=info to see why)"));
 }
 
-void release_embedded_daemon() {
+void release_embedded_daemon(const std::string& endpoint, const std::string& job) {
   if (g_daemon_pidfd < 0) return;
+  // Serving another launcher's job, it stays for that launcher's restarts
+  // (its usual linger after the last job); and when it cannot be asked.
+  bool others = true;
+  try {
+    ClientOptions co{endpoint};
+    co.request_timeout = co.wait_timeout = std::chrono::milliseconds(1000);
+    others = false;
+    for (const auto& j : Client(co).status().jobs) others = others || j.id != job;
+  } catch (const Error&) {
+    others = true;
+  }
   // ESRCH when it already stopped: nothing to do.
-  syscall(SYS_pidfd_send_signal, g_daemon_pidfd, SIGUSR1, nullptr, 0);
+  if (!others) syscall(SYS_pidfd_send_signal, g_daemon_pidfd, SIGUSR1, nullptr, 0);
   close(g_daemon_pidfd);
   g_daemon_pidfd = -1;
 }

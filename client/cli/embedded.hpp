@@ -26,11 +26,12 @@ struct EmbeddedPeering {
 void ensure_daemon(const std::string& endpoint, int simulate_gpus,
                    const EmbeddedPeering& peering = {});
 
-// muster run will start no more workers: the embedded daemon this process
-// started last (if any, and still running) stops once it has no job left,
-// instead of lingering for a restart. Other launchers' jobs keep it running
-// until they end.
-void release_embedded_daemon();
+// muster run (of `job`) will start no more workers: the embedded daemon
+// this process started last (if any, and still running) stops once it has
+// no job left, instead of lingering for a restart. Not when it serves
+// another launcher's job: it then lingers after the last, as before, for
+// that launcher's restarts.
+void release_embedded_daemon(const std::string& endpoint, const std::string& job);
 
 // For `--coordinator HOST:PORT`: HOST's numeric address when it is an
 // address of this machine and nothing accepts connections on PORT yet (so

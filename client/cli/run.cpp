@@ -44,21 +44,6 @@ namespace muster::cli {
 
 namespace {
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 29500;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 29500;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
 std::string host_name() {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0 || !*host) return "127.0.0.1";
@@ -166,14 +151,21 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
   bool restart = attempt > 0;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (;;) {
+    bool answered = false;  // ensure_daemon found or started one
     try {
       ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
+      answered = true;
       Client launcher({endpoint});
       return muster::reserve(launcher, job, o.nproc, !o.cpu, devices, getpid(), generation);
     } catch (const Error& e) {
-      bool transient = e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kNoDevice ||
-                       e.code() == ErrorCode::kUnavailable;
-      if (!restart || !transient || std::chrono::steady_clock::now() > until) throw;
+      bool busy = e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kNoDevice;
+      // A daemon that answered and then was gone: an embedded one whose
+      // last job had just ended stopped meanwhile; the next round starts
+      // another. Retried on a first attempt too.
+      bool gone = e.code() == ErrorCode::kUnavailable;
+      if (!((restart && (busy || gone)) || (answered && gone)) ||
+          std::chrono::steady_clock::now() > until)
+        throw;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -272,12 +264,15 @@ int rank0_store_port(const RunOptions& o, const Placement& at, int port,
     relay.reset();
     return at.master_port;
   }
-  if (!relay) {
-    try {
-      relay.emplace(port, free_port());
-    } catch (const std::system_error&) {
-      return port;  // taken: rank 0's own bind will say so, as it would have
-    }
+  if (relay) {
+    relay->drop_waiting();  // the last attempt's workers' connections
+    return relay->inner_port();
+  }
+  try {
+    raise_fd_limit();  // two fds a connection
+    relay.emplace(port);
+  } catch (const std::system_error&) {
+    return port;  // taken: rank 0's own bind will say so, as it would have
   }
   return relay->inner_port();
 }
@@ -339,8 +334,8 @@ void wait_for_children() {
 
 // No more workers: the embedded daemon this run started stops as soon as
 // it is idle, and muster run waits for it (nothing it started outlives it).
-void end_of_run() {
-  release_embedded_daemon();
+void end_of_run(const std::string& endpoint, const std::string& job) {
+  release_embedded_daemon(endpoint, job);
   wait_for_children();
 }
 
@@ -425,7 +420,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     }
     if (!may_restart("")) break;
   }
-  end_of_run();
+  end_of_run(endpoint, job);
   return code;
 }
 

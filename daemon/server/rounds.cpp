@@ -73,10 +73,11 @@ void Server::end_round() {
               std::to_string(kHandshakeMs / 1000) + " s");
   if (!cfg_.exit_when_idle) return;
   auto now = Clock::now();
+  if (rt.leave_until && now > *rt.leave_until) rt.leave_until.reset();
   if (state.job_count() > 0) {
     rt.had_job = true;
     rt.idle_since = now;
-  } else if (rt.leave_when_idle ||
+  } else if (rt.leave_until ||
              now - rt.idle_since > (rt.had_job ? kIdleAfterJob : std::chrono::seconds(10))) {
     log::info("no jobs left; the embedded daemon stops");
     rt.loop.quit();

@@ -65,9 +65,12 @@ struct Server::Runtime {
   // A save failed after changes were acknowledged in memory (an I/O error
   // the reservation could not foresee): every reply waits until one works.
   bool holding = false;
-  std::string last_status;       // the service manager's, as last told
-  bool had_job = false;          // exit_when_idle: whether a job ever ran
-  bool leave_when_idle = false;  // Server::leave_when_idle(): no lingering
+  std::string last_status;  // the service manager's, as last told
+  bool had_job = false;     // exit_when_idle: whether a job ever ran
+  // Server::leave_when_idle(): no lingering if the last job ends by then
+  // (a job that outlasts it is another launcher's, whose restarts the
+  // linger is for).
+  std::optional<Clock::time_point> leave_until;
   Clock::time_point idle_since;
 
   // Reads up to a bounded batch of requests from a ROUTER (the local socket

@@ -346,7 +346,7 @@ void Server::run() {
     uint64_t n;
     while (::read(leave_fd_, &n, sizeof n) > 0) {
     }
-    rt.leave_when_idle = true;
+    rt.leave_until = Clock::now() + kLeaveWithin;
   });
   leave.schedule_fd(leave_fd_);
   event::SocketEvent monitor(loop, kMonitor, [&] { rt.conns.drain(); });

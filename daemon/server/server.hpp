@@ -74,6 +74,8 @@ class Server {
   // run). A restart (muster run's reserve retries) or a later run that
   // finds it gone starts another, which loads the state it saved.
   static constexpr std::chrono::milliseconds kIdleAfterJob{200};
+  // How long leave_when_idle() waits for the last job to end.
+  static constexpr std::chrono::milliseconds kLeaveWithin{1000};
   // Backlog and handshake limits of a listening ROUTER; before bind.
   static void limit_listener(zmq::socket_t& s);
   // Locks the state dir (when it is not the runtime dir) and restores it.
