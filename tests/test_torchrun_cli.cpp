@@ -86,12 +86,16 @@ TEST_CASE("torchrun command lines run with torchrun replaced by muster run") {
     CHECK_THAT(r.text, Catch::Contains(" 127.0.0.2 29555 []"));
   }
   SECTION("unique prefixes of flags, as argparse takes them; -m runs a module") {
-    auto r = invoke(
-        dir, {"run", "--nproc", "2", "--stand", "--rdzv_i=abbrev", "-m", "prog_mod", "--lr", "1"});
+    auto r = invoke(dir, {"run", "--nproc", "2", "--rdzv_i=abbrev", "-m", "prog_mod", "--lr", "1"});
     CHECK(r.code == 0);
     CHECK(r.lines.size() == 2);
     CHECK_THAT(r.text, Catch::Contains("[rank0]: 0 2 abbrev "));
     CHECK_THAT(r.text, Catch::Contains("['--lr', '1']"));
+    // --standalone (here its prefix) makes a new id, as torchrun does: two
+    // standalone runs never meet.
+    auto alone = invoke(dir, {"run", "--stand", "--rdzv_i=abbrev", "-m", "prog_mod"});
+    CHECK(alone.code == 0);
+    CHECK_THAT(alone.text, Catch::Contains("[rank0]: 0 1 job-"));
   }
   SECTION("--no_python runs the program itself, --run_path with python whatever its name") {
     auto direct = invoke(dir, {"run", "--no_python", "--nproc_per_node=2", "/bin/echo", "hi"});
@@ -101,9 +105,19 @@ TEST_CASE("torchrun command lines run with torchrun replaced by muster run") {
     CHECK(run_path.code == 0);
     CHECK_THAT(run_path.text, Catch::Contains("[rank0]: 0 1 "));
   }
+  SECTION("a script named without .py runs with Python, as torchrun runs every PROGRAM") {
+    // Not executable: torchrun runs it with its Python, and so does muster
+    // (an executable one runs as it is). Newer torchrun's default signal
+    // list is accepted: muster handles those.
+    auto r = invoke(dir, {"run", "--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+                          dir.path() + "/prog", "z"});
+    CHECK(r.code == 0);
+    CHECK_THAT(r.text, Catch::Contains("[rank0]: 0 1 "));
+    CHECK_THAT(r.text, Catch::Contains("['z']"));
+  }
   SECTION("PET_ variables are defaults; the command line wins") {
     std::map<std::string, std::string> pet{
-        {"PET_NPROC_PER_NODE", "3"}, {"PET_RDZV_ID", "petjob"}, {"PET_STANDALONE", "1"}};
+        {"PET_NPROC_PER_NODE", "3"}, {"PET_RDZV_ID", "petjob"}, {"PET_RDZV_BACKEND", "static"}};
     auto r = invoke(dir, {"run", prog}, pet);
     CHECK(r.code == 0);
     CHECK(r.lines.size() == 3);
@@ -143,7 +157,14 @@ TEST_CASE("usage errors exit 2 at once with argparse's words") {
       {{"run", "--standalone", "--nnodes", "2", "/bin/true"}, "contradicts it"},
       {{"run", "--nnodes", "2", "--rdzv-id", "j", "--rdzv-endpoint", "h:x", "/bin/true"},
        "must be HOST:PORT"},
+      {{"run", "--nnodes", "2", "--rdzv-id", "j", "--rdzv-endpoint", "http://h:29400", "/bin/true"},
+       "must be HOST:PORT, got 'http://h:29400'"},
+      {{"run", "--nnodes", "2", "--rdzv-id", "j", "--rdzv-endpoint", "a b", "/bin/true"},
+       "must be HOST:PORT"},
       {{"run", "--local-ranks-filter", "0", "/bin/true"}, "prefixed [rankN]:"},
+      {{"run", "--virtual-local-rank", "/bin/true"}, "its own GPU lease"},
+      {{"run", "--event-log-handler", "x", "/bin/true"}, "events plugin"},
+      {{"run", "--signals-to-handle", "SIGTERM,SIGUSR1", "/bin/true"}, "cannot handle 'SIGUSR1'"},
       {{"run", "--logs_specs", "x", "/bin/true"}, "LogsSpecs plugin"},
       {{"run", "-m", "--no-python", "x"}, "contradict each other"},
       {{"run", "--nproc_per_node"}, "argument --nproc-per-node: expected one argument"},

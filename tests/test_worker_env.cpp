@@ -119,6 +119,18 @@ TEST_CASE("ModuleNotFoundError: the summary names the interpreter and MUSTER_PYT
   CHECK(r.code == 1);
   CHECK_THAT(r.text, Catch::Contains("hint      : the workers ran /usr/bin/python3; if the module "
                                      "is installed for another Python, set MUSTER_PYTHON"));
+  // -m of a module Python cannot find says "No module named", no exception.
+  auto m = run({"-n", "1", "-m", "no_such_module_for_muster_tests"},
+               {{"MUSTER_PYTHON", "/usr/bin/python3"}});
+  CHECK(m.code == 1);
+  CHECK_THAT(m.text, Catch::Contains("hint      : the workers ran /usr/bin/python3"));
+}
+
+TEST_CASE("a program that cannot run is named, with why") {
+  auto r = run({"-n", "1", "/nonexistent/trainer"});
+  CHECK(r.code == 127);
+  CHECK_THAT(r.text, Catch::Contains("muster run: cannot execute /nonexistent/trainer: no such "
+                                     "file"));
 }
 
 TEST_CASE("--log-dir with -r and -t: files laid out as torch 1.13 lays them out") {

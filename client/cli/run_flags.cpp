@@ -58,6 +58,24 @@ auto off(bool& to) {
 auto seconds(double& to) {
   return [&to](const std::string& v) { to = float_value(v); };
 }
+// --signals-to-handle (newer torchrun; default SIGTERM,SIGINT,SIGHUP,SIGQUIT):
+// muster run handles SIGTERM, SIGINT and SIGHUP (SIGQUIT ends it, and the
+// workers with it); a list naming another signal would promise what it
+// does not do.
+void signals_to_handle(const std::string& v) {
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t comma = std::min(v.find(',', start), v.size());
+    std::string sig = v.substr(start, comma - start);
+    if (sig != "SIGTERM" && sig != "SIGINT" && sig != "SIGHUP" && sig != "SIGQUIT")
+      throw FlagError(
+          "muster run handles SIGTERM, SIGINT and SIGHUP (stopping the workers), "
+          "and SIGQUIT ends it with them; it cannot handle '" +
+          sig + "'");
+    start = comma + 1;
+  }
+}
+
 // A flag muster does not have, refused with why and what to use instead.
 auto refused(const std::string& why) {
   return [why](const std::string&) -> void { throw FlagError(why); };
@@ -126,6 +144,16 @@ std::vector<Flag> torchrun_flags(RunOptions& o, RawOptions& raw) {
        "muster shows every rank's output, each line prefixed [rankN]: -- keep some ranks' "
        "lines by that prefix (grep '^\\[rank0\\]'), or write each rank's to files with "
        "--log-dir and --redirects")},
+    {"virtual-local-rank", 0, "", "refused (newer torchrun)", refused(
+       "--virtual-local-rank gives every worker LOCAL_RANK 0 and one visible GPU; muster "
+       "gives each worker its own GPU lease (MUSTER_DEVICE, CUDA_DEVICE_ORDER=PCI_BUS_ID) and "
+       "torchrun 1.13's LOCAL_RANK, with every GPU visible for CUDA IPC")},
+    {"signals-to-handle", 0, "SIGNALS", "accepted (newer torchrun) when SIGNALS are among "
+       "SIGTERM,SIGINT,SIGHUP,SIGQUIT: muster run stops the workers on SIGTERM, SIGINT and "
+       "SIGHUP, and they die with it on any other", signals_to_handle},
+    {"event-log-handler", 0, "NAME", "refused (newer torchrun)", refused(
+       "--event-log-handler picks a torch events plugin, which muster cannot load; muster "
+       "run's own lines are on its stderr, and the job's state in muster status")},
     {"logs-specs", 0, "NAME", "refused (newer torchrun)", refused(
        "--logs-specs picks a torch LogsSpecs plugin, which muster cannot load; use --log-dir "
        "with --redirects/--tee for torchrun's default layout")},

@@ -39,6 +39,16 @@ void apply_rdzv_conf(const std::string& conf, RunOptions& o) {
   }
 }
 
+// A host name, an IPv4 address or a bracketed IPv6 one: not a URL, not
+// words ("http://h:29400" would otherwise wait out the rendezvous timeout).
+bool valid_host(const std::string& h) {
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']')
+    return h.find_first_not_of("0123456789abcdefABCDEF:.%", 1) == h.size() - 1;
+  return !h.empty() && h.size() <= 253 &&
+         h.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
+             std::string::npos;
+}
+
 // torchrun's rendezvous flags mapped onto muster's coordinator, job id and
 // timeouts.
 void apply_rendezvous(RunOptions& o, const RawOptions& raw) {
@@ -52,11 +62,13 @@ void apply_rendezvous(RunOptions& o, const RawOptions& raw) {
                              "' (choose from 'c10d', 'static')");
   apply_rdzv_conf(raw.rdzv_conf, o);
   if (o.standalone) {
-    // As torchrun: a private rendezvous, explicit --rdzv-* ignored.
+    // As torchrun: a private rendezvous, explicit --rdzv-* ignored, the id
+    // too (torchrun makes a new one), so two standalone runs never meet.
     if (o.max_nodes > 1)
       throw std::runtime_error("--standalone is one node alone; --nnodes " + raw.nnodes +
                                " contradicts it");
     o.coordinator.clear();
+    o.job_id.clear();
   }
   if (o.max_nodes == 1) o.coordinator.clear();  // torchrun's endpoint on one node: unused
   if (!o.coordinator.empty()) {
@@ -66,7 +78,7 @@ void apply_rendezvous(RunOptions& o, const RawOptions& raw) {
     if (colon == std::string::npos || bracketed) o.coordinator += ":29400";
     colon = o.coordinator.rfind(':');
     std::string port = o.coordinator.substr(colon + 1);
-    if (colon == 0 || port.empty() || port.size() > 5 ||
+    if (!valid_host(o.coordinator.substr(0, colon)) || port.empty() || port.size() > 5 ||
         port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) < 1 ||
         std::stoi(port) > 65535)
       throw std::runtime_error("--rdzv-endpoint must be HOST:PORT, got '" + o.coordinator + "'");

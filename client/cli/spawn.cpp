@@ -21,6 +21,20 @@ namespace {
 rlimit g_given_nofile{};
 bool g_nofile_raised = false;
 
+// Says which program could not run and why, with write(2) alone (the
+// child of a threaded launcher), then exits 127 as a shell does.
+[[noreturn]] void exec_failed(const char* program, int err) {
+  const char* why = err == ENOENT    ? "no such file, and none of that name on PATH"
+                    : err == EACCES  ? "permission denied"
+                    : err == ENOEXEC ? "not an executable format"
+                                     : "exec failed";
+  for (const char* part : {"muster run: cannot execute ", program, ": ", why, "\n"}) {
+    ssize_t w = write(STDERR_FILENO, part, strlen(part));
+    (void)w;
+  }
+  _exit(127);
+}
+
 // The child's side, from fork to exec: only async-signal-safe calls.
 [[noreturn]] void held_child(pid_t parent, int go[2], int out_w, int err_w, bool capture,
                              const PinMasks& pin, char* const* argv, char* const* envp) {
@@ -47,10 +61,7 @@ bool g_nofile_raised = false;
   apply_pin(pin);
   if (g_nofile_raised) setrlimit(RLIMIT_NOFILE, &g_given_nofile);
   execvpe(argv[0], argv, envp);
-  const char msg[] = "muster run: cannot execute the program\n";
-  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-  (void)w;
-  _exit(127);
+  exec_failed(argv[0], errno);
 }
 
 }  // namespace

@@ -33,7 +33,11 @@ std::string on_path(const std::string& program) {
 std::string module_hint(const RankError& e, const std::deque<std::string>& tail,
                         const RunOptions& o) {
   bool missing = e.message.rfind("ModuleNotFoundError", 0) == 0;
-  for (const auto& line : tail) missing = missing || line.find("ModuleNotFoundError") == 0;
+  // An import in the program: ModuleNotFoundError; python -m of a module
+  // it cannot find: "/usr/bin/python3: No module named x".
+  for (const auto& line : tail)
+    missing = missing || line.find("ModuleNotFoundError") == 0 ||
+              line.find(": No module named ") != std::string::npos;
   if (!missing) return "";
   std::string interpreter = on_path(worker_argv(o, 0).front());
   return "  hint      : the workers ran " + interpreter +

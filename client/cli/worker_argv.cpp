@@ -1,5 +1,8 @@
 #include "cli/worker_argv.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <regex>
@@ -47,9 +50,24 @@ size_t local_rank_position(const std::vector<std::string>& argv) {
   return argv.size();
 }
 
+namespace {
+
+// A file that cannot be executed but can be read: torchrun runs every
+// PROGRAM with Python (without --no-python), so a script named `train`
+// runs; an executable (a binary, a script with #!) runs as it is.
+bool readable_not_executable(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), R_OK) == 0 &&
+         access(path.c_str(), X_OK) != 0;
+}
+
+}  // namespace
+
 std::vector<std::string> worker_argv(const RunOptions& o, uint32_t local_rank) {
   std::vector<std::string> argv;
-  bool python = o.run_path || o.module || (!o.no_python && ends_with(o.program, ".py"));
+  bool python =
+      o.run_path || o.module ||
+      (!o.no_python && (ends_with(o.program, ".py") || readable_not_executable(o.program)));
   if (python) {
     const char* py = std::getenv("MUSTER_PYTHON");
     argv = {py && *py ? py : "python3", "-u"};

@@ -19,3 +19,21 @@ def assert_ranks_agree(model, start):
         assert torch.allclose(theirs, everyone[0], rtol=0, atol=1e-9), \
             f"rank {rank}'s parameters differ from rank 0's by {(theirs - everyone[0]).abs().max()}"
     return mine
+
+
+def train_tiny_ddp(lr, steps=5):
+    """A few DDP steps of a small linear model, each rank starting from its
+    own random weights and training on its own data, then the check above:
+    what a real script does between init_process_group and the end."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    rank = dist.get_rank()
+    torch.manual_seed(1000 + rank)  # different start: DDP's broadcast must fix it
+    model = DDP(torch.nn.Linear(8, 4))
+    start = flat_parameters(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        x, y = torch.randn(16, 8), torch.randn(16, 4)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return assert_ranks_agree(model, start)

@@ -1,6 +1,7 @@
 """An unmodified torch.distributed.launch-style script: parses --local_rank
 with argparse (run by `muster launch -n 4 THIS --lr 0.1`, without --use-env),
-initialises gloo through env:// and all-reduces."""
+initialises gloo through env://, all-reduces and trains a small DDP model
+whose final parameters must agree on every rank."""
 import argparse
 import os
 import sys
@@ -11,6 +12,7 @@ try:
 except ImportError as e:
     print(f"SKIP: PyTorch is not installed for {sys.executable}: {e}", file=sys.stderr)
     sys.exit(77)
+from ddp_agree import train_tiny_ddp  # noqa: E402 (after the torch check)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--local_rank", type=int, required=True)
@@ -26,7 +28,8 @@ assert world == 4 and rank == int(os.environ["RANK"])
 t = torch.tensor([float(args.local_rank)])
 dist.all_reduce(t)
 assert t.item() == 6.0, t
+train_tiny_ddp(args.lr)
 dist.barrier()
 if rank == 0:
-    print(f"launch-style --local_rank script over {world} ranks OK")
+    print(f"launch-style --local_rank script over {world} ranks OK, parameters agree")
 dist.destroy_process_group()
