@@ -10,7 +10,8 @@ the programs accept. Usage (meson's custom_target does this):
 Dump lines: `command NAME SUMMARY` (muster's subcommands), `flag COMMAND
 SPELLINGS SHORT METAVAR HELP` (COMMAND: a muster subcommand, or musterd's
 `command-line` and `settings`; SPELLINGS: the flag's long names, comma
-separated, the first the main one)."""
+separated, the first the main one), `verb COMMAND VERB SYNOPSIS SUMMARY` (a
+subcommand's own commands, its first positional: `muster gpu drain`)."""
 import os
 import subprocess
 import sys
@@ -19,15 +20,17 @@ import sys
 def dump(program):
     out = subprocess.run([program, "--dump-options"], check=True, capture_output=True,
                          text=True).stdout
-    commands, flags = [], {}
+    commands, flags, verbs = [], {}, {}
     for line in out.splitlines():
         f = line.split("\t")
         if f[0] == "command":
             commands.append((f[1], f[2]))
+        elif f[0] == "verb":
+            verbs.setdefault(f[1], []).append({"name": f[2], "synopsis": f[3], "summary": f[4]})
         elif f[0] == "flag":
             flags.setdefault(f[1], []).append(
                 {"names": f[2].split(","), "short": f[3], "metavar": f[4], "help": f[5]})
-    return commands, flags
+    return commands, flags, verbs
 
 
 def roff(text):
@@ -55,7 +58,15 @@ def page(name, section, version, title, summary, synopsis, body):
             f".SH NAME\n{roff(name)} \\- {roff(summary)}\n.SH SYNOPSIS\n{synopsis}\n{body}")
 
 
-def muster_page(version, commands, flags):
+def verb_entry(command, verb):
+    """A .TP entry of a subcommand's verb: `muster gpu drain N --reason TEXT`."""
+    synopsis = " ".join(f"\\fI{w}\\fR" if w.isupper() else roff(w)
+                        for w in verb["synopsis"].split())
+    return (f".TP\n\\fB{roff(f'muster {command} ' + verb['name'])}\\fR {synopsis}\n"
+            f"{roff(verb['summary'])}\n")
+
+
+def muster_page(version, commands, flags, verbs):
     body = (".SH DESCRIPTION\nmuster launches distributed training jobs with torchrun's "
             "command line and environment, and talks to the node's \\fBmusterd\\fR(8).\n"
             ".SH OPTIONS\n" + "".join(tagged(f) for f in flags["muster"]) +
@@ -68,6 +79,7 @@ def muster_page(version, commands, flags):
             body += (f"muster {name} [\\fIOPTIONS\\fR] \\fIPROGRAM\\fR [\\fIARGS\\fR...]. "
                      "Every flag may also be set by a PET_\\fIFLAG\\fR variable "
                      "(PET_NPROC_PER_NODE=4), as torchrun's are.\n")
+        body += "".join(verb_entry(name, v) for v in verbs.get(name, []))
         body += "".join(tagged(f) for f in flags.get(name, []))
     body += (".SH ENVIRONMENT\n.TP\nMUSTER_ENDPOINT\nthe daemon to use (default: the runtime "
              "directory's musterd.sock)\n.TP\nMUSTER_PYTHON\nthe interpreter for .py programs "
@@ -112,13 +124,18 @@ def words(flag_list):
     return " ".join(out)
 
 
-def muster_completion(commands, flags):
-    cases = "".join(f"    {name}) opts='{words(flags.get(name, []))}' ;;\n"
-                    for name, _ in commands)
+def muster_completion(commands, flags, verbs):
+    """Muster's own flags and the subcommands first; after a subcommand its
+    flags, and its verbs (`muster gpu drain`) as the word after it."""
+    def case(name):
+        verb_words = " ".join(v["name"] for v in verbs.get(name, []))
+        return (f"    {name}) opts='{words(flags.get(name, []))}'" +
+                (f" verbs='{verb_words}'" if verb_words else "") + " ;;\n")
+    cases = "".join(case(name) for name, _ in commands)
     names = " ".join(name for name, _ in commands)
     return f"""# bash completion for muster (generated from its parsers)
 _muster() {{
-  local cur=${{COMP_WORDS[COMP_CWORD]}} opts
+  local cur=${{COMP_WORDS[COMP_CWORD]}} opts verbs
   if [[ $COMP_CWORD -eq 1 ]]; then
     COMPREPLY=($(compgen -W '{names} {words(flags["muster"])}' -- "$cur"))
     return
@@ -126,7 +143,11 @@ _muster() {{
   case ${{COMP_WORDS[1]}} in
 {cases}    *) return ;;
   esac
-  [[ $cur == -* ]] && COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+  elif [[ $COMP_CWORD -eq 2 && -n $verbs ]]; then
+    COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
+  fi
 }}
 complete -o default -F _muster muster
 """
@@ -145,13 +166,13 @@ complete -o default -F _musterd musterd
 
 def main():
     muster, musterd, version, outdir = sys.argv[1:5]
-    commands, muster_flags = dump(muster)
-    _, musterd_flags = dump(musterd)
+    commands, muster_flags, muster_verbs = dump(muster)
+    _, musterd_flags, _ = dump(musterd)
     files = {
-        "muster.1": muster_page(version, commands, muster_flags),
+        "muster.1": muster_page(version, commands, muster_flags, muster_verbs),
         "musterd.8": musterd_page(version, musterd_flags),
         "musterd.conf.5": conf_page(version, musterd_flags),
-        "muster": muster_completion(commands, muster_flags),
+        "muster": muster_completion(commands, muster_flags, muster_verbs),
         "musterd": musterd_completion(musterd_flags),
     }
     for name, text in files.items():

@@ -4,11 +4,15 @@ know: each flag that `muster [COMMAND] --help` and `musterd --help` show
 (their own rendering of the parser tables, not the --dump-options the
 manuals are made of) is in muster(1) / musterd(8), every musterd setting is
 in musterd.conf(5), and the completion offers each flag in both spellings
-(--nproc-per-node and --nproc_per_node) under its subcommand.
+(--nproc-per-node and --nproc_per_node) under its subcommand. Every
+subcommand `muster --help` lists is checked, and each must show flags; the
+verbs a subcommand's usage names (`muster gpu drain N ...`) must be in its
+section of muster(1) and be what bash completes after it.
 
     check_manuals.py MUSTER MUSTERD MANUALS_DIR"""
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -27,9 +31,36 @@ def listed(text):
     return sorted(flags)
 
 
+def help_text(cmd):
+    return subprocess.run(cmd + ["--help"], check=True, capture_output=True, text=True).stdout
+
+
 def help_flags(cmd):
-    out = subprocess.run(cmd + ["--help"], check=True, capture_output=True, text=True).stdout
-    return listed(out[out.index("Options:"):])
+    out = help_text(cmd)
+    return listed(out[out.index("Options:"):]) if "Options:" in out else []
+
+
+def subcommands(muster):
+    """The subcommands `muster --help` lists under Commands:."""
+    out = help_text([muster])
+    out = out[out.index("Commands:"):out.index("Options:")]
+    return re.findall(r"^  ([a-z][\w-]*)  ", out, re.M)
+
+
+def usage_verbs(muster, command):
+    """The verbs of `muster COMMAND VERB ...` lines of its usage (drain,
+    undrain of gpu); none for a command whose usage goes on with options."""
+    out = help_text([muster, command]).split("\n\n")[0]
+    return re.findall(rf"^(?:Usage:)? +muster {command} ([a-z][\w-]*)", out, re.M)
+
+
+def completed(completion, words, cword):
+    """What bash's muster completion offers for COMP_WORDS=words at cword."""
+    script = ('source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=' + str(cword) +
+              '; _muster; printf "%s\\n" "${COMPREPLY[@]}"')
+    out = subprocess.run(["bash", "-c", script, "bash", completion] + words, check=True,
+                         capture_output=True, text=True).stdout
+    return out.split()
 
 
 def read(manuals, name):
@@ -55,8 +86,15 @@ def main():
     for flag in help_flags([muster]):
         check("muster(1)", roff(flag), page)
         check("muster's completion of the first word", flag, first_words)
-    for command in ("run", "launch", "status", "keygen"):
-        section = page[page.index(f'.SH "OPTIONS OF MUSTER {command.upper()}"'):]
+    commands = subcommands(muster)
+    for expected in ("run", "launch", "status", "gpu", "keygen"):
+        check("muster --help's commands", expected, commands)
+    for command in commands:
+        head = f'.SH "OPTIONS OF MUSTER {command.upper()}"'
+        if head not in page:
+            failures.append(f"muster(1) lacks {head}")
+            continue
+        section = page[page.index(head):]
         section = section[:section.find(".SH", 4)]
         words = cases.get(command, "").split()
         flags = help_flags([muster, command])
@@ -68,6 +106,18 @@ def main():
             if flag.startswith("--") and "-" in flag[2:]:
                 check(f"the completion of muster {command}", "--" + flag[2:].replace("-", "_"),
                       words)
+        verbs = usage_verbs(muster, command)
+        if not verbs:
+            continue
+        listed_verbs = re.search(rf"^    {command}\) opts='[^']*' verbs='([^']*)'", completion,
+                                 re.M)
+        offered = listed_verbs.group(1).split() if listed_verbs else []
+        if shutil.which("bash"):
+            offered = completed(os.path.join(manuals, "muster"), ["muster", command, ""], 2)
+        for verb in verbs:
+            check(f"muster(1)'s options of {command}", f"\\fB{roff(f'muster {command} {verb}')}",
+                  section)
+            check(f"the completion of `muster {command} `", verb, offered)
     daemon_page = read(manuals, "musterd.8")
     conf = read(manuals, "musterd.conf.5")
     daemon_words = re.search(r"compgen -W '([^']*)'", read(manuals, "musterd")).group(1).split()

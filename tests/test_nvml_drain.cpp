@@ -105,6 +105,40 @@ TEST_CASE("a drain needs a reason and a GPU this daemon hands out") {
   CHECK(gpu_line(d, 1) == "ok|||");
 }
 
+TEST_CASE("muster gpu parses as the other commands: did you mean, unique prefixes, usage errors") {
+  test::NvmlNode node(test::eight_gpu_node());
+  test::TestDaemon d({}, node.env());
+  // A misspelt verb or flag: exit 2, the closest one suggested, nothing sent.
+  auto [vrc, verb] = cli(d, {"gpu", "drian", "0", "--reason", "x"});
+  CHECK(vrc == 2);
+  CHECK_THAT(verb, Catch::Contains("muster gpu: unknown command 'drian'; did you mean 'drain'?"));
+  CHECK_THAT(verb, Catch::Contains("Try 'muster gpu --help'."));
+  auto [frc, flag] = cli(d, {"gpu", "drain", "0", "--reasn", "x"});
+  CHECK(frc == 2);
+  CHECK_THAT(flag, Catch::Contains("muster gpu: unrecognized option '--reasn'; did you mean "
+                                   "'--reason'?"));
+  CHECK_THAT(flag, Catch::Contains("Try 'muster gpu --help'."));
+  // An undrain takes no reason.
+  auto [urc, undrain] = cli(d, {"gpu", "undrain", "0", "--reason", "x"});
+  CHECK(urc == 2);
+  CHECK_THAT(undrain, Catch::Contains("muster gpu: --reason goes with drain only"));
+  CHECK(gpu_line(d, 0) == "ok|||");
+  // A unique prefix of a flag is the flag, and flags may come first.
+  auto [prc, prefix] = cli(d, {"gpu", "drain", "0", "--rea", "by prefix"});
+  CHECK(prc == 0);
+  CHECK(prefix == "GPU 0 drained: by prefix\n");
+  CHECK(gpu_line(d, 0) == "drained|drained: by prefix|by prefix|");
+  auto [erc, first] = cli(d, {"gpu", "--reason=flag first", "drain", "2"});
+  CHECK(erc == 0);
+  CHECK(gpu_line(d, 2) == "drained|drained: flag first|flag first|");
+  // --help lists the options from the table.
+  auto [hrc, help] = cli(d, {"gpu", "--help"});
+  CHECK(hrc == 0);
+  CHECK_THAT(help, Catch::Contains("Usage: muster gpu drain N --reason TEXT"));
+  CHECK_THAT(help, Catch::Contains("Options:\n  -h, --help"));
+  CHECK_THAT(help, Catch::Contains("--reason TEXT"));
+}
+
 TEST_CASE("another uid may neither drain nor undrain a GPU, and nothing changes", "[access]") {
   if (!test::root()) {
     WARN("SKIP: needs root to run a second user (nobody)");

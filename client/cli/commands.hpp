@@ -10,10 +10,29 @@ namespace muster::cli {
 // The flag tables of the subcommands that have no program after them.
 std::vector<Flag> status_flags(bool& help, bool& json, bool& topology);
 std::vector<Flag> keygen_flags(bool& help, std::string& out, bool& out_given, bool& force);
+std::vector<Flag> gpu_flags(bool& help, std::string& reason, bool& reason_given);
+
+// The commands of `muster gpu` (its first positional): for the parse, its
+// "did you mean", the manual and the bash completion.
+struct Verb {
+  const char* name;
+  const char* synopsis;  // what follows the verb ("N --reason TEXT")
+  const char* summary;
+};
+inline constexpr Verb kGpuVerbs[] = {
+    {"drain", "N --reason TEXT",
+     "GPU N is given to nobody from now on; a rank that holds it keeps it until the rank ends"},
+    {"undrain", "N",
+     "GPU N may be leased again; this also clears a critical XID's quarantine (once the GPU was "
+     "reset)"},
+};
+
 // Parses a subcommand's flags with `table` (no PET_ variables, no program
-// after them). False after printing the usage error (exit 2).
-bool parse_plain(const char* command, const FlagParser& table,
-                 const std::vector<std::string>& args);
+// after them). False after printing the usage error (exit 2). With
+// positionals, the words that are no flags go there (anywhere among the
+// flags) instead of being an error.
+bool parse_plain(const char* command, const FlagParser& table, const std::vector<std::string>& args,
+                 std::vector<std::string>* positionals = nullptr);
 
 int run_main(const std::vector<std::string>& args);
 // `muster run` that appends --local_rank=N (torch.distributed.launch).

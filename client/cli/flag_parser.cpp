@@ -98,9 +98,7 @@ const Flag& FlagParser::find_long(const std::string& name) const {
     for (const auto& s : shown) list += (list.empty() ? "" : ", ") + s;
     throw FlagError("ambiguous option: " + name + " could match " + list);
   }
-  std::string hint = closest(name, all);
-  throw FlagError("unrecognized option '" + name + "'" +
-                  (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+  throw FlagError("unrecognized option '" + name + "'" + did_you_mean(name, all));
 }
 
 const Flag& FlagParser::find_short(char c) const {
@@ -118,7 +116,8 @@ void FlagParser::apply(const Flag& f, const std::string& shown, const std::strin
 }
 
 size_t FlagParser::parse(const std::vector<std::string>& args,
-                         const std::map<std::string, std::string>& env) const {
+                         const std::map<std::string, std::string>& env,
+                         std::vector<std::string>* positionals) const {
   for (const auto& f : flags_) {
     if (f.name == "help") continue;
     std::vector<std::string> names{f.name};
@@ -137,7 +136,15 @@ size_t FlagParser::parse(const std::vector<std::string>& args,
   };
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (a == "--" && positionals) {
+      positionals->insert(positionals->end(), args.begin() + i + 1, args.end());
+      return args.size();
+    }
     if (a == "--") return i + 1;
+    if ((a.size() < 2 || a[0] != '-') && positionals) {
+      positionals->push_back(a);
+      continue;
+    }
     if (a.size() < 2 || a[0] != '-') return i;
     if (a[1] == '-') {
       auto eq = a.find('=');
@@ -215,6 +222,11 @@ std::string closest(const std::string& word, const std::vector<std::string>& can
     }
   }
   return best;
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string hint = closest(word, candidates);
+  return hint.empty() ? "" : "; did you mean '" + hint + "'?";
 }
 
 std::map<std::string, std::string> environment() {

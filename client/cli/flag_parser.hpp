@@ -37,8 +37,11 @@ class FlagParser {
   // Applies PET_<NAME> variables of env (torchrun's defaults from the
   // environment, as Kubeflow's PyTorchJob sets them), then args up to the
   // program. Returns the program's index (args.size(): none given).
-  size_t parse(const std::vector<std::string>& args,
-               const std::map<std::string, std::string>& env) const;
+  // With positionals, a word that is no flag does not end the parse: it
+  // goes to positionals (as do all words after `--`), and flags may stand
+  // before, between and after them (`muster gpu drain 0 --reason TEXT`).
+  size_t parse(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+               std::vector<std::string>* positionals = nullptr) const;
   // The flags and their help, two columns.
   std::string help() const;
   // Every flag, hidden ones too, as `flag COMMAND SPELLINGS SHORT METAVAR
@@ -62,6 +65,9 @@ bool switch_value(const std::string& value);
 
 // The closest of candidates to word, or "" when none is close.
 std::string closest(const std::string& word, const std::vector<std::string>& candidates);
+// "; did you mean 'X'?" with the closest of candidates, or "": the end of
+// an "unknown command"/"unrecognized option" error.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
 // The process's environment as a map.
 std::map<std::string, std::string> environment();

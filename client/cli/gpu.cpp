@@ -1,6 +1,7 @@
 // `muster gpu drain N --reason TEXT` and `muster gpu undrain N`: root takes a
 // GPU out of service (its holder keeps it until its rank ends; nobody is
 // given it after; the drain survives daemon restarts) and puts it back.
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 
@@ -28,28 +29,41 @@ int usage_error(const std::string& why) {
 }
 }  // namespace
 
+std::vector<Flag> gpu_flags(bool& help, std::string& reason, bool& reason_given) {
+  return {{"help", 'h', "", "print this help and exit",
+           [&help](const std::string& v) { help = switch_value(v); }},
+          {"reason", 0, "TEXT", "drain: why (it shows in muster status); a drain needs one",
+           [&reason, &reason_given](const std::string& v) {
+             reason = v;
+             reason_given = true;
+           }}};
+}
+
 int gpu_main(const std::vector<std::string>& args) {
-  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) {
-    std::cout << kGpuUsage;
+  bool help = false, reason_given = false;
+  std::string reason;
+  FlagParser flags(gpu_flags(help, reason, reason_given));
+  std::vector<std::string> words;
+  if (!parse_plain("gpu", flags, args, &words)) return 2;
+  if (help) {
+    std::cout << kGpuUsage << "\nOptions:\n" << flags.help();
     return 0;
   }
-  if (args.size() < 2) return usage_error("needs drain or undrain and a GPU index");
-  const std::string& verb = args[0];
-  if (verb != "drain" && verb != "undrain") return usage_error("unknown command '" + verb + "'");
+  if (words.empty()) return usage_error("needs drain or undrain and a GPU index");
+  const std::string verb = words[0];
+  std::vector<std::string> verbs;
+  for (const auto& v : kGpuVerbs) verbs.push_back(v.name);
+  if (std::find(verbs.begin(), verbs.end(), verb) == verbs.end())
+    return usage_error("unknown command '" + verb + "'" + did_you_mean(verb, verbs));
+  if (words.size() < 2) return usage_error(verb + " needs a GPU index");
+  if (words.size() > 2) return usage_error("unrecognized argument '" + words[2] + "'");
   uint32_t device = 0;
-  const std::string& n = args[1];
+  const std::string& n = words[1];
   if (auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), device);
       ec != std::errc() || end != n.data() + n.size())
     return usage_error("'" + n + "' is not a GPU index");
-  std::string reason;
-  for (size_t i = 2; i < args.size(); ++i) {
-    if (args[i] == "--reason" && i + 1 < args.size() && verb == "drain")
-      reason = args[++i];
-    else if (args[i].rfind("--reason=", 0) == 0 && verb == "drain")
-      reason = args[i].substr(9);
-    else
-      return usage_error("unknown argument '" + args[i] + "'");
-  }
+  if (verb == "undrain" && reason_given)
+    return usage_error("--reason goes with drain only; an undrain takes none");
   if (verb == "drain" && reason.empty())
     return usage_error("a drain needs --reason TEXT (it shows in muster status)");
   try {

@@ -62,17 +62,21 @@ void dump_options() {
   std::cout << FlagParser(muster::cli::run_flags(o, raw)).dump("run")
             << FlagParser(muster::cli::run_flags(o, raw)).dump("launch")
             << FlagParser(muster::cli::status_flags(b, b2, b3)).dump("status")
-            << FlagParser(muster::cli::keygen_flags(b, text, b2, b3)).dump("keygen");
+            << FlagParser(muster::cli::keygen_flags(b, text, b2, b3)).dump("keygen")
+            << FlagParser(muster::cli::gpu_flags(b, text, b2)).dump("gpu");
+  // The verbs of `muster gpu VERB`: `verb COMMAND VERB SYNOPSIS SUMMARY`.
+  for (const auto& v : muster::cli::kGpuVerbs)
+    std::cout << "verb\tgpu\t" << v.name << "\t" << v.synopsis << "\t" << v.summary << "\n";
 }
 
 }  // namespace
 
 namespace muster::cli {
 
-bool parse_plain(const char* command, const FlagParser& table,
-                 const std::vector<std::string>& args) {
+bool parse_plain(const char* command, const FlagParser& table, const std::vector<std::string>& args,
+                 std::vector<std::string>* positionals) {
   try {
-    size_t at = table.parse(args, {});
+    size_t at = table.parse(args, {}, positionals);
     if (at < args.size()) throw FlagError("unrecognized argument '" + args[at] + "'");
     return true;
   } catch (const FlagError& e) {
@@ -111,9 +115,8 @@ int main(int argc, char** argv) {
     if (help) std::cout << usage();
     return 0;
   }
-  std::string hint = muster::cli::closest(cmd, names);
-  std::cerr << "muster: unknown command '" << cmd << "'"
-            << (hint.empty() ? "" : "; did you mean '" + hint + "'?") << "\n\n"
+  std::cerr << "muster: unknown command '" << cmd << "'" << muster::cli::did_you_mean(cmd, names)
+            << "\n\n"
             << usage();
   return 2;
 }
