@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -132,6 +133,19 @@ struct Joined {
     REQUIRE(rank0_side.fd >= 0);
   }
 };
+
+// Runs `body` in a child whose fd limit is `fds` (so that the test's own
+// limit is left alone) and returns its exit code: 0 when all held.
+int in_child_with_fds(rlim_t fds, const std::function<int()>& body) {
+  pid_t child = fork();
+  if (child == 0) {
+    rlimit r{fds, fds};
+    _exit(setrlimit(RLIMIT_NOFILE, &r) != 0 ? 10 : body());
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
 
 }  // namespace
 
@@ -319,11 +333,7 @@ TEST_CASE("the relay picks rank 0's port itself, never its own") {
 // relay cannot take wait in the backlog while the thread sleeps, and the
 // relay serves again once fds are free.
 TEST_CASE("out of fds, the relay neither spins nor stops") {
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    rlimit r{200, 200};
-    if (setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(10);
+  int code = in_child_with_fds(200, [] {
     int inner = unused_port();
     StoreRelay relay(0, inner);
     std::vector<Fd> workers;
@@ -341,39 +351,32 @@ TEST_CASE("out of fds, the relay neither spins nor stops") {
       return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000L + u.ru_utime.tv_usec +
              u.ru_stime.tv_usec;
     };
-    if (cpu_us(after) - cpu_us(before) > 300000) _exit(11);  // a spinning thread takes ~1 s
+    if (cpu_us(after) - cpu_us(before) > 300000) return 11;  // a spinning thread takes ~1 s
     workers.clear();
     Fd store = listen_on(inner);
     Fd worker;
-    if (connect_to(relay.port(), worker) != 0) _exit(12);
+    if (connect_to(relay.port(), worker) != 0) return 12;
     send_all(worker.fd, "again");
     // The relay takes the backlog first; rank 0 answers every connection.
     for (;;) {
       Fd c = accept_within(store.fd, 3s);
-      if (c.fd < 0) _exit(13);
-      if (read_n(c.fd, 5) == "again") _exit(0);
+      if (c.fd < 0) return 13;
+      if (read_n(c.fd, 5) == "again") return 0;
     }
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  });
+  CHECK(code == 0);
 }
 
 // With 120 fds the relay takes 28 connections at once; 40 workers waiting
 // for rank 0 are all served, the rest from the listener's backlog as the
 // first ones end.
 TEST_CASE("workers beyond the relay's connection cap wait their turn, none refused") {
-  pid_t child = fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
-    rlimit r{120, 120};
-    if (setrlimit(RLIMIT_NOFILE, &r) != 0) _exit(10);
+  int code = in_child_with_fds(120, [] {
     int inner = unused_port();
     StoreRelay relay(0, inner);
     std::vector<Fd> workers(40);
     for (size_t i = 0; i < workers.size(); ++i) {
-      if (connect_to(relay.port(), workers[i]) != 0) _exit(11);
+      if (connect_to(relay.port(), workers[i]) != 0) return 11;
       send_all(workers[i].fd, "w" + std::to_string(100 + i));
     }
     Fd store = listen_on(inner);
@@ -393,10 +396,7 @@ TEST_CASE("workers beyond the relay's connection cap wait their turn, none refus
       workers[i] = Fd();  // makes room for the next
     }
     rank0.join();
-    _exit(served == workers.size() ? 0 : 12);
-  }
-  int status = 0;
-  REQUIRE(waitpid(child, &status, 0) == child);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+    return served == workers.size() ? 0 : 12;
+  });
+  CHECK(code == 0);
 }
