@@ -20,7 +20,9 @@ elif [[ "${1:-}" == "--sanitize" ]]; then
   # libmuster.so) loaded into /usr/bin/python3 would need LD_PRELOAD of
   # libasan, and torch under ASan is slow and noisy; the C++ tests cover the
   # same daemon and library code.
-  opts+=(-Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Dpython=disabled)
+  # system_tests (a real Slurm, a real Prometheus) run in the default build only.
+  opts+=(-Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Dpython=disabled
+    -Dsystem_tests=disabled)
   export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=1:print_summary=1
   export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
   export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
