@@ -48,6 +48,9 @@ class Coordinator {
                  const std::map<std::string, Job>& local_jobs, std::vector<Outgoing>& out);
   void barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out);
   proto::HeartbeatAck heartbeat(const proto::Heartbeat& m);
+  // The job's open barriers and key waits across all its nodes, from what
+  // each node's last heartbeat said (coord_waits.cpp).
+  proto::JobWaitsReply job_waits(const proto::JobWaits& m) const;
   void rank_exited(const proto::RankExited& m, std::vector<Outgoing>& out);
   void node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& out);
   // Broadcast requests, inside a Forward for `forwarding` (the only job
