@@ -52,6 +52,7 @@ std::vector<proto::WaitStatus> NodeLinks::waits(const Job& job, Clock::time_poin
       if (w.ranks.size() < proto::kMaxWaitRanks) w.ranks.push_back(rank_of(job, to));
     }
     if (w.arrived == 0) continue;
+    sort_ranks(w);
     auto since = r.gets_since.find(key);
     if (since != r.gets_since.end()) {
       w.age_ms = age_ms(since->second.first, now);

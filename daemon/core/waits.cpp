@@ -51,6 +51,11 @@ proto::WaitStatus barrier_wait(const Job& job, const std::string& name, const Ba
 
 }  // namespace
 
+void sort_ranks(proto::WaitStatus& w) {
+  std::stable_sort(w.ranks.begin(), w.ranks.end(),
+                   [](const auto& a, const auto& b) { return a.rank < b.rank; });
+}
+
 std::vector<proto::WaitStatus> open_waits(const Job& job, const Store& store,
                                           Clock::time_point now) {
   std::vector<proto::WaitStatus> waits;
@@ -70,7 +75,10 @@ std::vector<proto::WaitStatus> open_waits(const Job& job, const Store& store,
     w.stuck = w.stuck || p->stuck;
     if (w.ranks.size() < proto::kMaxWaitRanks) w.ranks.push_back(rank_of(job, p->to));
   }
-  for (auto& [keys, w] : by_keys) waits.push_back(std::move(w));
+  for (auto& [keys, w] : by_keys) {
+    sort_ranks(w);
+    waits.push_back(std::move(w));
+  }
   std::stable_sort(waits.begin(), waits.end(),
                    [](const auto& a, const auto& b) { return a.age_ms > b.age_ms; });
   if (waits.size() > proto::kMaxWaits) waits.resize(proto::kMaxWaits);

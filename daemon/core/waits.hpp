@@ -23,6 +23,9 @@ struct WaitCounts {
   uint64_t stuck_detected = 0;
 };
 
+// A wait's ranks in rank order (those it cannot name, -1, first).
+void sort_ranks(proto::WaitStatus& w);
+
 // The job's open barriers and key waits parked in `store`, oldest first.
 std::vector<proto::WaitStatus> open_waits(const Job& job, const Store& store,
                                           Clock::time_point now);
