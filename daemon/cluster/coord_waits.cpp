@@ -53,6 +53,10 @@ proto::JobWaitsReply Coordinator::job_waits(const proto::JobWaits& m) const {
     throw Error(ErrorCode::kStaleGeneration, "job '" + m.job + "' is at generation " +
                                                  std::to_string(cj.generation) +
                                                  (cj.closed ? "" : " (forming)"));
+  return {merged_waits(cj)};
+}
+
+std::vector<proto::WaitStatus> Coordinator::merged_waits(const CoordJob& cj) const {
   const auto now = Clock::now();
   const auto nodes = by_rank(cj);
   std::map<std::pair<std::string, std::string>, proto::WaitStatus> merged;  // by kind, name
@@ -69,7 +73,7 @@ proto::JobWaitsReply Coordinator::job_waits(const proto::JobWaits& m) const {
       add_ranks(x, w.ranks);
       if (w.kind == "barrier") in_barrier[w.name].insert(n);
     }
-  proto::JobWaitsReply r;
+  std::vector<proto::WaitStatus> r;
   for (auto& [key, x] : merged) {
     // A node none of whose ranks entered the barrier said nothing of it:
     // all its ranks are missing (their pids are its daemon's to know).
@@ -79,12 +83,18 @@ proto::JobWaitsReply Coordinator::job_waits(const proto::JobWaits& m) const {
           x.ranks.push_back({first + i, n->node_rank, 0});
     std::sort(x.ranks.begin(), x.ranks.end(),
               [](const auto& a, const auto& b) { return a.rank < b.rank; });
-    r.waits.push_back(std::move(x));
+    r.push_back(std::move(x));
   }
-  std::stable_sort(r.waits.begin(), r.waits.end(),
+  std::stable_sort(r.begin(), r.end(),
                    [](const auto& a, const auto& b) { return a.age_ms > b.age_ms; });
-  if (r.waits.size() > proto::kMaxWaits) r.waits.resize(proto::kMaxWaits);
+  if (r.size() > proto::kMaxWaits) r.resize(proto::kMaxWaits);
   return r;
+}
+
+std::vector<proto::WaitStatus> Coordinator::job_waits_of(const std::string& job) const {
+  auto it = rounds_.find(job);
+  if (it == rounds_.end() || !it->second.closed) return {};
+  return merged_waits(it->second);
 }
 
 }  // namespace muster::daemon

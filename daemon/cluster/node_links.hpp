@@ -13,6 +13,7 @@
 
 #include "cluster/cluster.hpp"
 #include "core/job_table.hpp"
+#include "core/waits.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
 
@@ -58,6 +59,9 @@ class NodeLinks {
   // Logs, once each, the relayed waits older than stuck_after; returns how
   // many it logged.
   uint64_t report_stuck(Clock::time_point now);
+  // The local requests parked in this node's relays, and how many of them
+  // are stuck (stuck_detected unused).
+  WaitCounts wait_counts(Clock::time_point now) const;
   void set_stuck_after(Clock::duration after) { stuck_after_ = after; }
   // Asks the job's coordinator for the job's waits across its nodes, for
   // a local status (to); false when its link is lost. The answers are

@@ -94,6 +94,25 @@ uint64_t NodeLinks::report_stuck(Clock::time_point now) {
   return logged;
 }
 
+WaitCounts NodeLinks::wait_counts(Clock::time_point now) const {
+  WaitCounts n;
+  for (const auto& [id, r] : relays_) {
+    for (const auto& [name, b] : r.barriers) {
+      n.parked += b.local_ranks.size();
+      if (now - b.since >= stuck_after_) n.stuck += b.local_ranks.size();
+    }
+    for (const auto& [key, tos] : r.gets) {
+      auto local =
+          std::count_if(tos.begin(), tos.end(), [](const auto& t) { return !t.from_peer; });
+      n.parked += local;
+      auto since = r.gets_since.find(key);
+      if (since != r.gets_since.end() && now - since->second.first >= stuck_after_)
+        n.stuck += local;
+    }
+  }
+  return n;
+}
+
 bool NodeLinks::ask_job_waits(const ReplyTo& to, const Job& job, std::vector<Outgoing>& out) {
   auto lit = links_.find(job.cluster->coordinator);
   if (lit == links_.end() || lit->second.lost) return false;

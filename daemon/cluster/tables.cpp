@@ -84,6 +84,15 @@ void State::set_stuck_after(std::chrono::milliseconds after) {
   cluster_->node.set_stuck_after(after);
 }
 
+std::vector<proto::WaitStatus> State::coordinated_waits(const std::string& job) const {
+  return cluster_->coordinator.job_waits_of(job);
+}
+
+WaitCounts State::wait_counts() const {
+  auto relayed = cluster_->node.wait_counts(Clock::now());
+  return {store_.parked() + relayed.parked, store_.stuck() + relayed.stuck, stuck_detected_};
+}
+
 std::vector<proto::WaitStatus> State::cluster_waits(const Job& job, Clock::time_point now) const {
   return cluster_->node.waits(job, now);
 }

@@ -84,7 +84,7 @@ class State {
   // parked and stuck waits. A wait parked longer than stuck_after is logged
   // once with its missing ranks, and counted in stuck_detected.
   std::vector<proto::WaitStatus> open_waits(const std::string& job) const;
-  WaitCounts wait_counts() const { return {store_.parked(), store_.stuck(), stuck_detected_}; }
+  WaitCounts wait_counts() const;
   void set_stuck_after(std::chrono::milliseconds after);
   // The service manager's STATUS= line: jobs, GPU leases and live ranks.
   std::string summary() const;
@@ -197,6 +197,9 @@ class State {
   // This node's part of a multi-node job: the barriers and key waits its
   // ranks (and its subtree) relay upstream (cluster/relay_waits.cpp).
   std::vector<proto::WaitStatus> cluster_waits(const Job& job, Clock::time_point now) const;
+  // A job coordinated here: its waits across its nodes, from their
+  // heartbeats (empty while its round forms).
+  std::vector<proto::WaitStatus> coordinated_waits(const std::string& job) const;
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);

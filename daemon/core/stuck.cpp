@@ -32,7 +32,13 @@ void State::report_stuck(Clock::time_point now) {
       kind = "key", name.clear();
       for (const auto& k : w->keys) name += (name.empty() ? "" : ", ") + k;
     }
-    for (const auto& s : daemon::open_waits(*job, store_, now))
+    // The coordinator's store counts whole subtrees: the nodes' heartbeats
+    // name the missing ranks, once they came.
+    auto waits = job->global ? coordinated_waits(job->id) : std::vector<proto::WaitStatus>{};
+    bool named = std::any_of(waits.begin(), waits.end(),
+                             [&](const auto& s) { return s.kind == kind && s.name == name; });
+    if (!named) waits = daemon::open_waits(*job, store_, now);
+    for (const auto& s : waits)
       if (s.kind == kind && s.name == name) {
         ++stuck_detected_;
         log::warning("job=" + job->id + " stuck: " + describe(s));
