@@ -69,3 +69,50 @@ TEST_CASE("a barrier parked past stuck_after is counted stuck, and detected once
   CHECK(s.open_waits("counted").empty());
   CHECK(s.open_waits("no-such-job").empty());
 }
+
+namespace {
+
+template <class M>
+M round_trip(const M& m) {
+  auto bytes = encode(7, m);
+  auto env = decode_envelope(bytes.data(), bytes.size());
+  return M::unpack(env.payload);
+}
+
+}  // namespace
+
+TEST_CASE("open waits travel in status replies, heartbeats and job_waits, optional on the wire") {
+  WaitStatus w{"barrier", "epoch-3", 3, 4, {{3, 1, 4242}}, 41000, true};
+  JobStatus j{"run42", 0, 4, 2, {}, 1000};
+  j.waits = {w, WaitStatus{"key", "ready", 1, 0, {{-1, -1, 0}}, 5, false}};
+  j.job_wide = true;
+  StatusReply s{"0.1.0", 1, 0.5, {}, {j}};
+  CHECK(round_trip(s) == s);
+  CHECK(round_trip(Status{"run42"}) == Status{"run42"});
+  CHECK(round_trip(Status{}) == Status{});
+  JobWaitsReply r{{w}};
+  CHECK(round_trip(r) == r);
+  CHECK(round_trip(JobWaits{"run42", 3, "node-b"}) == JobWaits{"run42", 3, "node-b"});
+  Heartbeat hb{"node-b", {{"run42", 3, {w}}}};
+  CHECK(round_trip(hb) == hb);
+
+  // A job with no waits writes no waits field: the frame an older client
+  // or coordinator knows, read back as none.
+  JobStatus plain{"run42", 0, 4, 2, {}, 1000};
+  auto bytes = encode(7, StatusReply{"0.1.0", 1, 0.5, {}, {plain}});
+  CHECK(bytes.find("waits") == std::string::npos);
+  CHECK(bytes.find("job_wide") == std::string::npos);
+  auto back = round_trip(StatusReply{"0.1.0", 1, 0.5, {}, {plain}});
+  CHECK(back.jobs[0].waits.empty());
+  CHECK_FALSE(back.jobs[0].job_wide);
+
+  // More ranks than a wait may list, or a bad job id in status, are refused.
+  WaitStatus many{"barrier", "b", 0, 100};
+  many.ranks.resize(kMaxWaitRanks + 1);
+  auto too_many = encode(7, JobWaitsReply{{many}});
+  auto env = decode_envelope(too_many.data(), too_many.size());
+  CHECK_THROWS_AS(JobWaitsReply::unpack(env.payload), Error);
+  auto bad = encode(7, Status{"has space"});
+  auto env2 = decode_envelope(bad.data(), bad.size());
+  CHECK_THROWS_AS(Status::unpack(env2.payload), Error);
+}
