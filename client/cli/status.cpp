@@ -2,16 +2,10 @@
 // once or (--watch) until interrupted.
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
 
-#include <unistd.h>
-
 #include "cli/commands.hpp"
-#include "cli/gpu_table.hpp"
 #include "cli/status_view.hpp"
-#include "endpoint.hpp"
-#include "muster/client.hpp"
 
 namespace muster::cli {
 
