@@ -30,6 +30,7 @@ struct Settings {
   std::string devices;
   std::string socket_group;
   double peer_timeout = 10;
+  double stuck_after = 60;
   std::string peer_key_file;
   std::string peer_authorized_keys;
 };
@@ -59,6 +60,9 @@ po::options_description settings_description(Settings& s) {
        "TCP port of the peer listener; 0 = any free port")
     ("peer-timeout", po::value(&s.peer_timeout)->value_name("SECONDS")->default_value(10),
        "a peer daemon silent this long is lost (fractions allowed)")
+    ("stuck-after", po::value(&s.stuck_after)->value_name("SECONDS")->default_value(60),
+       "a barrier or key wait parked this long is stuck: logged once with the ranks it waits "
+       "for, and marked in `muster status` (fractions allowed)")
     ("node-name", po::value(&s.o.config.node_name)->value_name("NAME"),
        "what other nodes' progress lines and `muster status` call this node while a "
        "multi-node rendezvous forms (default: the host name)")
@@ -175,6 +179,9 @@ void finish(Settings& s, bool whole) {
   if (!std::isfinite(s.peer_timeout) || s.peer_timeout < 0.001 || s.peer_timeout > 86400)
     throw std::runtime_error("--peer-timeout must be between 0.001 and 86400 seconds");
   c.peer_timeout = std::chrono::milliseconds(std::llround(s.peer_timeout * 1000));
+  if (!std::isfinite(s.stuck_after) || s.stuck_after < 0.001 || s.stuck_after > 86400)
+    throw std::runtime_error("--stuck-after must be between 0.001 and 86400 seconds");
+  c.stuck_after = std::chrono::milliseconds(std::llround(s.stuck_after * 1000));
   if (!s.peer_key_file.empty()) {
     auto keys = peer::read_key_file(s.peer_key_file);
     c.peer_public_key = keys.public_key;

@@ -4,11 +4,12 @@
 #include <vector>
 
 #include "cli/flag_parser.hpp"
+#include "cli/status_view.hpp"
 
 namespace muster::cli {
 
 // The flag tables of the subcommands that have no program after them.
-std::vector<Flag> status_flags(bool& help, bool& json, bool& topology);
+std::vector<Flag> status_flags(StatusOptions& o);
 std::vector<Flag> keygen_flags(bool& help, std::string& out, bool& out_given, bool& force);
 std::vector<Flag> gpu_flags(bool& help, std::string& reason, bool& reason_given);
 

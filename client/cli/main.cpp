@@ -59,9 +59,10 @@ void dump_options() {
   std::cout << FlagParser(top_flags(b, b2)).dump("muster");
   muster::cli::RunOptions o;
   muster::cli::RawOptions raw;
+  muster::cli::StatusOptions status;
   std::cout << FlagParser(muster::cli::run_flags(o, raw)).dump("run")
             << FlagParser(muster::cli::run_flags(o, raw)).dump("launch")
-            << FlagParser(muster::cli::status_flags(b, b2, b3)).dump("status")
+            << FlagParser(muster::cli::status_flags(status)).dump("status")
             << FlagParser(muster::cli::keygen_flags(b, text, b2, b3)).dump("keygen")
             << FlagParser(muster::cli::gpu_flags(b, text, b2)).dump("gpu");
   // The verbs of `muster gpu VERB`: `verb COMMAND VERB SYNOPSIS SUMMARY`.

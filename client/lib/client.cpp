@@ -199,7 +199,11 @@ void Client::wait(const std::vector<std::string>& keys,
 }
 
 DaemonStatus Client::status() {
-  auto s = session_->call<proto::StatusReply>(proto::Status{});
+  return status(std::string());
+}
+
+DaemonStatus Client::status(const std::string& job) {
+  auto s = session_->call<proto::StatusReply>(proto::Status{job});
   DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests, s.containment};
   out.gpu_source = s.gpu_source;
   for (const auto& d : s.devices)
@@ -214,7 +218,10 @@ DaemonStatus Client::status() {
                {},
                j.uid,
                detail::from_wire(j.forming),
-               j.numa_binding};
+               j.numa_binding,
+               {},
+               j.job_wide};
+    for (const auto& w : j.waits) ji.waits.push_back(detail::from_wire(w));
     for (const auto& r : j.ranks)
       ji.ranks.push_back(
           {r.rank, r.local_rank, r.pid, static_cast<int>(r.device), r.state, r.cpus});

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "wait_text.hpp"
+
 namespace muster {
 
 namespace {
@@ -38,7 +40,19 @@ std::string to_string(const Forming& f) {
   return s;
 }
 
+std::string to_string(const WaitInfo& w) {
+  proto::WaitStatus p{w.kind, w.name, w.arrived, w.expected, {}, w.age_ms, w.stuck};
+  for (const auto& r : w.ranks) p.ranks.push_back({r.rank, r.node, r.pid});
+  return describe(p);
+}
+
 namespace detail {
+
+WaitInfo from_wire(const proto::WaitStatus& w) {
+  WaitInfo out{w.kind, w.name, w.arrived, w.expected, {}, w.age_ms, w.stuck};
+  for (const auto& r : w.ranks) out.ranks.push_back({r.rank, r.node, r.pid});
+  return out;
+}
 
 Forming from_wire(const proto::Forming& f) {
   return {f.nodes, f.joined, f.min_nodes, f.max_nodes, f.last_call_ms, f.closes_in_ms.value_or(-1)};

@@ -7,5 +7,6 @@
 namespace muster::detail {
 
 Forming from_wire(const proto::Forming& f);
+WaitInfo from_wire(const proto::WaitStatus& w);
 
 }  // namespace muster::detail

@@ -48,6 +48,27 @@ Object forming_json(const Forming& f) {
   return o;
 }
 
+// An open barrier or key wait; its ranks with null for what is unknown.
+Object wait_json(const WaitInfo& w) {
+  Object o;
+  o["kind"] = w.kind;
+  o["name"] = w.name;
+  o["arrived"] = w.arrived;
+  o["expected"] = w.kind == "barrier" ? Object(w.expected) : Object(nullptr);
+  o["age_s"] = static_cast<double>(w.age_ms) / 1000.0;
+  o["stuck"] = w.stuck;
+  o[w.kind == "barrier" ? "missing" : "waiting"] = Object::array();
+  for (const auto& r : w.ranks) {
+    Object rank;
+    rank["rank"] = r.rank >= 0 ? Object(r.rank) : Object(nullptr);
+    rank["node"] = r.node >= 0 ? Object(r.node) : Object(nullptr);
+    rank["pid"] = r.pid > 0 ? Object(r.pid) : Object(nullptr);
+    o[w.kind == "barrier" ? "missing" : "waiting"].push_back(std::move(rank));
+  }
+  o["text"] = to_string(w);
+  return o;
+}
+
 Object job_json(const JobInfo& j) {
   Object o;
   o["id"] = j.id;
@@ -68,6 +89,9 @@ Object job_json(const JobInfo& j) {
     rank["cpus"] = r.cpus.empty() ? Object(nullptr) : Object(r.cpus);
     o["ranks"].push_back(std::move(rank));
   }
+  o["waits"] = Object::array();
+  for (const auto& w : j.waits) o["waits"].push_back(wait_json(w));
+  o["waits_job_wide"] = j.job_wide;
   return o;
 }
 

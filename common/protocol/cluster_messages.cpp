@@ -151,6 +151,19 @@ template <class IO>
 void JobGeneration::fields(IO& io) {
   io.job(job);
   io.generation(generation);
+  io.list("waits", waits, kMaxWaits, wire::kUnlessDefault);
+}
+
+template <class IO>
+void JobWaits::fields(IO& io) {
+  io.job(job);
+  io.generation(generation);
+  node(io, node_id);
+}
+
+template <class IO>
+void JobWaitsReply::fields(IO& io) {
+  io.list("waits", waits, kMaxWaits);
 }
 
 template <class IO>
@@ -264,6 +277,8 @@ MUSTER_CODEC(Forward)
 MUSTER_CODEC(BarrierUp)
 MUSTER_CODEC(Heartbeat)
 MUSTER_CODEC(HeartbeatAck)
+MUSTER_CODEC(JobWaits)
+MUSTER_CODEC(JobWaitsReply)
 MUSTER_CODEC(RankExited)
 MUSTER_CODEC(NodeLeave)
 MUSTER_CODEC(ClusterState)

@@ -114,6 +114,10 @@ struct BarrierUp {
 struct JobGeneration {
   std::string job;
   uint64_t generation = 0;
+  // The barriers and key waits this node's own ranks wait in (counts and
+  // missing ranks of this node only), for the coordinator's job-wide view
+  // (JobWaits); optional on the wire.
+  std::vector<WaitStatus> waits{};
   MUSTER_FIELDS;
   bool operator==(const JobGeneration&) const = default;
 };
@@ -124,6 +128,21 @@ struct Heartbeat {
   std::string node_id;
   std::vector<JobGeneration> jobs;
   MUSTER_MESSAGE(Heartbeat);
+};
+
+// A node asks the coordinator for a job's open barriers and key waits
+// across all its nodes (`muster status --job`): answered with
+// JobWaitsReply, put together from what each node's last heartbeat said.
+struct JobWaits {
+  std::string job;
+  uint64_t generation = 0;
+  std::string node_id;  // the asking node: one of the job's
+
+  MUSTER_MESSAGE(JobWaits);
+};
+struct JobWaitsReply {
+  std::vector<WaitStatus> waits;
+  MUSTER_MESSAGE(JobWaitsReply);
 };
 
 // What became of a job, for its daemons and for muster run.

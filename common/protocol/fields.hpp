@@ -132,8 +132,8 @@ class BasicWriter : public Kinds<BasicWriter<kCounting>> {
   }
   // An array of maps, each item with a field list of its own.
   template <class T>
-  void list(std::string_view name, const std::vector<T>& v, size_t) {
-    if (!put(name, kRequired, true)) return;
+  void list(std::string_view name, const std::vector<T>& v, size_t, Presence pr = kRequired) {
+    if (!put(name, pr, !v.empty())) return;
     p_->pack_array(static_cast<uint32_t>(v.size()));
     for (const auto& item : v) pack_fields(*p_, item);
   }
@@ -220,7 +220,8 @@ class Reader : public Kinds<Reader> {
     if (!absent(name, pr)) v = r_.str_list(name, max_items, max_bytes);
   }
   template <class T>
-  void list(std::string_view name, std::vector<T>& v, size_t max_items) {
+  void list(std::string_view name, std::vector<T>& v, size_t max_items, Presence pr = kRequired) {
+    if (absent(name, pr)) return;
     const auto& items = r_.array(name, max_items);
     const std::string what = r_.what() + "." + std::string(name) + "[]";
     v.clear();

@@ -36,7 +36,12 @@ std::string read_job_id(const codec::MapReader& r) {
 template <class IO>
 void Ping::fields(IO&) {}
 template <class IO>
-void Status::fields(IO&) {}
+void Status::fields(IO& io) {
+  io.str("job", job, limits::kMaxJobIdBytes, wire::kUnlessDefault);
+  io.check([&] {
+    if (!job.empty()) wire::check_job_id(job);
+  });
+}
 template <class IO>
 void Ok::fields(IO&) {}
 
@@ -229,6 +234,28 @@ template void Forming::fields(wire::BasicWriter<true>&);
 template void Forming::fields(wire::BasicWriter<false>&);
 
 template <class IO>
+void WaitRank::fields(IO& io) {
+  io.num("rank", rank, -1, kU32Max);
+  io.num("node", node, -1, kU32Max);
+  io.num("pid", pid, 0, limits::kMaxPid);
+}
+
+template <class IO>
+void WaitStatus::fields(IO& io) {
+  io.str("kind", kind, 16);
+  io.str("name", name, limits::kMaxKeyBytes * 4);
+  io.num("arrived", arrived, 0, UINT64_MAX);
+  io.num("expected", expected, 0, UINT64_MAX);
+  io.list("ranks", ranks, kMaxWaitRanks);
+  io.num("age_ms", age_ms, 0, INT64_MAX);
+  io.boolean("stuck", stuck);
+}
+// The heartbeat and job_waits (cluster_messages.cpp) carry it too.
+template void WaitStatus::fields(wire::Reader&);
+template void WaitStatus::fields(wire::BasicWriter<true>&);
+template void WaitStatus::fields(wire::BasicWriter<false>&);
+
+template <class IO>
 void JobStatus::fields(IO& io) {
   io.str("id", id, limits::kMaxJobIdBytes);
   io.generation(generation);
@@ -238,6 +265,8 @@ void JobStatus::fields(IO& io) {
   io.str("numa_binding", numa_binding, 16, wire::kAddedLater);
   io.list("ranks", ranks, limits::kMaxLocalWorldSize);
   forming.fields(io);
+  io.list("waits", waits, kMaxWaits, wire::kUnlessDefault);
+  io.boolean("job_wide", job_wide, wire::kUnlessDefault);
 }
 
 template <class IO>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "protocol/codec.hpp"
+#include "protocol/wait_messages.hpp"
 
 namespace muster::proto {
 
@@ -44,6 +45,7 @@ enum class MsgType : uint16_t {
   kRankExited = 43,
   kNodeLeave = 44,
   kBarrierUp = 45,
+  kJobWaits = 46,
   // broadcast across nodes (cluster_messages.hpp)
   kBcastPush = 50,
   kBcastPull = 51,
@@ -71,6 +73,7 @@ enum class MsgType : uint16_t {
   kClusterStateReply = 131,
   kWorld = 140,
   kHeartbeatAck = 142,
+  kJobWaitsReply = 146,
   kBcastChunk = 150,
   kValues = 160,
 };
@@ -266,7 +269,10 @@ struct Barrier {
   MUSTER_MESSAGE(Barrier);
 };
 
+// job (optional): only that job (unknown_job when the caller may not see
+// it); for a job that spans nodes, its waits as its coordinator sees them.
 struct Status {
+  std::string job{};
   MUSTER_MESSAGE(Status);
 };
 
@@ -376,9 +382,11 @@ struct JobStatus {
   uint32_t world_size = 0;
   uint32_t local_world_size = 0;
   std::vector<RankStatus> ranks;
-  int64_t uid = -1;            // the owner; -1 = none (made by an in-process caller)
-  Forming forming{};           // a multi-node job still in its rendezvous
-  std::string numa_binding{};  // as its launcher's attach said; "" unknown
+  int64_t uid = -1;                 // the owner; -1 = none (made by an in-process caller)
+  Forming forming{};                // a multi-node job still in its rendezvous
+  std::string numa_binding{};       // as its launcher's attach said; "" unknown
+  std::vector<WaitStatus> waits{};  // open barriers and key waits (optional on the wire)
+  bool job_wide = false;            // waits: the whole job's, from its coordinator (optional)
   MUSTER_FIELDS;
   bool operator==(const JobStatus&) const = default;
 };

@@ -15,6 +15,7 @@
 #include "core/reply.hpp"
 #include "jobs/job.hpp"
 #include "muster/error.hpp"
+#include "protocol/messages.hpp"
 
 namespace muster::daemon {
 
@@ -27,6 +28,7 @@ struct LinkPending {
     kNotice,
     kRelayBarrier,  // this node's subtree entered a barrier
     kRelayGet,      // one key wait for every rank of the subtree waiting on it
+    kJobWaits,      // a local status asked for the job's waits across its nodes
   } kind = Kind::kForward;
   ReplyTo to;  // the local client to answer (forward, rendezvous)
   std::string job;
@@ -42,10 +44,23 @@ struct RelayBarrier {
   uint32_t arrived = 0;
   std::set<uint32_t> local_ranks;
   std::vector<ReplyTo> waiters;
+  Clock::time_point since = Clock::now();  // the first arrival
+  bool stuck_logged = false;               // its stuck line (--stuck-after) was written
 };
 struct RelayState {
   std::map<std::string, RelayBarrier> barriers;      // by name
   std::map<std::string, std::vector<ReplyTo>> gets;  // by coalescing key
+  // When the first wait for each coalescing key began, and whether its
+  // stuck line was written.
+  std::map<std::string, std::pair<Clock::time_point, bool>> gets_since;
+};
+
+// The coordinator's answer to a local status's job_waits: the job-wide
+// waits, or none (the coordinator could not say: the node's own are shown).
+struct JobWaitsAnswer {
+  ReplyTo to;
+  std::string job;
+  std::optional<std::vector<proto::WaitStatus>> waits;
 };
 
 struct Link {
@@ -70,6 +85,9 @@ struct RoundNode {
   uint32_t node_rank = 0;           // closed round only
   bool left = false;                // its ranks all ended
   std::string run;                  // NodeJoin::run ("" = unknown)
+  // What its last heartbeat said its own ranks wait in, and when.
+  std::vector<proto::WaitStatus> waits{};
+  Clock::time_point waits_at{};
 };
 
 inline std::string node_name(const RoundNode& n) {

@@ -48,6 +48,12 @@ class Coordinator {
                  const std::map<std::string, Job>& local_jobs, std::vector<Outgoing>& out);
   void barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out);
   proto::HeartbeatAck heartbeat(const proto::Heartbeat& m);
+  // The job's open barriers and key waits across all its nodes, from what
+  // each node's last heartbeat said (coord_waits.cpp).
+  proto::JobWaitsReply job_waits(const proto::JobWaits& m) const;
+  // The same for the daemon itself (its stuck lines); empty while the
+  // job's round forms.
+  std::vector<proto::WaitStatus> job_waits_of(const std::string& job) const;
   void rank_exited(const proto::RankExited& m, std::vector<Outgoing>& out);
   void node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& out);
   // Broadcast requests, inside a Forward for `forwarding` (the only job
@@ -77,6 +83,7 @@ class Coordinator {
   proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
                             uint64_t generation) const;
   void close_round(CoordJob& cj, std::vector<Outgoing>& out);
+  std::vector<proto::WaitStatus> merged_waits(const CoordJob& cj) const;
   void break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
                    bool fail_waiters = true);
   void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,

@@ -73,7 +73,14 @@ proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m) {
       continue;
     }
     CoordJob& cj = it->second;
-    if (RoundNode* n = find_node(cj.nodes, m.node_id)) n->last_seen = now;
+    if (RoundNode* n = find_node(cj.nodes, m.node_id)) {
+      n->last_seen = now;
+      // What its ranks wait in, for job_waits (coord_waits.cpp).
+      if (cj.closed && jg.generation == cj.generation) {
+        n->waits = jg.waits;
+        n->waits_at = now;
+      }
+    }
     if (RoundNode* n = find_node(cj.waiting, m.node_id)) n->last_seen = now;
     ack.events.push_back(event_for(cj, jg.job, m.node_id, jg.generation));
   }

@@ -172,6 +172,11 @@ void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t 
       case LinkPending::Kind::kRelayGet:
         relay_answer(p, env, out);
         return;
+      case LinkPending::Kind::kJobWaits:
+        job_waits_.push_back({p.to, p.job, std::nullopt});
+        if (static_cast<MsgType>(env.type) == MsgType::kJobWaitsReply)
+          job_waits_.back().waits = proto::JobWaitsReply::unpack(env.payload).waits;
+        return;
     }
   } catch (const Error& e) {
     log::warning("coordinator " + link + " sent a bad " + proto::type_name(env.type) + ": " +
@@ -258,6 +263,8 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
   for (auto& [id, p] : l.pending)
     if (p.kind == LinkPending::Kind::kForward || p.kind == LinkPending::Kind::kRendezvous)
       fail(p.to, ErrorCode::kPeerExited, why, out);
+    else if (p.kind == LinkPending::Kind::kJobWaits)
+      job_waits_.push_back({p.to, p.job, std::nullopt});
   l.pending.clear();
   for (auto& [id, job] : jobs_)
     if (job.cluster && job.cluster->coordinator == link && job.cluster->formed) {
@@ -302,7 +309,8 @@ void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
     Link& l = lit->second;
     std::vector<proto::JobGeneration> mine;
     for (const auto& [id, job] : jobs_)
-      if (job.cluster && job.cluster->coordinator == link) mine.push_back({id, job.generation});
+      if (job.cluster && job.cluster->coordinator == link)
+        mine.push_back({id, job.generation, waits(job, now)});
     bool waiting = std::any_of(l.pending.begin(), l.pending.end(), [](const auto& kv) {
       return kv.second.kind != LinkPending::Kind::kHeartbeat &&
              kv.second.kind != LinkPending::Kind::kNotice;

@@ -13,6 +13,7 @@
 
 #include "cluster/cluster.hpp"
 #include "core/job_table.hpp"
+#include "core/waits.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
 
@@ -50,6 +51,23 @@ class NodeLinks {
   void job_removed(Job& job, std::vector<Outgoing>& out);
   // Heartbeats, lost coordinators, links no longer needed.
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
+
+  // The barriers and key waits this node's own ranks of the job wait in
+  // (relay_waits.cpp): counts and missing ranks are this node's, not its
+  // subtree's. stuck: older than stuck_after.
+  std::vector<proto::WaitStatus> waits(const Job& job, Clock::time_point now) const;
+  // Logs, once each, the relayed waits older than stuck_after; returns how
+  // many it logged.
+  uint64_t report_stuck(Clock::time_point now);
+  // The local requests parked in this node's relays, and how many of them
+  // are stuck (stuck_detected unused).
+  WaitCounts wait_counts(Clock::time_point now) const;
+  void set_stuck_after(Clock::duration after) { stuck_after_ = after; }
+  // Asks the job's coordinator for the job's waits across its nodes, for
+  // a local status (to); false when its link is lost. The answers are
+  // taken with take_job_waits().
+  bool ask_job_waits(const ReplyTo& to, const Job& job, std::vector<Outgoing>& out);
+  std::vector<JobWaitsAnswer> take_job_waits() { return std::move(job_waits_); }
 
  private:
   // NodeJoin::run of this node's part of the job.
@@ -101,6 +119,8 @@ class NodeLinks {
   std::chrono::milliseconds peer_timeout_{10000};
   std::string peering_unavailable_;
   std::string peer_endpoint_;
+  Clock::duration stuck_after_ = std::chrono::seconds(60);
+  std::vector<JobWaitsAnswer> job_waits_;  // answered, for take_job_waits()
 };
 
 }  // namespace muster::daemon

@@ -26,6 +26,8 @@ void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
     }
     case MsgType::kHeartbeat:
       return reply(to, cluster_->coordinator.heartbeat(proto::Heartbeat::unpack(env.payload)), out);
+    case MsgType::kJobWaits:
+      return reply(to, cluster_->coordinator.job_waits(proto::JobWaits::unpack(env.payload)), out);
     case MsgType::kRankExited: {
       auto m = proto::RankExited::unpack(env.payload);
       cluster_->coordinator.rank_exited(m, out);

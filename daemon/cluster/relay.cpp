@@ -48,9 +48,11 @@ void NodeLinks::relay_barrier(const ReplyTo& to, Job& job, const std::string& na
 void NodeLinks::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
   std::string key = coalescing_key(env);
-  auto& waiters = relays_[job.id].gets[key];
+  auto& relay = relays_[job.id];
+  auto& waiters = relay.gets[key];
   waiters.push_back(to);
-  if (waiters.size() > 1) return;  // an upstream wait for these keys is out already
+  if (waiters.size() > 1) return;
+  relay.gets_since[key] = {Clock::now(), false};  // an upstream wait for these keys is out already
   const ClusterInfo& c = *job.cluster;
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload),
                    !c.parent.empty()};
@@ -112,6 +114,7 @@ void NodeLinks::relay_answer(const LinkPending& p, const proto::Envelope& env,
     if (g == rit->second.gets.end()) return;
     waiters = std::move(g->second);
     rit->second.gets.erase(g);
+    rit->second.gets_since.erase(p.key);
   }
   for (const auto& w : waiters)
     out.push_back({w, proto::encode_object(w.request_id, env.type, env.payload), {}});

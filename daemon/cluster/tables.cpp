@@ -48,14 +48,60 @@ void State::set_peer_endpoint(std::string endpoint) {
   cluster_->node.set_peer_endpoint(std::move(endpoint));
 }
 
+void State::status_request(const ReplyTo& to, const proto::Status& m, std::vector<Outgoing>& out) {
+  // One job that spans nodes: its coordinator has the job-wide waits.
+  if (const Job* job = m.job.empty() ? nullptr : jobs_.find(m.job);
+      job && job->visible_to(to.peer_uid) && job->cluster && job->cluster->formed &&
+      cluster_->node.ask_job_waits(to, *job, out))
+    return;
+  reply(to, status(to.peer_uid, m.job), out);
+}
+
+// The status replies whose job-wide waits came (or could not come).
+void State::answer_job_waits(std::vector<Outgoing>& out) {
+  for (auto& a : cluster_->node.take_job_waits()) {
+    try {
+      auto s = status(a.to.peer_uid, a.job);
+      if (a.waits && !s.jobs.empty()) {
+        s.jobs[0].waits = std::move(*a.waits);
+        s.jobs[0].job_wide = true;
+      }
+      reply(a.to, s, out);
+    } catch (const Error& e) {  // the job ended meanwhile
+      fail(a.to, e.code(), e.what(), out);
+    }
+  }
+}
+
 void State::on_link_frame(const std::string& link, const void* data, size_t size,
                           std::vector<Outgoing>& out) {
   cluster_->node.on_link_frame(link, data, size, out);
+  answer_job_waits(out);
+}
+
+void State::set_stuck_after(std::chrono::milliseconds after) {
+  store_.set_stuck_after(after);
+  cluster_->node.set_stuck_after(after);
+}
+
+std::vector<proto::WaitStatus> State::coordinated_waits(const std::string& job) const {
+  return cluster_->coordinator.job_waits_of(job);
+}
+
+WaitCounts State::wait_counts() const {
+  auto relayed = cluster_->node.wait_counts(Clock::now());
+  return {store_.parked() + relayed.parked, store_.stuck() + relayed.stuck, stuck_detected_};
+}
+
+std::vector<proto::WaitStatus> State::cluster_waits(const Job& job, Clock::time_point now) const {
+  return cluster_->node.waits(job, now);
 }
 
 void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
   cluster_->coordinator.tick(now, out);
   cluster_->node.tick(now, out);
+  stuck_detected_ += cluster_->node.report_stuck(now);
+  answer_job_waits(out);
 }
 
 bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,

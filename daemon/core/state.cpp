@@ -62,9 +62,7 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         barrier(to, proto::Barrier::unpack(env.payload), out);
         return;
       case MsgType::kStatus:
-        proto::Status::unpack(env.payload);
-        reply(to, status(to.peer_uid), out);
-        return;
+        return status_request(to, proto::Status::unpack(env.payload), out);
       case MsgType::kGpuDrain:
         return gpu_drain(to, proto::GpuDrain::unpack(env.payload), out);
       case MsgType::kShard:
@@ -112,6 +110,7 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
   OutAnswers a(out);
   store_.expire(
       now, [this](const ReplyTo& to, const std::string& id) { return find_store_job(to, id); }, a);
+  report_stuck(now);
 }
 
 std::vector<uint64_t> State::forget_client_waits(const std::string& routing_id) {

@@ -29,6 +29,7 @@
 #include "core/shard_cache.hpp"
 #include "core/shard_waits.hpp"
 #include "core/store.hpp"
+#include "core/waits.hpp"
 #include "gpu/inventory.hpp"
 #include "jobs/job.hpp"
 #include "liveness/pidwatch.hpp"
@@ -60,6 +61,8 @@ class State {
   void on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out);
   // Fails every pending wait (daemon shutting down).
   void cancel_all(std::vector<Outgoing>& out);
+  // Logs, once each, the waits that became stuck by `now` (stuck.cpp).
+  void report_stuck(Clock::time_point now);
   // Where sampler permutations are computed; InlinePermuter (at once) until
   // set. Set before the first request.
   void set_permuter(std::unique_ptr<Permuter> p) { permuter_ = std::move(p); }
@@ -74,7 +77,15 @@ class State {
   // What `viewer` (a uid) may see: root and in-process callers (-1) see
   // everything; anyone else sees their own jobs, and other uids' GPUs only
   // as in use (access.cpp).
-  proto::StatusReply status(int64_t viewer = -1) const;
+  // only: that job alone (unknown_job when the viewer has none of that name).
+  proto::StatusReply status(int64_t viewer = -1, const std::string& only = "") const;
+  // Which rank is stuck where (waits.hpp): the open barriers and key waits
+  // of one job (empty for an unknown one), oldest first, and the counts of
+  // parked and stuck waits. A wait parked longer than stuck_after is logged
+  // once with its missing ranks, and counted in stuck_detected.
+  std::vector<proto::WaitStatus> open_waits(const std::string& job) const;
+  WaitCounts wait_counts() const;
+  void set_stuck_after(std::chrono::milliseconds after);
   // The service manager's STATUS= line: jobs, GPU leases and live ranks.
   std::string summary() const;
   size_t job_count() const;
@@ -154,6 +165,10 @@ class State {
   // muster gpu drain / undrain (health.cpp); the sender is checked already.
   void gpu_drain(const ReplyTo& to, const proto::GpuDrain& m, std::vector<Outgoing>& out);
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
+  // status, of every job or of one; for a job that spans nodes, asked by
+  // job, with the job-wide waits from its coordinator (cluster/).
+  void status_request(const ReplyTo& to, const proto::Status& m, std::vector<Outgoing>& out);
+  void answer_job_waits(std::vector<Outgoing>& out);
   void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   // num_keys and torch's newer Store API (core/store_more.cpp).
   void store_more_request(const ReplyTo& to, const proto::Envelope& env,
@@ -179,6 +194,12 @@ class State {
   bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
+  // This node's part of a multi-node job: the barriers and key waits its
+  // ranks (and its subtree) relay upstream (cluster/relay_waits.cpp).
+  std::vector<proto::WaitStatus> cluster_waits(const Job& job, Clock::time_point now) const;
+  // A job coordinated here: its waits across its nodes, from their
+  // heartbeats (empty while its round forms).
+  std::vector<proto::WaitStatus> coordinated_waits(const std::string& job) const;
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
@@ -214,6 +235,7 @@ class State {
   std::unique_ptr<ClusterTables, ClusterTablesDelete> cluster_;
   std::string forwarding_job_;  // the job a Forward being handled may touch
   uint64_t peer_requests_ = 0;
+  uint64_t stuck_detected_ = 0;  // stuck waits logged (wait_counts)
   PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
   // The uid besides root that may send what only root may (the message

@@ -69,7 +69,12 @@ std::string cpus_of(int64_t pid, Clock::time_point now) {
 
 }  // namespace
 
-proto::StatusReply State::status(int64_t viewer) const {
+proto::StatusReply State::status(int64_t viewer, const std::string& only) const {
+  if (!only.empty()) {
+    const Job* job = jobs_.find(only);
+    if (!job || !job->visible_to(viewer))
+      throw Error(ErrorCode::kUnknownJob, "no job '" + only + "' on this daemon");
+  }
   proto::StatusReply s;
   s.version = MUSTER_VERSION;
   s.pid = ::getpid();
@@ -108,7 +113,7 @@ proto::StatusReply State::status(int64_t viewer) const {
     s.devices.push_back(std::move(ds));
   }
   for (const auto& [id, job] : jobs_) {
-    if (!job.visible_to(viewer)) continue;
+    if (!job.visible_to(viewer) || (!only.empty() && id != only)) continue;
     proto::JobStatus js{id, job.generation, job.world_size(), job.local_world_size,
                         {}, job.owner_uid};
     for (uint32_t i = 0; i < job.local_world_size; ++i) {
@@ -123,6 +128,7 @@ proto::StatusReply State::status(int64_t viewer) const {
     // A rendezvous still forming: who joined, as the coordinator last said.
     if (job.cluster && !job.cluster->formed) js.forming = cluster_state(id).forming;
     js.numa_binding = job.numa_binding;
+    js.waits = job.cluster ? cluster_waits(job, now) : daemon::open_waits(job, store_, now);
     s.jobs.push_back(std::move(js));
   }
   return s;

@@ -15,13 +15,41 @@ bool all_present(const Job& job, const std::vector<std::string>& keys) {
 uint64_t Store::add(Waiter w) {
   uint64_t id = next_++;
   w.deadline_it = deadlines_.emplace(w.deadline, id);
+  w.since = Clock::now();
+  w.stuck_it = stuck_due_.emplace(w.since + stuck_after_, id);
   waiters_.emplace(id, std::move(w));
   return id;
 }
 
 void Store::drop(std::map<uint64_t, Waiter>::iterator it) {
   deadlines_.erase(it->second.deadline_it);
+  if (it->second.stuck)
+    --stuck_;
+  else
+    stuck_due_.erase(it->second.stuck_it);
   waiters_.erase(it);
+}
+
+const Store::Waiter* Store::find(uint64_t id) const {
+  auto it = waiters_.find(id);
+  return it == waiters_.end() ? nullptr : &it->second;
+}
+
+Store::Waiter* Store::find(uint64_t id) {
+  auto it = waiters_.find(id);
+  return it == waiters_.end() ? nullptr : &it->second;
+}
+
+std::vector<uint64_t> Store::take_stuck(Clock::time_point now) {
+  std::vector<uint64_t> ids;
+  while (!stuck_due_.empty() && stuck_due_.begin()->first <= now) {
+    uint64_t id = stuck_due_.begin()->second;
+    stuck_due_.erase(stuck_due_.begin());
+    waiters_.at(id).stuck = true;
+    ++stuck_;
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 void Store::wait_keys(Job& job, const ReplyTo& to, KeyWait kind, std::vector<std::string> keys,
@@ -114,8 +142,11 @@ void Store::fail_all(Job& job, ErrorCode code, const std::string& why, Answers& 
 }
 
 std::optional<Clock::time_point> Store::next_deadline() const {
-  if (deadlines_.empty()) return std::nullopt;
-  return deadlines_.begin()->first;
+  std::optional<Clock::time_point> next;
+  if (!deadlines_.empty()) next = deadlines_.begin()->first;
+  if (!stuck_due_.empty() && (!next || stuck_due_.begin()->first < *next))
+    next = stuck_due_.begin()->first;
+  return next;
 }
 
 // What a wait that timed out missed. A barrier arrival that gave up no
@@ -184,6 +215,8 @@ void Store::cancel_all(Answers& a) {
   for (auto& [id, w] : waiters_) a.error(w.to, ErrorCode::kShuttingDown, "musterd is stopping");
   waiters_.clear();
   deadlines_.clear();
+  stuck_due_.clear();
+  stuck_ = 0;
 }
 
 }  // namespace muster::daemon

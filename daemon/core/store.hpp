@@ -62,13 +62,23 @@ class Store {
   std::optional<Clock::time_point> next_deadline() const;
   // Fails every wait (the daemon is stopping).
   void cancel_all(Answers& a);
+
+  // A wait parked longer than `after` is stuck (--stuck-after): take_stuck
+  // hands out each once, when its time comes; next_deadline() covers it.
+  void set_stuck_after(Clock::duration after) { stuck_after_ = after; }
+  Clock::duration stuck_after() const { return stuck_after_; }
+  // The waits that became stuck by `now`, each once; they stay parked.
+  std::vector<uint64_t> take_stuck(Clock::time_point now);
+  // How many waits are parked, and how many of them are stuck.
+  size_t parked() const { return waiters_.size(); }
+  size_t stuck() const { return stuck_; }
   // Forgets, unanswered, the gets and waits parked for one local client
   // (its replies go unread: the memory of its keys is freed); returns their
   // request ids. Its barrier arrivals stay: they count toward the barrier.
   std::vector<uint64_t> forget_client(const std::string& routing_id, const FindJob& find);
 
- private:
   enum class Kind { kGet, kWait, kMultiGet, kPop, kBarrier };
+  // A parked request, as status and the stuck report read it.
   struct Waiter {
     ReplyTo to;
     Kind kind;
@@ -79,7 +89,16 @@ class Store {
     Clock::time_point deadline;
     uint32_t count = 1;  // barrier: ranks this arrival stands for
     std::multimap<Clock::time_point, uint64_t>::iterator deadline_it{};
+    Clock::time_point since{};
+    std::multimap<Clock::time_point, uint64_t>::iterator stuck_it{};
+    bool stuck = false;         // parked longer than stuck_after
+    bool stuck_logged = false;  // a key wait whose stuck line was written
   };
+  // The parked wait of an id in a job's lists, or nullptr once answered.
+  const Waiter* find(uint64_t id) const;
+  Waiter* find(uint64_t id);
+
+ private:
   uint64_t add(Waiter w);
   // Forgets a waiter and its deadline entry (so the timer index never holds
   // answered requests).
@@ -93,6 +112,10 @@ class Store {
 
   std::map<uint64_t, Waiter> waiters_;
   std::multimap<Clock::time_point, uint64_t> deadlines_;
+  // When each wait not yet stuck becomes stuck.
+  std::multimap<Clock::time_point, uint64_t> stuck_due_;
+  Clock::duration stuck_after_ = std::chrono::seconds(60);
+  size_t stuck_ = 0;
   uint64_t next_ = 1;
 };
 

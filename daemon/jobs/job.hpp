@@ -47,6 +47,7 @@ struct BarrierState {
   uint64_t count = 0;  // ranks in, including whole subtrees (BarrierUp)
   std::set<uint32_t> arrived;
   std::vector<uint64_t> waiters;
+  bool stuck_logged = false;  // its stuck line (--stuck-after) was written
 };
 
 // Where a node's part of a multi-node job stands, as its coordinator last

@@ -34,6 +34,8 @@ struct Config {
   int peer_port = 29400;
   // A peer silent for this long is lost (heartbeats every quarter of it).
   std::chrono::milliseconds peer_timeout{10000};
+  // A barrier or key wait parked this long is stuck: logged once, counted.
+  std::chrono::milliseconds stuck_after{60000};
   // CURVE between daemons. Unencrypted peering only when peer_plain is set
   // explicitly; otherwise a key pair is required to peer at all.
   bool peer_plain = false;

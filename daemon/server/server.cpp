@@ -73,6 +73,7 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
   std::string host = host_name();
   rt_->state->set_cluster(host + ":" + cfg_.runtime_dir, cfg_.peer_timeout, unavailable,
                           cfg_.tree_width);
+  rt_->state->set_stuck_after(cfg_.stuck_after);
   rt_->state->set_node_name(cfg_.node_name.empty() ? host : cfg_.node_name);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   leave_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

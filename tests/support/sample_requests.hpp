@@ -83,6 +83,8 @@ inline std::optional<std::string> sample_request(proto::MsgType type, const std:
       return e(RankExited{job, 0, 0, "killed"});
     case MsgType::kNodeLeave:
       return e(NodeLeave{job, 0, "node-x"});
+    case MsgType::kJobWaits:
+      return e(JobWaits{job, 0, "node-x"});
     case MsgType::kBarrierUp:
       return e(BarrierUp{job, 0, "b", 1, wait, (v & 16) != 0});
     case MsgType::kBcastPush:

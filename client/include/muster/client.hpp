@@ -85,6 +85,11 @@ class Client {
   std::string ping();
   // The daemon's GPUs, jobs and ranks (as `muster status` shows them).
   DaemonStatus status();
+  // The same for one job (Error kUnknownJob when the daemon has none the
+  // caller may see); for a job that spans nodes, with the whole job's open
+  // barriers and waits as its coordinator sees them.
+  // @since 0.1
+  DaemonStatus status(const std::string& job);
   // Root (or the daemon's own uid) only: drains GPU `device` (an NVML
   // index) for `reason` — its holder keeps it until its rank ends, nobody
   // is given it after, and the drain survives daemon restarts — or

@@ -65,6 +65,30 @@ struct Forming {
 // 2 after the last call in 12 s"; "" when f says nothing.
 std::string to_string(const Forming& f);
 
+// A rank in an open wait's picture: rank -1 for one the daemon cannot
+// name (a wait another node relayed), node -1 and pid 0 when unknown.
+struct WaitRank {
+  int64_t rank = -1;
+  int64_t node = -1;
+  int64_t pid = 0;
+};
+
+// A barrier that has not filled, or the ranks that wait for the same
+// key(s) (the store's get and wait).
+struct WaitInfo {
+  std::string kind{};     // "barrier" or "key"
+  std::string name{};     // the barrier's name, or the awaited key(s), ", "-joined
+  uint64_t arrived = 0;   // barrier: ranks in; key: ranks waiting
+  uint64_t expected = 0;  // barrier: the ranks it waits for in all; key: 0
+  // barrier: the missing ranks; key: the waiting ones (the first 64)
+  std::vector<WaitRank> ranks{};
+  int64_t age_ms = 0;  // since the first arrival, or the oldest wait began
+  bool stuck = false;  // older than the daemon's --stuck-after
+};
+
+// "barrier 'epoch-3': 7/8, waiting for rank 5 (node 2, pid 4242) for 41 s".
+std::string to_string(const WaitInfo& w);
+
 struct JobInfo {
   std::string id;
   uint64_t generation = 0;
@@ -76,6 +100,11 @@ struct JobInfo {
   // What muster run pinned the workers to (--numa-binding): none, node or
   // socket; empty when the launcher did not say (or none launched it).
   std::string numa_binding{};
+  // Its open barriers and key waits, oldest first. For a job that spans
+  // nodes, this node's ranks' only, unless job_wide: then the whole job's,
+  // as its coordinator last heard from every node (Client::status(job)).
+  std::vector<WaitInfo> waits{};
+  bool job_wide = false;
 };
 
 struct DaemonStatus {
