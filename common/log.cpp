@@ -9,10 +9,28 @@ namespace muster::log {
 
 namespace {
 std::atomic<int> g_max{static_cast<int>(Level::kInfo)};
+std::atomic<Sink> g_sink{nullptr};
+
+void to_stderr(Level level, std::string_view line) {
+  // A terminal's reader wants no "<6>"; the journal and syslog want it.
+  static const bool terminal = ::isatty(STDERR_FILENO) == 1;
+  std::string s;
+  if (!terminal) s = "<" + std::to_string(static_cast<int>(level)) + ">";
+  s += "musterd: ";
+  s.append(line);
+  s.push_back('\n');
+  // One write() per line keeps lines whole when several threads log.
+  ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
+  (void)r;
 }
+}  // namespace
 
 void set_level(Level max) {
   g_max = static_cast<int>(max);
+}
+
+void set_sink(Sink sink) {
+  g_sink = sink;
 }
 
 bool parse_level(std::string_view name, Level& out) {
@@ -32,13 +50,25 @@ bool parse_level(std::string_view name, Level& out) {
 }
 
 void write(Level level, std::string_view line) {
+  write(level, Fields{}, line);
+}
+
+void write(Level level, const Fields& fields, std::string_view line) {
   if (static_cast<int>(level) > g_max) return;
-  std::string s = "<" + std::to_string(static_cast<int>(level)) + ">musterd: ";
-  s.append(line);
-  s.push_back('\n');
-  // One write() per line keeps lines whole when several threads log.
-  ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
-  (void)r;
+  if (Sink s = g_sink.load()) return s(level, line, fields);
+  to_stderr(level, line);
+}
+
+std::vector<std::string> journal_fields(Level level, std::string_view line, const Fields& f) {
+  std::vector<std::string> v;
+  v.push_back("MESSAGE=" + std::string(line));
+  v.push_back("PRIORITY=" + std::to_string(static_cast<int>(level)));
+  v.push_back("SYSLOG_IDENTIFIER=musterd");
+  if (!f.job.empty()) v.push_back("JOB=" + std::string(f.job));
+  if (f.rank >= 0) v.push_back("RANK=" + std::to_string(f.rank));
+  if (f.gpu >= 0) v.push_back("GPU=" + std::to_string(f.gpu));
+  if (!f.peer.empty()) v.push_back("PEER=" + std::string(f.peer));
+  return v;
 }
 
 }  // namespace muster::log

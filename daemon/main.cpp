@@ -7,6 +7,7 @@
 #include "muster/error.hpp"
 #include "options.hpp"
 #include "server/server.hpp"
+#include "systemd/journal.hpp"
 #include "systemd/notify.hpp"
 
 namespace {
@@ -32,6 +33,14 @@ int main(int argc, char** argv) {
   muster::log::Level lvl;
   muster::log::parse_level(opts->log_level, lvl);
   muster::log::set_level(lvl);
+  std::string sink;
+  try {
+    sink = muster::daemon::systemd::install_log_sink();
+  } catch (const std::exception& e) {
+    std::cerr << "musterd: " << e.what() << "\n";
+    return 2;
+  }
+  if (!sink.empty()) muster::log::info(sink);
   try {
     muster::daemon::Server server(opts->config);
     server.bind();

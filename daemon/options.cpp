@@ -14,6 +14,7 @@
 #include "device_list.hpp"
 #include "endpoint.hpp"
 #include "log.hpp"
+#include "metrics/address.hpp"
 #include "muster_config.h"
 #include "peer/secure.hpp"
 
@@ -35,6 +36,8 @@ struct Settings {
   std::string peer_authorized_keys;
 };
 
+// Longer than 80 lines because it is one table: every setting with its
+// help, which the man pages and completions are generated from.
 po::options_description settings_description(Settings& s) {
   po::options_description d("daemon settings (command line or config file)");
   // clang-format off
@@ -110,6 +113,13 @@ po::options_description settings_description(Settings& s) {
     ("max-parked-waits", po::value(&s.o.config.quotas.parked_waits)->value_name("N")->default_value(s.o.config.quotas.parked_waits),
        "quota: requests parked at once in one job (store get/wait with a timeout, barrier "
        "arrivals); 0 = no limit")
+    ("metrics-listen", po::value(&s.o.config.metrics_listen)->value_name("ADDR:PORT"),
+       "serve Prometheus metrics on http://ADDR:PORT/metrics and a health check on /healthz, "
+       "e.g. 127.0.0.1:9464 or [::1]:9464; port 0 = any free one (default: off; the metrics "
+       "name jobs: keep them to the loopback or a trusted network)")
+    ("job-mapping-dir", po::value(&s.o.config.job_mapping_dir)->value_name("DIR"),
+       "keep dcgm-exporter's HPC job mapping in DIR (its --hpc-job-mapping-dir): a file per "
+       "GPU, named by its index, holding the id of the job that leases it (default: off)")
     ("max-jobs-per-uid", po::value(&s.o.config.quotas.jobs_per_uid)->value_name("N")->default_value(s.o.config.quotas.jobs_per_uid),
        "quota: jobs one uid may own on this daemon at once; 0 = no limit");
   // clang-format on
@@ -173,6 +183,15 @@ void finish(Settings& s, bool whole) {
   if (c.containment != "auto" && c.containment != "guardian")
     throw std::runtime_error("--containment must be auto or guardian, not '" + c.containment + "'");
 
+  if (!c.metrics_listen.empty()) {
+    if (!HAVE_METRICS)
+      throw std::runtime_error(
+          "--metrics-listen: musterd was built without metrics (the meson feature 'metrics' "
+          "needs libmicrohttpd)");
+    metrics::parse_listen_address(c.metrics_listen);
+  }
+  if (!c.job_mapping_dir.empty() && c.job_mapping_dir[0] != '/')
+    throw std::runtime_error("--job-mapping-dir must be an absolute path");
   check_peer_bind(c.peer_bind);
   if (c.peer_port < 0 || c.peer_port > 65535)
     throw std::runtime_error("--peer-port must be between 0 and 65535 (0 = any free port)");
@@ -332,7 +351,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
                 << "\nCommand-line settings win over the config file's. Bad options and bad "
                    "config lines exit with code 2 before anything is bound.\n"
                    "Clients find the daemon through MUSTER_ENDPOINT, else MUSTER_RUNTIME_DIR, "
-                   "else the default runtime directory.\n";
+                   "else the default runtime directory.\n"
+                   "Log lines go to stderr, or to the journal with JOB=, RANK=, GPU= and PEER= "
+                   "fields when stderr is the journal (a build with libsystemd); "
+                   "MUSTER_LOG_SINK=journal, stderr or "
+                   "file:PATH chooses.\n";
       return std::nullopt;
     }
     if (vm.count("version")) {

@@ -85,14 +85,14 @@ void Coordinator::node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& o
     CoordJob& cj = it->second;
     if (RoundNode* n = find_node(cj.nodes, m.node_id); n && cj.generation == m.generation) {
       n->left = true;
-      log::info("job=" + m.job + " " + node_name(*n) + " is done");
+      log::info(log::peer(n->node_id, m.job), "job=" + m.job + " " + node_name(*n) + " is done");
     }
     bool all_left =
         std::all_of(cj.nodes.begin(), cj.nodes.end(), [](const RoundNode& n) { return n.left; });
     if (cj.closed && all_left && cj.waiting.empty()) {
       fail_store_waiters(cj.store, ErrorCode::kPeerExited,
                          "job '" + m.job + "' ended on every node", out);
-      log::info("job=" + m.job + " (coordinated here) ended on every node");
+      log::info(log::job(m.job), "job=" + m.job + " (coordinated here) ended on every node");
       round_ended(m.job, cj, Clock::now());
       rounds_.erase(it);
     }
@@ -114,8 +114,9 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     cj.store.id = m.job;
     cj.store.global = true;
     round_started(m.job, m.owner_uid);
-    log::info("job=" + m.job + " coordinated here: " + std::to_string(m.min_nodes) + ".." +
-              std::to_string(m.max_nodes) + " node(s)");
+    log::info(log::job(m.job), "job=" + m.job +
+                                   " coordinated here: " + std::to_string(m.min_nodes) + ".." +
+                                   std::to_string(m.max_nodes) + " node(s)");
   } else if (cj.owner_uid != m.owner_uid) {
     // Another user's job of the same name on some node must not join this
     // world and read or write its store.
@@ -142,8 +143,9 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
         *w = std::move(n);
       else
         cj.waiting.push_back(std::move(n));
-      log::info("job=" + m.job + " node " + m.node_id + " waits for generation " +
-                std::to_string(cj.generation + 1));
+      log::info(log::peer(m.node_id, m.job), "job=" + m.job + " node " + m.node_id +
+                                                 " waits for generation " +
+                                                 std::to_string(cj.generation + 1));
       return;
     }
     // A member that joins again restarted: this generation is over. With
@@ -160,7 +162,8 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     cj.closed = false;
     cj.last_call.reset();
     cj.nodes.clear();
-    log::info("job=" + m.job + " generation " + std::to_string(cj.generation) + " forms");
+    log::info(log::job(m.job),
+              "job=" + m.job + " generation " + std::to_string(cj.generation) + " forms");
   }
   if (RoundNode* old = find_node(cj.nodes, m.node_id))
     *old = std::move(n);
@@ -236,9 +239,10 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
   store.global_world_size = offset;
   store.exited_ranks.clear();
   store.broken.clear();
-  log::info("job=" + store.id + " generation " + std::to_string(cj.generation) +
-            " formed: " + std::to_string(n) + " node(s), world size " + std::to_string(offset) +
-            (tree ? ", relay tree of width " + std::to_string(width) : ", star"));
+  log::info(log::job(store.id),
+            "job=" + store.id + " generation " + std::to_string(cj.generation) +
+                " formed: " + std::to_string(n) + " node(s), world size " + std::to_string(offset) +
+                (tree ? ", relay tree of width " + std::to_string(width) : ", star"));
   auto now = Clock::now();
   for (size_t r = 0; r < n; ++r) {
     RoundNode& node = *order[r];
@@ -267,8 +271,8 @@ void Coordinator::break_round(CoordJob& cj, const std::string& why, std::vector<
                               bool fail_waiters) {
   cj.broken = why;
   cj.store.broken = why;
-  log::warning("job=" + cj.store.id + " generation " + std::to_string(cj.generation) +
-               " cannot go on: " + why);
+  log::warning(log::job(cj.store.id), "job=" + cj.store.id + " generation " +
+                                          std::to_string(cj.generation) + " cannot go on: " + why);
   // A membership change leaves the old generation's waits alone: their
   // launchers stop those ranks anyway (not as a failure), and a wait that
   // failed first would look like one. close_round fails what is left.

@@ -35,6 +35,8 @@ class Coordinator {
   // are needed until it expires).
   bool empty() const { return rounds_.empty() && lingering_.empty(); }
   size_t size() const { return rounds_.size(); }
+  // The rounds of the jobs coordinated here, by job id (for the metrics).
+  const std::map<std::string, CoordJob>& rounds() const { return rounds_; }
   // The global store of a job coordinated here, if any.
   Job* global_store(const std::string& job);
   // The round of a job coordinated here whose world is formed and healthy

@@ -108,7 +108,8 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
       // Nodes of a forming round that went silent or ran out of time.
       std::erase_if(cj.nodes, [&](const RoundNode& n) {
         if (now - n.last_seen > peer_timeout_) {
-          log::warning("job=" + id + " node " + n.node_id + " went silent during the rendezvous");
+          log::warning(log::peer(n.node_id, id),
+                       "job=" + id + " node " + n.node_id + " went silent during the rendezvous");
           return true;
         }
         if (now >= n.join_deadline) {

@@ -116,8 +116,9 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
   proto::NodeJoin j{m.job,       node_id_,       job.local_world_size, m.node_rank,   m.min_nodes,
                     m.max_nodes, m.last_call_ms, m.timeout_ms,         m.master_addr, m.master_port,
                     advertised,  job.owner_uid,  node_name_,           run_of(job)};
-  log::info("job=" + m.job + " joins its world through " + m.coordinator + " (" +
-            std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
+  log::info(log::peer(m.coordinator, m.job),
+            "job=" + m.job + " joins its world through " + m.coordinator + " (" +
+                std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
   send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
 }
 
@@ -150,7 +151,7 @@ void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t 
   try {
     env = proto::decode_envelope(data, size, true);  // bins point into data: used right here
   } catch (const proto::EnvelopeError& e) {
-    log::warning("coordinator " + link + " sent a bad frame: " + e.what());
+    log::warning(log::peer(link), "coordinator " + link + " sent a bad frame: " + e.what());
     return;
   }
   auto pit = l.pending.find(env.request_id);
@@ -179,8 +180,8 @@ void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t 
         return;
     }
   } catch (const Error& e) {
-    log::warning("coordinator " + link + " sent a bad " + proto::type_name(env.type) + ": " +
-                 e.what());
+    log::warning(log::peer(link), "coordinator " + link + " sent a bad " +
+                                      proto::type_name(env.type) + ": " + e.what());
     if (p.kind == LinkPending::Kind::kForward || p.kind == LinkPending::Kind::kRendezvous)
       fail(p.to, ErrorCode::kBadMessage, std::string("bad answer from coordinator: ") + e.what(),
            out);
@@ -212,11 +213,12 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
   c.phase = ClusterPhase::kRunning;
   c.message.clear();
   job.generation = w.generation;
-  log::info("job=" + job.id + " generation " + std::to_string(w.generation) + ": node rank " +
-            std::to_string(w.node_rank) + " of " + std::to_string(w.num_nodes) + ", ranks " +
-            std::to_string(w.rank_offset) + ".." +
-            std::to_string(w.rank_offset + job.local_world_size - 1) + " of " +
-            std::to_string(w.world_size));
+  log::info(log::job(job.id), "job=" + job.id + " generation " + std::to_string(w.generation) +
+                                  ": node rank " + std::to_string(w.node_rank) + " of " +
+                                  std::to_string(w.num_nodes) + ", ranks " +
+                                  std::to_string(w.rank_offset) + ".." +
+                                  std::to_string(w.rank_offset + job.local_world_size - 1) +
+                                  " of " + std::to_string(w.world_size));
   out.push_back({p.to, proto::encode(p.to.request_id, w)});
 }
 
@@ -236,7 +238,7 @@ void NodeLinks::heartbeat_answered(const LinkPending& p, const proto::Envelope& 
     if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != job->generation)
       continue;  // asked about a generation that is over here
     if (to_string(c.phase) != e.state && e.state != "running")
-      log::notice("job=" + e.job + " is " + e.state + ": " + e.message);
+      log::notice(log::job(e.job), "job=" + e.job + " is " + e.state + ": " + e.message);
     // "unknown": the coordinator has no such job (it restarted, say). A word
     // of a newer coordinator that this daemon does not know changes nothing.
     if (e.state == "unknown")
@@ -258,7 +260,7 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
   std::string why =
       "lost contact with the coordinator " + link + ": no answer for " +
       seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - l.last_heard));
-  log::warning(why);
+  log::warning(log::peer(link), why);
   l.lost = true;
   for (auto& [id, p] : l.pending)
     if (p.kind == LinkPending::Kind::kForward || p.kind == LinkPending::Kind::kRendezvous)

@@ -33,6 +33,8 @@ class NodeLinks {
 
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
   bool active() const { return !links_.empty(); }
+  // The links to coordinators, by host:port (for the metrics).
+  const std::map<std::string, Link>& links() const { return links_; }
   // A node's part of a multi-node job keeps a link to its coordinator.
   void keep(const std::string& coordinator) { links_[coordinator]; }
 
@@ -84,7 +86,8 @@ class NodeLinks {
   }
   static void fail(const ReplyTo& to, ErrorCode code, const std::string& msg,
                    std::vector<Outgoing>& out) {
-    out.push_back({to, proto::encode_error(to.request_id, code, msg)});
+    out.push_back(
+        {to, proto::encode_error(to.request_id, code, msg), {}, static_cast<uint16_t>(code)});
   }
 
   // The answers to a node's requests (on_link_frame).

@@ -126,4 +126,21 @@ void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
   cluster_->node.job_removed(job, out);
 }
 
+// A node daemon reports to its jobs' coordinators; a coordinator hears its
+// nodes (each node once, however many jobs it shares: its freshest word).
+void State::cluster_metrics(metrics::Sample& s, Clock::time_point now) const {
+  auto age = [now](Clock::time_point t) { return std::chrono::duration<double>(now - t).count(); };
+  for (const auto& [link, l] : cluster_->node.links())
+    s.peers.push_back({link, "coordinator", age(l.last_heard), l.lost});
+  std::map<std::string, Clock::time_point> nodes;
+  for (const auto& [id, cj] : cluster_->coordinator.rounds())
+    for (const auto* list : {&cj.nodes, &cj.waiting})
+      for (const auto& n : *list) {
+        if (n.left) continue;
+        auto [it, fresh] = nodes.emplace(n.node_id, n.last_seen);
+        if (!fresh && n.last_seen > it->second) it->second = n.last_seen;
+      }
+  for (const auto& [node, seen] : nodes) s.peers.push_back({node, "node", age(seen), false});
+}
+
 }  // namespace muster::daemon

@@ -36,8 +36,8 @@ std::function<std::string(uint32_t)> JobTable::foreign_test() const {
   return [this](uint32_t index) -> std::string {
     std::string f = foreign_user(index);
     if (f.empty() || gpu_use_.refuse) return f;
-    log::warning("GPU " + std::to_string(index) + " runs " + f +
-                 "; leased anyway (--foreign-gpu-use warn)");
+    log::warning(log::gpu(index), "GPU " + std::to_string(index) + " runs " + f +
+                                      "; leased anyway (--foreign-gpu-use warn)");
     return "";
   };
 }

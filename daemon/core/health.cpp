@@ -23,15 +23,16 @@ constexpr std::array<uint64_t, 8> kCritical{48, 63, 64, 74, 79, 92, 94, 95};
 
 void State::on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out) {
   if (std::find(kCritical.begin(), kCritical.end(), xid) == kCritical.end()) {
-    log::notice("GPU " + std::to_string(index) + ": XID " + std::to_string(xid) +
-                " (not one that quarantines a GPU)");
+    log::notice(log::gpu(index), "GPU " + std::to_string(index) + ": XID " + std::to_string(xid) +
+                                     " (not one that quarantines a GPU)");
     return;
   }
   auto* slot = jobs_.devices().quarantine(index, "critical XID " + std::to_string(xid));
   if (!slot) return;
   std::string gpu = "GPU " + std::to_string(index) +
                     (slot->device.uuid.empty() ? "" : " (" + slot->device.uuid + ")");
-  log::warning(gpu + " quarantined: critical XID " + std::to_string(xid));
+  log::warning(log::gpu(index, slot->job),
+               gpu + " quarantined: critical XID " + std::to_string(xid));
   if (slot->job.empty()) return;
   Job* job = jobs_.find(slot->job);
   if (!job) return;
@@ -46,10 +47,11 @@ void State::gpu_drain(const ReplyTo& to, const proto::GpuDrain& m, std::vector<O
   const DeviceSlot& s = jobs_.devices().set_drain(m.device, m.drain ? m.reason : "");
   std::string by = to.peer_uid >= 0 ? " by uid " + std::to_string(to.peer_uid) : "";
   if (m.drain)
-    log::notice("GPU " + std::to_string(m.device) + " drained" + by + ": " + m.reason +
-                (s.job.empty() ? "" : " (job '" + s.job + "' keeps it until its rank ends)"));
+    log::notice(log::gpu(m.device, s.job),
+                "GPU " + std::to_string(m.device) + " drained" + by + ": " + m.reason +
+                    (s.job.empty() ? "" : " (job '" + s.job + "' keeps it until its rank ends)"));
   else
-    log::notice("GPU " + std::to_string(m.device) + " undrained" + by);
+    log::notice(log::gpu(m.device), "GPU " + std::to_string(m.device) + " undrained" + by);
   reply(to, proto::Ok{}, out);
 }
 

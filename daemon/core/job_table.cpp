@@ -95,10 +95,11 @@ proto::Reserved JobTable::reserve(const proto::Reserve& m, int64_t owner_uid) {
   }
   // One watch per slot: the launcher's pid counts once for each.
   for (uint32_t i = 1; i < m.local_world_size; ++i) watch_.watch(m.launcher_pid);
-  log::info("job=" + m.job + " reserved " + std::to_string(m.local_world_size) +
-            " slot(s) for launcher pid=" + std::to_string(m.launcher_pid) + " devices=[" +
-            device_list(devices) + "] generation=" + std::to_string(m.generation) +
-            " uid=" + std::to_string(owner_uid));
+  log::info(log::job(m.job), "job=" + m.job + " reserved " + std::to_string(m.local_world_size) +
+                                 " slot(s) for launcher pid=" + std::to_string(m.launcher_pid) +
+                                 " devices=[" + device_list(devices) +
+                                 "] generation=" + std::to_string(m.generation) +
+                                 " uid=" + std::to_string(owner_uid));
   jobs_.emplace(m.job, std::move(job));
   return {m.generation, devices};
 }
@@ -120,8 +121,9 @@ void JobTable::restore(Job job) {
     int64_t d = job.slots[r].device;
     if (d < 0) continue;
     if (!devices_.hands_out(d))
-      log::warning("job=" + job.id + " rank=" + std::to_string(r) + " keeps device " +
-                   std::to_string(d) + ", which this musterd does not hand out");
+      log::warning(log::job(job.id, r, d), "job=" + job.id + " rank=" + std::to_string(r) +
+                                               " keeps device " + std::to_string(d) +
+                                               ", which this musterd does not hand out");
     devices_.lease(job.id, r, d);
   }
   std::string id = job.id;
@@ -151,8 +153,9 @@ void JobTable::attach(const proto::Attach& m) {
     watch_.unwatch(job.slots[i].pid);  // the launcher's hold on this slot
     job.slots[i].pid = m.pids[i];
     job.slots[i].state = SlotState::kRunning;
-    log::info("job=" + m.job + " rank=" + std::to_string(i) + " pid=" + std::to_string(m.pids[i]) +
-              " device=" + std::to_string(job.slots[i].device) + " registered");
+    log::info(log::job(m.job, i, job.slots[i].device),
+              "job=" + m.job + " rank=" + std::to_string(i) + " pid=" + std::to_string(m.pids[i]) +
+                  " device=" + std::to_string(job.slots[i].device) + " registered");
   }
   job.numa_binding = m.numa_binding;
 }
@@ -188,8 +191,9 @@ proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid) {
     job.slots[r].state = SlotState::kJoined;
     job.slots[r].joined_pid = m.pid;
   }
-  log::info("job=" + m.job + " rank=" + std::to_string(r) + " pid=" + std::to_string(m.pid) +
-            " device=" + std::to_string(job.slots[r].device) + " joined");
+  log::info(log::job(m.job, r, job.slots[r].device),
+            "job=" + m.job + " rank=" + std::to_string(r) + " pid=" + std::to_string(m.pid) +
+                " device=" + std::to_string(job.slots[r].device) + " joined");
   proto::RankInfo info;
   info.job = m.job;
   info.rank = r;
@@ -220,9 +224,10 @@ Job& JobTable::held_by(const std::string& id, uint32_t local_rank, int64_t pid) 
 }
 
 void JobTable::end_slot(Job& job, uint32_t r, const char* why) {
-  log::info("job=" + job.id + " rank=" + std::to_string(r) +
-            " pid=" + std::to_string(job.slots[r].pid) + " " + why + "; device " +
-            std::to_string(job.slots[r].device) + " released");
+  log::info(log::job(job.id, r, job.slots[r].device),
+            "job=" + job.id + " rank=" + std::to_string(r) +
+                " pid=" + std::to_string(job.slots[r].pid) + " " + why + "; device " +
+                std::to_string(job.slots[r].device) + " released");
   release(job, r);
   job.slots[r].state = SlotState::kExited;
 }

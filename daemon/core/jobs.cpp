@@ -63,7 +63,7 @@ void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
   const std::string why = "job '" + id + "' ended: all its ranks exited";
   store_.fail_all(*job, ErrorCode::kPeerExited, why, a);
   for (const auto& p : shard_waits_.drop_job(id)) a.error(p.to, ErrorCode::kPeerExited, why);
-  log::info("job=" + id + " ended");
+  log::info(log::job(id), "job=" + id + " ended");
   cluster_job_removed(*job, out);
   shards_.drop(id);
   progress_.job_ended(id);  // kept for the next generation only under a launcher

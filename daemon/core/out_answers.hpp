@@ -19,7 +19,8 @@ void send_reply(std::vector<Outgoing>& out, const ReplyTo& to, const M& m) {
 }
 inline void send_error(std::vector<Outgoing>& out, const ReplyTo& to, ErrorCode code,
                        const std::string& why) {
-  out.push_back({to, proto::encode_error(to.request_id, code, why)});
+  out.push_back(
+      {to, proto::encode_error(to.request_id, code, why), {}, static_cast<uint16_t>(code)});
 }
 
 class OutAnswers final : public Answers {

@@ -35,6 +35,8 @@ struct Outgoing {
   ReplyTo to;
   std::string frame;
   std::string link = {};
+  // An error reply's code (ErrorCode), counted by the metrics; 0 = not one.
+  uint16_t error = 0;
 };
 
 }  // namespace muster::daemon

@@ -20,7 +20,8 @@ State::~State() = default;
 
 void State::fail(const ReplyTo& to, ErrorCode code, const std::string& msg,
                  std::vector<Outgoing>& out) {
-  out.push_back({to, proto::encode_error(to.request_id, code, msg)});
+  out.push_back(
+      {to, proto::encode_error(to.request_id, code, msg), {}, static_cast<uint16_t>(code)});
 }
 
 void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {

@@ -33,6 +33,7 @@
 #include "gpu/inventory.hpp"
 #include "jobs/job.hpp"
 #include "liveness/pidwatch.hpp"
+#include "metrics/sample.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/message_table.hpp"
@@ -88,6 +89,9 @@ class State {
   void set_stuck_after(std::chrono::milliseconds after);
   // The service manager's STATUS= line: jobs, GPU leases and live ranks.
   std::string summary() const;
+  // What the metrics show of the GPUs, jobs and peer daemons
+  // (metrics/sample.hpp; core/metrics_view.cpp).
+  void fill_metrics(metrics::Sample& s, Clock::time_point now) const;
   size_t job_count() const;
   // Who else runs on the GPUs (--foreign-gpu-use); see GpuUse.
   void set_gpu_use(GpuUse use) { jobs_.set_gpu_use(std::move(use)); }
@@ -200,6 +204,8 @@ class State {
   // A job coordinated here: its waits across its nodes, from their
   // heartbeats (empty while its round forms).
   std::vector<proto::WaitStatus> coordinated_waits(const std::string& job) const;
+  // The peer daemons' part of fill_metrics (cluster/tables.cpp).
+  void cluster_metrics(metrics::Sample& s, Clock::time_point now) const;
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);

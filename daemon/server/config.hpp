@@ -75,6 +75,11 @@ struct Config {
   // daemons hold one link per coordinator they talk to.
   uint64_t max_conns_per_uid = 4096;
   uint64_t max_conns_per_peer = 1024;
+  // Operating the node (README, "Operating muster"): where the Prometheus
+  // exporter listens (ADDR:PORT; empty = no exporter), and where
+  // dcgm-exporter's job mapping files are kept (empty = none).
+  std::string metrics_listen;
+  std::string job_mapping_dir;
   // Per-job and per-uid quotas (core/quotas.hpp has the defaults and why).
   Quotas quotas;
 };

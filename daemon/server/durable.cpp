@@ -31,7 +31,10 @@ void Server::Runtime::save_then_deliver() {
   // that acknowledged nothing (a process exit, reads) is answered, so reads
   // keep working.
   if (dirty || state_file->retrying()) {
-    if (state_file->save(*state, replies)) {
+    auto t0 = Clock::now();
+    bool ok = state_file->save(*state, replies);
+    observe.saved(ok, Clock::now() - t0, state_file->failure());
+    if (ok) {
       dirty = false;
       holding = false;
     } else if (acks) {

@@ -9,6 +9,14 @@
 
 namespace muster::daemon {
 
+namespace {
+
+Outgoing error_out(const ReplyTo& to, uint64_t request_id, ErrorCode code, const std::string& why) {
+  return {to, proto::encode_error(request_id, code, why), {}, static_cast<uint16_t>(code)};
+}
+
+}  // namespace
+
 void Server::Runtime::receive(zmq::socket_t& sock, bool from_peer) {
   // A disconnect reported first keeps a new connection on a reused fd from
   // inheriting the old one's token.
@@ -48,25 +56,34 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
     body = &frames[2];
   }
   if (!body) {
-    out.push_back({to, proto::encode_error(0, ErrorCode::kBadMessage,
-                                           "expected one frame per request, got " +
-                                               std::to_string(frames.size() - 1))});
+    out.push_back(
+        error_out(to, 0, ErrorCode::kBadMessage,
+                  "expected one frame per request, got " + std::to_string(frames.size() - 1)));
     return;
   }
   try {
     // Binary fields point into the frame, which outlives the handling.
     auto env = proto::decode_envelope(body->data(), body->size(), true);
     to.request_id = env.request_id;
+    // Counted when the request is done with, however it ends.
+    struct Timed {
+      Observer& o;
+      uint16_t type;
+      Clock::time_point t0 = o.counting() ? Clock::now() : Clock::time_point{};
+      ~Timed() {
+        if (o.counting()) o.request(type, Clock::now() - t0);
+      }
+    } timed{observe, env.type};
     if (from_peer) note_peer(*body, env.type);
     // Every local request is checked against its sender's uid (access.cpp),
     // the reply cache's answers included; a sender the daemon cannot
     // identify is refused, never trusted. Peers are daemons, authenticated
     // by CURVE instead.
     if (!from_peer && !peer_credentials(*body, to.peer_uid, to.peer_pid)) {
-      out.push_back({to, proto::encode_error(env.request_id, ErrorCode::kPermissionDenied,
-                                             "musterd cannot tell which user sent this "
-                                             "request: the connection carries no peer "
-                                             "credentials (only ipc:// clients are served)")});
+      out.push_back(error_out(to, env.request_id, ErrorCode::kPermissionDenied,
+                              "musterd cannot tell which user sent this "
+                              "request: the connection carries no peer "
+                              "credentials (only ipc:// clients are served)"));
       return;
     }
     // Peers' requests are not tracked.
@@ -74,7 +91,7 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
     state->handle(to, env, out);
   } catch (const proto::EnvelopeError& e) {
     log::debug(std::string("refused a frame: ") + e.what());
-    out.push_back({to, proto::encode_error(e.request_id, e.code(), e.what())});
+    out.push_back(error_out(to, e.request_id, e.code(), e.what()));
   }
 }
 
@@ -103,10 +120,10 @@ bool Server::Runtime::answered(ReplyTo& to, const zmq::message_t& body, uint16_t
     case ReplyCache::Seen::kForeign:
       log::warning("refused a request from uid " + std::to_string(to.peer_uid) + " (pid " +
                    std::to_string(to.peer_pid) + ") under another uid's routing id");
-      out.push_back({to, proto::encode_error(to.request_id, ErrorCode::kPermissionDenied,
-                                             "this connection's routing id belongs to another "
-                                             "user's client; choose another (libmuster picks a "
-                                             "random one)")});
+      out.push_back(error_out(to, to.request_id, ErrorCode::kPermissionDenied,
+                              "this connection's routing id belongs to another "
+                              "user's client; choose another (libmuster picks a "
+                              "random one)"));
       return true;
     case ReplyCache::Seen::kNew:
       break;
@@ -118,9 +135,11 @@ bool Server::Runtime::answered(ReplyTo& to, const zmq::message_t& body, uint16_t
   const proto::MessageTraits* traits = proto::message_traits(type);
   bool job_change = traits && traits->area == proto::Area::kJobs;
   if (ReplyCache::mutating(type) && !state_file->reserve(body.size(), job_change, &why)) {
-    out.push_back({to, proto::encode_error(to.request_id, ErrorCode::kStorageFailed, why)});
+    observe.storage_refused(why);
+    out.push_back(error_out(to, to.request_id, ErrorCode::kStorageFailed, why));
     return true;
   }
+  if (ReplyCache::mutating(type)) observe.storage_room();
   replies.begin(to, type, hash);
   return false;
 }

@@ -28,7 +28,7 @@ zmq::socket_t* PeerLinks::connect(const std::string& name) {
   try {
     s.connect("tcp://" + name);
   } catch (const zmq::error_t& e) {
-    log::warning("cannot connect to coordinator " + name + ": " + e.what());
+    log::warning(log::peer(name), "cannot connect to coordinator " + name + ": " + e.what());
     return nullptr;
   }
   return &links_.try_emplace(name, *this, name, std::move(s)).first->second.sock;

@@ -63,6 +63,7 @@ void Server::end_round() {
   // released by muster run only then, so it is in its cgroup before exec.
   rt.cgroups->sync(state.jobs());
   rt.cgroups->retry_removals();
+  rt.observe.leases(state.devices().slots());
   rt.save_then_deliver();
   // After deliver(), which read the local connections' events.
   rt.fds->check(rt.conns.open());

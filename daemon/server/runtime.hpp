@@ -20,6 +20,7 @@
 #include "server/conn_caps.hpp"
 #include "server/connections.hpp"
 #include "server/fd_guard.hpp"
+#include "server/observe.hpp"
 #include "server/peer_links.hpp"
 #include "server/pid_events.hpp"
 #include "server/server.hpp"
@@ -60,6 +61,9 @@ struct Server::Runtime {
   std::optional<PeerLinks> links;
   std::optional<PidEvents> pids;
   std::unique_ptr<event::TimerEvent> watchdog;
+  // Metrics and job mapping (observe.hpp); after the loop, whose timer it
+  // holds.
+  Observer observe;
   std::vector<Outgoing> out;  // what this round produced
   bool dirty = true;          // something to save before the next replies go out
   // A save failed after changes were acknowledged in memory (an I/O error

@@ -150,6 +150,7 @@ void Server::bind() {
   log::notice("listening on " + endpoint_ + ", " + std::to_string(allowed_.size()) +
               " GPU(s) to hand out (source: " + inventory_.source + ")");
   if (!cfg_.peer_bind.empty()) bind_peer();
+  rt_->observe.start(cfg_);
 }
 
 void Server::bind_peer() {
@@ -286,6 +287,7 @@ void Server::Runtime::deliver() {
   // dropped too (a client reads its replies in order).
   std::vector<uint64_t> full;
   for (auto& o : out) {
+    if (o.error) observe.error_reply(o.error);
     if (!o.link.empty()) {
       links->send(o.link, o.frame);
     } else if (!o.to.from_peer) {
@@ -382,6 +384,10 @@ void Server::run() {
   event::SocketEvent local(loop, kLocal, [&] { rt.receive(rt.router, false); });
   local.schedule_socket(rt.router.handle(), true);
   watch_deadlines();
+  rt.observe.attach(loop, [&](metrics::Sample& s) {
+    state.fill_metrics(s, Clock::now());
+    s.replies_dropped = rt.replies_dropped;
+  });
   rt.idle_since = Clock::now();
   loop.set_round_end([&] { end_round(); });
   loop.run();

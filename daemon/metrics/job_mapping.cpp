@@ -1,0 +1,58 @@
+#include "metrics/job_mapping.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "log.hpp"
+
+namespace muster::daemon::metrics {
+
+JobMapping::JobMapping(std::string dir) : dir_(std::move(dir)) {
+  // Readable by dcgm-exporter, which runs as another user.
+  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST)
+    log::warning("--job-mapping-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
+}
+
+void JobMapping::set(int64_t index, const std::string& job) {
+  auto it = written_.find(index);
+  if (it != written_.end() && it->second == job) return;
+  std::string why;
+  if (write(index, job, &why)) {
+    written_[index] = job;
+    return;
+  }
+  // Said once per content that fails; the next change tries again.
+  written_.erase(index);
+  log::warning(log::gpu(index, job), "--job-mapping-dir: cannot update the file of GPU " +
+                                         std::to_string(index) + " (job '" + job + "'): " + why);
+}
+
+bool JobMapping::write(int64_t index, const std::string& job, std::string* why) {
+  std::string path = dir_ + "/" + std::to_string(index);
+  if (job.empty()) {
+    if (::unlink(path.c_str()) == 0 || errno == ENOENT) return true;
+    *why = "cannot remove " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *why = "cannot create " + tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string line = job + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  int err = errno;
+  ok = (::close(fd) == 0) && ok;
+  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
+  *why = (ok ? "cannot rename " + tmp + ": " : "cannot write " + tmp + ": ") +
+         std::string(std::strerror(ok ? errno : err));
+  ::unlink(tmp.c_str());
+  return false;
+}
+
+}  // namespace muster::daemon::metrics
