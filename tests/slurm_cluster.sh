@@ -154,6 +154,8 @@ munged -F -f --socket="$WORK/munge.sock" --key-file="$WORK/munge.key" \
   --log-file="$WORK/log/munged.log" --pid-file="$WORK/munged.pid" \
   --seed-file="$WORK/munged.seed" >>"$WORK/log/munged.out" 2>&1 &
 PIDS+=($!)
+# Nothing of a Slurm this test may run under: only its own.
+for v in $(compgen -e | grep '^SLURM_' || true); do unset "$v"; done
 export SLURM_CONF=$WORK/slurm.conf
 # Free ports for slurmctld, n1's and n2's slurmd, and the node daemons' peer
 # port (musterd's default 29400 when it is free: the coordinator --slurm
