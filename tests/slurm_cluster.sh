@@ -317,9 +317,13 @@ rc=0
 [[ $rc -ne 0 && $rc -ne 124 ]] || fail "bad-exit: srun exited $rc (expected the failure's code)"
 grep -q "rank 1 (pid [0-9]*) exited with code 3" "$WORK/badexit.log" ||
   fail "bad-exit: node 1's muster run did not report its rank's exit code 3"
+# The task (muster run) exits with the rank's code, so Slurm sees it failed.
+grep -q "n2: task 1: Exited with exit code 3" "$WORK/badexit.log" ||
+  fail "bad-exit: node 1's muster run did not exit with its rank's code 3"
 id=$(grep -o 'job [0-9]*\.' "$WORK/badexit.log" | head -n 1 | tr -dc 0-9)
+t0=$SECONDS
 [[ -n "$id" ]] && { gone "$id" 20 || fail "bad-exit: processes of job $id are left: $(leftovers "SLURM_JOB_ID=$id" | tr '\n' ';')"; }
-echo "bad-exit: done (srun exited $rc)"
+echo "bad-exit: done (srun exited $rc; the job's last process gone after $((SECONDS - t0)) s)"
 gone "${job%.*}" 20 || fail "world: processes of job ${job%.*} are left: $(leftovers "SLURM_JOB_ID=${job%.*}" | tr '\n' ';')"
 
 # --- gpus: only the step's GPUs are leased (4 simulated, Slurm gave 1 and 3) ---

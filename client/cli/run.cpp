@@ -88,7 +88,10 @@ std::string generated_job_id() {
 EmbeddedPeering peering_for(const RunOptions& o) {
   EmbeddedPeering peering{o.peer_plain, o.peer_key_file, o.peer_authorized_keys, "", 0};
   // Hosting needs peering settings; without them the rendezvous says so.
-  if (!o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
+  // Under Slurm the first node's daemon hosts, none other, even where
+  // several nodes share a machine.
+  bool may_host = !o.slurm_world || o.slurm_world->node_rank == 0;
+  if (may_host && !o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
     auto colon = o.coordinator.rfind(':');
     std::string host = o.coordinator.substr(0, colon);
     int port = std::atoi(o.coordinator.c_str() + colon + 1);
