@@ -185,6 +185,10 @@ std::string coordinator_address_to_host(const std::string& host, int port) {
   return taken ? "" : local;
 }
 
+bool daemon_answers(const std::string& endpoint) {
+  return answers(endpoint);
+}
+
 void ensure_daemon(const std::string& endpoint, int simulate_gpus, const EmbeddedPeering& peering) {
   if (answers(endpoint)) return;
   auto dir = ipc_dir_of(endpoint);

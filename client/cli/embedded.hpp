@@ -23,6 +23,10 @@ struct EmbeddedPeering {
   int listen_port = 0;
 };
 
+// Whether a daemon answers at endpoint now (one ping). Throws muster::Error
+// (permission denied) when the endpoint is another user's.
+bool daemon_answers(const std::string& endpoint);
+
 void ensure_daemon(const std::string& endpoint, int simulate_gpus,
                    const EmbeddedPeering& peering = {});
 

@@ -27,18 +27,18 @@
 #include "cli/run_dirs.hpp"
 #include "cli/run_gpus.hpp"
 #include "cli/run_options.hpp"
+#include "cli/slurm_task.hpp"
 #include "cli/spawn.hpp"
 #include "cli/store_relay.hpp"
 #include "cli/summary.hpp"
 #include "cli/supervisor.hpp"
 #include "cli/worker_argv.hpp"
+#include "cli/worker_vars.hpp"
 #include "device_list.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
 #include "protocol/limits.hpp"
-
-extern char** environ;
 
 namespace muster::cli {
 
@@ -49,18 +49,6 @@ std::string host_name() {
   if (gethostname(host, sizeof host - 1) != 0 || !*host) return "127.0.0.1";
   return host;
 }
-
-// What a worker's rank and world are: this node alone, or its part of the
-// world the coordinator formed.
-struct Placement {
-  uint32_t rank_offset = 0;
-  uint32_t world_size = 1;
-  uint32_t node_rank = 0;
-  uint32_t num_nodes = 1;
-  std::string master_addr = "127.0.0.1";
-  int master_port = 0;
-  uint64_t generation = 0;
-};
 
 Placement place(const std::string& endpoint, const RunOptions& o, const std::string& job,
                 const muster::Reservation& booked, int port) {
@@ -96,21 +84,14 @@ std::string generated_job_id() {
   return buf;
 }
 
-std::vector<std::string> worker_env(const std::map<std::string, std::string>& set) {
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    if (!set.count(kv.substr(0, kv.find('=')))) env.push_back(kv);
-  }
-  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
-  return env;
-}
-
 // The embedded daemon's peering, should this run start one.
 EmbeddedPeering peering_for(const RunOptions& o) {
   EmbeddedPeering peering{o.peer_plain, o.peer_key_file, o.peer_authorized_keys, "", 0};
   // Hosting needs peering settings; without them the rendezvous says so.
-  if (!o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
+  // Under Slurm the first node's daemon hosts, none other, even where
+  // several nodes share a machine.
+  bool may_host = !o.slurm_world || o.slurm_world->node_rank == 0;
+  if (may_host && !o.coordinator.empty() && (o.peer_plain || !o.peer_key_file.empty())) {
     auto colon = o.coordinator.rfind(':');
     std::string host = o.coordinator.substr(0, colon);
     int port = std::atoi(o.coordinator.c_str() + colon + 1);
@@ -127,11 +108,10 @@ void resolve_nproc(const std::string& endpoint, RunOptions& o) {
   size_t gpus = 0;
   if (o.nproc_spec != "cpu" && !o.cpu) {
     ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
-    Client c({endpoint});
-    auto visible = visible_gpus(endpoint);
-    gpus = !o.devices.empty() ? o.devices.size()
-           : visible          ? visible->size()
-                              : c.status().devices.size();
+    size_t devices = Client({endpoint}).status().devices.size();
+    // --devices, CUDA_VISIBLE_DEVICES and Slurm's step narrow them down.
+    auto allowed = devices ? allowed_devices(o, visible_gpus(endpoint)) : std::vector<int>{};
+    gpus = allowed.empty() ? devices : allowed.size();
   }
   if (o.nproc_spec == "gpu" && gpus == 0)
     throw std::runtime_error("--nproc-per-node gpu: no GPU to lease (the daemon has none" +
@@ -169,54 +149,6 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-}
-
-// The variables torchrun sets for a worker, and muster's own.
-std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::string& endpoint,
-                                               const std::string& job, const Placement& at,
-                                               const muster::Reservation& booked, uint32_t r,
-                                               uint32_t restarts, const std::string& error_file,
-                                               const std::optional<std::vector<int64_t>>& visible) {
-  // The ordinal CUDA gives the leased GPU: its position among the visible
-  // ones, else its NVML index (PCI bus order, as CUDA_DEVICE_ORDER below).
-  int64_t device = booked.devices.at(r);
-  if (visible && device >= 0) device = visible_ordinal(*visible, device);
-  std::string rank = std::to_string(at.rank_offset + r);
-  std::map<std::string, std::string> vars = {
-      {"RANK", rank},
-      {"LOCAL_RANK", std::to_string(r)},
-      {"GROUP_RANK", std::to_string(at.node_rank)},
-      {"GROUP_WORLD_SIZE", std::to_string(at.num_nodes)},
-      {"ROLE_RANK", rank},
-      {"WORLD_SIZE", std::to_string(at.world_size)},
-      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc)},
-      {"ROLE_WORLD_SIZE", std::to_string(at.world_size)},
-      {"MASTER_ADDR", at.master_addr},
-      {"MASTER_PORT", std::to_string(at.master_port)},
-      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restarts)},
-      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
-      {"TORCHELASTIC_RUN_ID", job},
-      {"MUSTER_ENDPOINT", endpoint},
-      {"MUSTER_JOB_ID", job},
-      {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
-      {"MUSTER_DEVICE", std::to_string(device)},
-      // CUDA's own default order (fastest first) may differ from PCI bus
-      // order on mixed nodes.
-      {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
-      {"MUSTER_GENERATION", std::to_string(at.generation)},
-      {"ROLE_NAME", o.role},
-      {"TORCHELASTIC_ERROR_FILE", error_file},
-      // Workers make the store themselves (rank 0 hosts it); there is no
-      // agent store to use, not even with --rdzv-backend static.
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
-  };
-  // torchrun's default: a hung NCCL collective ends the worker (and the job
-  // restarts) instead of hanging it.
-  for (const char* v : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})
-    if (!std::getenv(v)) vars[v] = "1";
-  // torchrun's default: N ranks on one node must not each spawn N threads.
-  if (o.nproc > 1 && !std::getenv("OMP_NUM_THREADS")) vars["OMP_NUM_THREADS"] = "1";
-  return vars;
 }
 
 // The job's check for supervise(): why the group must stop, or "". A GPU
@@ -339,6 +271,19 @@ void end_of_run(const std::string& endpoint, const std::string& job) {
   wait_for_children();
 }
 
+// The run's log directories; false (said on stderr) when they cannot be made.
+bool make_dirs(std::optional<RunDirs>& dirs, const RunOptions& o, const std::string& job,
+               const char* name) {
+  try {
+    // Logs asked for without --log-dir stay in the temporary directory.
+    dirs.emplace(o.log_dir, job, !o.redirects.empty() || !o.tee.empty());
+    return true;
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return false;
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -353,8 +298,9 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     return 2;
   }
   if (!parsed) return 0;
-  block_supervisor_signals();
   std::string endpoint = resolve_endpoint();
+  if (auto done = run_under_slurm(*parsed, endpoint)) return *done;
+  block_supervisor_signals();
   try {
     resolve_nproc(endpoint, *parsed);
   } catch (const std::exception& e) {
@@ -365,13 +311,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
   std::string job = o.job_id.empty() ? generated_job_id() : o.job_id;
   int port = o.master_port ? o.master_port : free_port();
   std::optional<RunDirs> dirs;
-  try {
-    // Logs asked for without --log-dir stay in the temporary directory.
-    dirs.emplace(o.log_dir, job, !o.redirects.empty() || !o.tee.empty());
-  } catch (const std::exception& e) {
-    std::cerr << name << ": " << e.what() << "\n";
-    return 1;
-  }
+  if (!make_dirs(dirs, o, job, name)) return 1;
   if (dirs->kept()) std::cerr << name << ": log directory " << dirs->base() << "\n";
   std::vector<Failure> failures;
   int code = 1;

@@ -201,6 +201,16 @@ std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
        "daemons, if they differ", text(o.peer_authorized_keys)},
     {"peer-plain", 0, "", embedded(" for a multi-node job: peer over plain TCP (a trusted "
        "network only)"), on(o.peer_plain)},
+    {"slurm", 0, "MODE", "auto (the default), on or off: take the world from Slurm's variables "
+       "as a task of srun (nodes SLURM_STEP_NUM_NODES, node rank SLURM_NODEID, job id "
+       "SLURM_JOB_ID.SLURM_STEP_ID, the coordinator on the first host of SLURM_STEP_NODELIST, "
+       "only the step's GPUs); auto does so in a step unless --nnodes, --node-rank, "
+       "--rdzv-endpoint or --standalone is given, on insists (with --rdzv-endpoint naming the "
+       "coordinator)", text(o.slurm)},
+    {"slurm-task", 0, "", "each task of the srun step is one rank (srun --ntasks-per-node=GPUS): "
+       "no workers are started, PROGRAM runs in the task's place with RANK=SLURM_PROCID, "
+       "LOCAL_RANK=SLURM_LOCALID, WORLD_SIZE=SLURM_NTASKS and the GPU of its local rank; needs "
+       "the node's musterd", on(o.slurm_task)},
   };
   // clang-format on
 }

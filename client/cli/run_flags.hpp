@@ -2,6 +2,7 @@
 // spellings, and the newer ones users type) and muster's own.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@ struct RawOptions {
   std::string nnodes = "1";
   std::string rdzv_conf;
   bool no_prefix = false;
+  // The flags given, on the command line or as PET_ variables.
+  std::set<std::string> given;
 };
 
 std::vector<Flag> run_flags(RunOptions& o, RawOptions& raw);

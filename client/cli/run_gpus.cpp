@@ -1,5 +1,6 @@
 #include "cli/run_gpus.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -30,10 +31,28 @@ std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
   return v;
 }
 
-// The GPUs the job may lease: --devices counts positions in
-// CUDA_VISIBLE_DEVICES when it is set, and without --devices only the
-// visible GPUs may be leased.
-std::vector<int> allowed_devices(const RunOptions& o,
+namespace {
+
+// Under Slurm, of `wanted` (empty: any) only the step's GPUs.
+std::vector<int> within_step(const RunOptions& o, std::vector<int> wanted) {
+  if (o.cpu || !o.slurm_world || !o.slurm_world->step_gpus) return wanted;
+  const auto& step = *o.slurm_world->step_gpus;
+  if (wanted.empty()) return {step.begin(), step.end()};
+  std::vector<int> out;
+  for (int d : wanted)
+    if (std::find(step.begin(), step.end(), d) != step.end()) out.push_back(d);
+  if (out.empty()) {
+    std::string list;
+    for (auto d : step) list += (list.empty() ? "" : ",") + std::to_string(d);
+    throw std::runtime_error(
+        "none of the GPUs this run may lease (CUDA_VISIBLE_DEVICES, "
+        "--devices) is among those Slurm gave the step (SLURM_STEP_GPUS=" +
+        list + ")");
+  }
+  return out;
+}
+
+std::vector<int> visible_allowed(const RunOptions& o,
                                  const std::optional<std::vector<int64_t>>& visible) {
   if (!visible) return {o.devices.begin(), o.devices.end()};
   if (o.devices.empty()) return {visible->begin(), visible->end()};
@@ -47,6 +66,16 @@ std::vector<int> allowed_devices(const RunOptions& o,
     out.push_back(static_cast<int>((*visible)[p]));
   }
   return out;
+}
+
+}  // namespace
+
+// The GPUs the job may lease: --devices counts positions in
+// CUDA_VISIBLE_DEVICES when it is set, without --devices only the visible
+// GPUs may be leased, and under Slurm only the step's (SLURM_STEP_GPUS).
+std::vector<int> allowed_devices(const RunOptions& o,
+                                 const std::optional<std::vector<int64_t>>& visible) {
+  return within_step(o, visible_allowed(o, visible));
 }
 
 }  // namespace muster::cli

@@ -16,7 +16,8 @@ namespace muster::cli {
 // when it leaves none of the node's GPUs visible.
 std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint);
 
-// The NVML indices the job may lease (empty: any).
+// The NVML indices the job may lease (empty: any): under Slurm, only the
+// step's GPUs (SLURM_STEP_GPUS); throws std::runtime_error when none is left.
 std::vector<int> allowed_devices(const RunOptions& o,
                                  const std::optional<std::vector<int64_t>>& visible);
 

@@ -49,6 +49,49 @@ bool valid_host(const std::string& h) {
              std::string::npos;
 }
 
+// Under srun, the world Slurm describes (cli/slurm_world.hpp): node count,
+// node rank, job id and the first host's coordinator. Its port here is
+// the node daemons' (29400); the launcher moves it to the derived port when
+// it finds no node daemon (embedded daemons).
+void apply_slurm(RunOptions& o, const RawOptions& raw, const EnvMap& env) {
+  SlurmMode mode;
+  try {
+    mode = slurm_mode_from_string(o.slurm);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("--slurm: ") + e.what());
+  }
+  std::vector<std::string> explicit_world;
+  for (const char* f : {"nnodes", "node-rank", "rdzv-endpoint", "standalone"})
+    if (raw.given.count(f)) explicit_world.push_back(f);
+  if (o.slurm_task) {
+    if (mode == SlurmMode::kOff)
+      throw std::runtime_error(
+          "--slurm-task takes the ranks from Slurm; --slurm off contradicts it");
+    if (raw.given.count("nproc-per-node"))
+      throw std::runtime_error(
+          "--slurm-task: each task is one rank (srun --ntasks-per-node sets how many); "
+          "--nproc-per-node contradicts it");
+    if (o.max_restarts > 0)
+      throw std::runtime_error(
+          "--slurm-task: a task is its rank and is not restarted; --max-restarts needs one "
+          "task per node (srun --ntasks-per-node=1 muster run --nproc-per-node N)");
+    mode = SlurmMode::kOn;
+  }
+  if (!use_slurm(mode, env, explicit_world)) return;
+  const SlurmWorld& w = o.slurm_world.emplace(slurm_world(env, o.slurm_task));
+  o.min_nodes = o.max_nodes = w.num_nodes;
+  o.node_rank = static_cast<int>(w.node_rank);
+  if (!raw.given.count("rdzv-id")) o.job_id = w.job_id;
+  o.coordinator_given = raw.given.count("rdzv-endpoint") > 0;
+  if (!o.coordinator_given) o.coordinator = w.hosts.front() + ":29400";
+  // This node's name as Slurm knows it: how the others reach it.
+  if (o.local_addr.empty()) o.local_addr = w.hosts.at(w.node_rank);
+  if (o.slurm_task) {
+    o.nproc = w.local_world_size;
+    o.nproc_spec = std::to_string(o.nproc);
+  }
+}
+
 // torchrun's rendezvous flags mapped onto muster's coordinator, job id and
 // timeouts.
 void apply_rendezvous(RunOptions& o, const RawOptions& raw) {
@@ -122,7 +165,10 @@ void print_help(const FlagParser& flags, bool launch_style) {
                "a node is lost or fails, every node stops its workers and, within\n"
                "--max-restarts, they form the next generation together. Without a node\n"
                "daemon, the embedded one peers with --peer-key-file or --peer-plain, and the\n"
-               "node whose address is the coordinator's hosts it.\n\n"
+               "node whose address is the coordinator's hosts it.\n"
+               "Under Slurm (as a task of srun) the world comes from the step instead:\n"
+               "srun --ntasks-per-node=1 muster run --nproc-per-node 8 train.py, or one task\n"
+               "per rank with --slurm-task (see --slurm).\n\n"
                "PET_<FLAG> variables (PET_NPROC_PER_NODE=4, PET_STANDALONE=1) give defaults,\n"
                "as torchrun's; every flag takes _ for - (--nproc_per_node), and a unique\n"
                "prefix of a flag is the flag (--nproc 4).\n\n"
@@ -162,8 +208,9 @@ void check_program(const RunOptions& o) {
 }
 
 // Ranges and contradictions, said before anything starts.
-void check(RunOptions& o, const RawOptions& raw) {
+void check(RunOptions& o, const RawOptions& raw, const EnvMap& env) {
   check_nproc(o);
+  apply_slurm(o, raw, env);
   check_program(o);
   check_numa_binding(o.numa_binding);
   if (o.grace_s < 0 || o.grace_s > 3600)
@@ -206,10 +253,17 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
   RunOptions o;
   o.launch_style = launch_style;
   RawOptions raw;
-  FlagParser flags(run_flags(o, raw));
+  auto table = run_flags(o, raw);
+  for (auto& f : table)  // remember which were given (--slurm auto needs to know)
+    f.set = [&given = raw.given, name = f.name, set = f.set](const std::string& v) {
+      given.insert(name);
+      set(v);
+    };
+  FlagParser flags(std::move(table));
+  auto env = environment();
   size_t i = 0;
   try {
-    i = flags.parse(args, environment());
+    i = flags.parse(args, env);
   } catch (const FlagError& e) {
     throw std::runtime_error(e.what());
   }
@@ -220,7 +274,7 @@ std::optional<RunOptions> parse_run_options(const std::vector<std::string>& args
   if (i >= args.size()) throw std::runtime_error("no PROGRAM given");
   o.program = args[i];
   o.args.assign(args.begin() + static_cast<long>(i) + 1, args.end());
-  check(o, raw);
+  check(o, raw, env);
   return o;
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/slurm_world.hpp"
+
 namespace muster::cli {
 
 struct RunOptions {
@@ -53,6 +55,13 @@ struct RunOptions {
   bool peer_plain = false;
   std::string peer_key_file;
   std::string peer_authorized_keys;
+  // Slurm (issue #22): --slurm auto|on|off, and --slurm-task (each task of
+  // the step is one rank). slurm_world is set when the world comes from
+  // Slurm; coordinator_given when --rdzv-endpoint named the coordinator.
+  std::string slurm = "auto";
+  bool slurm_task = false;
+  std::optional<SlurmWorld> slurm_world;
+  bool coordinator_given = false;
   std::string program;
   std::vector<std::string> args;
 };

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "cli/guardian.hpp"
 
@@ -27,7 +28,18 @@ sigset_t supervisor_set() {
   sigaddset(&s, SIGINT);
   sigaddset(&s, SIGTERM);
   sigaddset(&s, SIGHUP);
+  for (int sig : {SIGUSR1, SIGUSR2, SIGCONT}) sigaddset(&s, sig);
   return s;
+}
+
+// Slurm's step daemon signals every process of the step itself (scancel,
+// srun --signal=USR1@60) under its process tracking (cgroup, linuxproc): the
+// workers have their copy, and a second one from us could make a rank
+// checkpoint twice.
+bool from_slurm_step(pid_t sender) {
+  std::ifstream comm("/proc/" + std::to_string(sender) + "/comm");
+  std::string name;
+  return sender > 0 && std::getline(comm, name) && name == "slurmstepd";
 }
 
 int code_of(int status) {
@@ -61,7 +73,7 @@ class Supervision {
       guardian::adopt_orphans(pids_);
       timespec ts = next_wait();
       siginfo_t info;
-      on_signal(sigtimedwait(&set, &info, &ts));
+      on_signal(sigtimedwait(&set, &info, &ts), info);
       reap();
     }
     return result_;
@@ -108,7 +120,8 @@ class Supervision {
     return ts;
   }
 
-  void on_signal(int sig) {
+  void on_signal(int sig, const siginfo_t& info) {
+    if (sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGCONT) return pass_on(sig, info.si_pid);
     if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP) return;
     if (!stopping_) {
       std::fprintf(stderr, "muster run: got %s, stopping %zu worker(s)\n", strsignal(sig),
@@ -119,6 +132,18 @@ class Supervision {
       kill_at_ = Clock::now();  // asked twice: no more grace
     }
     result_.interrupted = true;  // never to be restarted
+  }
+
+  // Signals meant for the program (a checkpoint request before the job's
+  // time runs out, a wake-up) go to every worker's group; muster run itself
+  // carries on.
+  void pass_on(int sig, pid_t sender) {
+    if (from_slurm_step(sender)) return;
+    if (sig != SIGCONT)
+      std::fprintf(stderr, "muster run: got %s, passing it to %zu worker(s)\n", strsignal(sig),
+                   running_);
+    for (auto& w : ws_)
+      if (!w.done) kill(-w.pid, sig);
   }
 
   void exited(Worker& w, int status) {

@@ -31,6 +31,8 @@ struct Outcome {
 
 // Waits for all workers. The first failure stops the rest (SIGTERM, then
 // SIGKILL after grace_s); SIGINT/SIGTERM/SIGHUP are forwarded the same way.
+// SIGUSR1, SIGUSR2 and SIGCONT are passed on to the workers, unless Slurm's
+// step daemon sent them (it signals the workers itself).
 // Then kills what is left in the workers' groups and waits (up to 2 s) until
 // they are empty.
 // world_check (multi-node jobs), asked about every quarter second while
