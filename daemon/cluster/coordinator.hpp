@@ -35,6 +35,9 @@ class Coordinator {
   // are needed until it expires).
   bool empty() const { return rounds_.empty() && lingering_.empty(); }
   size_t size() const { return rounds_.size(); }
+  // Whether the world of `job` at `generation` is formed here and has this
+  // daemon (node_id) among its nodes: its requests need no connection.
+  bool has_node(const std::string& job, uint64_t generation, const std::string& node_id) const;
   // The global store of a job coordinated here, if any.
   Job* global_store(const std::string& job);
   // The round of a job coordinated here whose world is formed and healthy

@@ -30,6 +30,7 @@ class NodeLinks {
   void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
   void set_name(std::string name) { node_name_ = std::move(name); }
 
+  const std::string& node_id() const { return node_id_; }
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
   bool active() const { return !links_.empty(); }
   // A node's part of a multi-node job keeps a link to its coordinator.

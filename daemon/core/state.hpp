@@ -177,6 +177,9 @@ class State {
 
   // Node side (NodeLinks, through cluster_).
   bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // A broadcast request of a job coordinated here too, handled at once
+  // (tables.cpp); false when it is not one.
+  bool bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
