@@ -55,7 +55,7 @@ class Coordinator {
   void node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& out);
   // Broadcast requests, inside a Forward for `forwarding` (the only job
   // they may touch).
-  void bcast_push(const ReplyTo& to, proto::BcastPush m, const std::string& forwarding,
+  void bcast_push(const ReplyTo& to, const proto::BcastPushView& m, const std::string& forwarding,
                   std::vector<Outgoing>& out);
   void bcast_pull(const ReplyTo& to, const proto::BcastPull& m, const std::string& forwarding,
                   std::vector<Outgoing>& out);
@@ -118,6 +118,9 @@ class Coordinator {
   void bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
                   std::vector<Outgoing>& out);
   void bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out);
+  // Answers node's pull of chunk `index` (held) under to's request id.
+  void bcast_serve(BcastRelay& r, const ReplyTo& to, uint32_t node, uint64_t index,
+                   BcastRelay::Chunk& c, std::vector<Outgoing>& out);
   void bcast_tick(Clock::time_point now, std::vector<Outgoing>& out);
 
   Store& store_;
