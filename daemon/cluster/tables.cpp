@@ -48,9 +48,9 @@ void State::set_peer_endpoint(std::string endpoint) {
   cluster_->node.set_peer_endpoint(std::move(endpoint));
 }
 
-void State::on_link_frame(const std::string& link, const void* data, size_t size,
-                          std::vector<Outgoing>& out) {
-  cluster_->node.on_link_frame(link, data, size, out);
+void State::on_link_frame(const std::string& link, void* data, size_t size,
+                          std::vector<Outgoing>& out, std::shared_ptr<void> held) {
+  cluster_->node.on_link_frame(link, data, size, out, std::move(held));
 }
 
 void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {

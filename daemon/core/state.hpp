@@ -107,9 +107,10 @@ class State {
   // Requests that arrived on the peer socket (the benchmark counts them).
   uint64_t peer_requests() const { return peer_requests_; }
   bool has_link(const std::string& link) const;
-  // A frame from the coordinator at `link` (the answer to something sent).
-  void on_link_frame(const std::string& link, const void* data, size_t size,
-                     std::vector<Outgoing>& out);
+  // A frame from the coordinator at `link` (the answer to something sent);
+  // `held` keeps data alive, for a reply that passes it on as it is.
+  void on_link_frame(const std::string& link, void* data, size_t size, std::vector<Outgoing>& out,
+                     std::shared_ptr<void> held = {});
   // Heartbeats, lost peers, last calls and rendezvous timeouts.
   void cluster_tick(Clock::time_point now, std::vector<Outgoing>& out);
   // True while any multi-node work needs cluster_tick() called soon.
