@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Broadcast across nodes on loopback: two private musterd (the first one
-the coordinator, plain TCP between them) and `muster run --nnodes 2 -n 2`
-on each, running tests' muster_cluster_worker: 256 MiB from rank 0 to the
-3 other ranks (one on rank 0's node, through its stream; two on the other
-node, through the daemons). Prints
+"""Broadcast across nodes on loopback: NODES private musterd (the first one
+the coordinator, plain TCP between them) and `muster run --nnodes NODES
+-n 2` on each, running tests' muster_cluster_worker: 256 MiB from rank 0 to
+the other ranks (one on rank 0's node, through its stream; two on each
+other node, through the daemons). Prints
 
-    bench broadcast_256MiB_2nodes_x2 muster_s=X
+    bench broadcast_256MiB_<NODES>nodes_x2 muster_s=X
 
 the median over 5 calls after a warm-up of each call's slowest rank, every
 call after a barrier of all ranks (as the gloo anchor does).
-Usage: bench_nodes_broadcast.py BUILD_DIR [MIB]
+Usage: bench_nodes_broadcast.py BUILD_DIR [MIB [NODES]]
 """
 import os
 import re
@@ -30,6 +30,7 @@ def free_port():
 def main():
     build = sys.argv[1]
     mib = int(sys.argv[2]) if len(sys.argv) > 2 else 256
+    nodes = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     musterd = os.path.join(build, "daemon", "musterd")
     muster = os.path.join(build, "client", "muster")
     worker = os.path.join(build, "tests", "muster_cluster_worker")
@@ -38,7 +39,7 @@ def main():
     daemons, runs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            dirs = [os.path.join(tmp, f"node{i}") for i in range(2)]
+            dirs = [os.path.join(tmp, f"node{i}") for i in range(nodes)]
             for i, d in enumerate(dirs):
                 peer = ["--peer-bind", "127.0.0.1", "--peer-port", str(port)] if i == 0 else []
                 daemons.append(subprocess.Popen(
@@ -53,8 +54,8 @@ def main():
             for i, d in enumerate(dirs):
                 env = dict(os.environ, MUSTER_ENDPOINT=f"ipc://{d}/musterd.sock")
                 runs.append(subprocess.Popen(
-                    [muster, "run", "--nnodes", "2", "-n", "2", "--coordinator",
-                     f"127.0.0.1:{port}", "--job-id", "bench-nodes", "--cpu", "--use-env",
+                    [muster, "run", "--nnodes", str(nodes), "-n", "2", "--coordinator",
+                     f"127.0.0.1:{port}", "--job-id", f"bench-nodes{nodes}", "--cpu", "--use-env",
                      "--local-addr", "127.0.0.1", "--node-rank", str(i), worker, "bcast-loop",
                      str(mib << 20), "0", str(calls), "sync"],
                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -73,9 +74,9 @@ def main():
             n = int(m.group(2))
             times[n] = max(times.get(n, 0.0), float(m.group(3)) / 1000)
             ranks += n == 0
-    if ranks != 4 or len(digests) != 1 or len(times) != calls:
+    if ranks != 2 * nodes or len(digests) != 1 or len(times) != calls:
         sys.exit("broadcast across nodes failed:\n" + "\n".join(outs))
-    print(f"bench broadcast_{mib}MiB_2nodes_x2 muster_s="
+    print(f"bench broadcast_{mib}MiB_{nodes}nodes_x2 muster_s="
           f"{statistics.median(times[n] for n in range(1, calls)):.4f}")
 
 

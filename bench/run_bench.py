@@ -11,7 +11,9 @@ and the others it prints) followed by a Markdown table, and one for the
 scale benchmark. Usage (meson does this for
 `meson test -C build --benchmark`):
 
-    run_bench.py BUILD_DIR ANCHORS_DIR
+    run_bench.py BUILD_DIR ANCHORS_DIR [--nodes-only]
+
+(--nodes-only: the broadcasts across nodes beside gloo, nothing else)
 """
 import os
 import re
@@ -24,6 +26,7 @@ import time
 TORCH_PY = "/usr/bin/python3"
 BCAST_PAIRS = 5
 BCAST_SETTLE_S = 2
+NODES_PAIRS = 3
 
 
 def run(cmd, **kw):
@@ -123,6 +126,37 @@ def torch_store_load(clients, rounds, procs=4, runs=5):
     return float(re.search(r"seconds=([0-9.]+)", out).group(1))
 
 
+def nodes_rows(build, anchors, floor, emit):
+    """Across nodes: NODES daemons on loopback x 2 ranks, each beside gloo
+    with as many ranks over TCP, in NODES_PAIRS back-to-back pairs (the line
+    gives each side's median, and the lowest and highest ratio of a pair)."""
+    worker = os.path.join(build, "tests", "muster_cluster_worker")
+    if not os.path.exists(worker):
+        return
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_nodes_broadcast.py")
+    for nodes in (2, 4):
+        name = f"broadcast_256MiB_{nodes}nodes_x2"
+        mine, gloo = [], []
+        for i in range(NODES_PAIRS if anchors else 1):
+            time.sleep(BCAST_SETTLE_S)
+            mine.append(muster_lines(run([sys.executable, script, build, "256", str(nodes)]))[
+                name]["muster_s"])
+            if not anchors:
+                break
+            time.sleep(BCAST_SETTLE_S)
+            out = run([TORCH_PY, os.path.join(anchors, "torch_gloo_bcast.py"), str(2 * nodes),
+                       "256"])
+            gloo.append(float(re.search(r"seconds=([0-9.]+)", out).group(1)))
+            print(f"note: {name} pair {i + 1}: muster {mine[-1]:.4f} s, gloo {gloo[-1]:.4f} s",
+                  file=sys.stderr, flush=True)
+        extra = {}
+        if gloo:
+            ratios = [m / g for m, g in zip(mine, gloo)]
+            extra = {"pairs": len(ratios), "ratio_lo": min(ratios), "ratio_hi": max(ratios)}
+        emit(name, statistics.median(mine), statistics.median(gloo) if gloo else None, floor,
+             f"torch gloo broadcast ({2 * nodes} ranks, TCP)", extra=extra)
+
+
 def main():
     build, anchors = sys.argv[1], sys.argv[2]
     musterd = os.path.join(build, "daemon", "musterd")
@@ -134,6 +168,7 @@ def main():
         print(f"note: {TORCH_PY} has no torch; torch anchors skipped", file=sys.stderr)
     rows = []
     rates = []  # (name, muster req/s, anchor req/s or None)
+    nodes_only = "--nodes-only" in sys.argv[3:]
 
     def emit(name, muster_s, anchor_s=None, floor_s=None, anchor_name="", requests=None,
              extra=None):
@@ -152,6 +187,12 @@ def main():
         print(line, flush=True)
         rows.append((name, muster_s, anchor_s, floor_s, anchor_name))
 
+    if nodes_only:
+        nodes_rows(build, anchors if have_anchors and have_torch else None, None, emit)
+        for name, m, a, f, an in rows:
+            print(f"| {name} | {m:.4f} | {'-' if a is None else f'{a:.4f}'} | "
+                  f"{'-' if not a else f'{m / a:.3f}'} | {an} |")
+        return
     # Wire-up against torch's TCPStore.
     sizes = [8, 64, 256]
     wire = muster_lines(run([os.path.join(build, "bench", "bench_wireup"), musterd] + [str(n) for n in sizes]))
@@ -199,14 +240,7 @@ def main():
             extra = {"pairs": len(ratios), "ratio_lo": min(ratios), "ratio_hi": max(ratios)}
         emit("broadcast_256MiB_4ranks", statistics.median(mine), anchor, floor,
              "torch gloo broadcast", extra=extra)
-        # Across nodes: 2 daemons on loopback x 2 ranks, against the same 4
-        # gloo ranks over TCP (bench_nodes_broadcast.py).
-        worker = os.path.join(build, "tests", "muster_cluster_worker")
-        if os.path.exists(worker):
-            n = muster_lines(run([sys.executable, os.path.join(os.path.dirname(__file__),
-                                                               "bench_nodes_broadcast.py"), build]))
-            emit("broadcast_256MiB_2nodes_x2", n["broadcast_256MiB_2nodes_x2"]["muster_s"], anchor,
-                 floor, "torch gloo broadcast (4 ranks, TCP)")
+        nodes_rows(build, anchors if have_anchors and have_torch else None, floor, emit)
 
     # Sampler shards against torch's DistributedSampler.
     shard_bin = os.path.join(build, "bench", "bench_shards")

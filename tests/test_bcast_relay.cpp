@@ -257,3 +257,30 @@ TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or 
     CHECK((r[0].to == "node0" && r[0].id == 3 && is_ok(r[0])));
   }
 }
+
+TEST_CASE("each node gets a chunk once: the last one takes the frame the others got copies of",
+          "[bcast]") {
+  Coordinator c;
+  c.fwd("node0", push(0), 1);
+  // Both nodes ask for chunk 0 while saying they hold nothing: it stays
+  // held. Node 1 gets a copy, node 2 (the last) the frame itself; each
+  // under its own request id, with the root's bytes and checksum.
+  auto r1 = c.fwd("node1", pull(1, 0, 0), 100);
+  auto r2 = c.fwd("node2", pull(2, 0, 0), 200);
+  REQUIRE(r1.size() == 1);
+  REQUIRE(r2.size() == 1);
+  CHECK((r1[0].to == "node1" && r1[0].id == 100 && is_chunk(r1[0], 0)));
+  CHECK((r2[0].to == "node2" && r2[0].id == 200 && is_chunk(r2[0], 0)));
+  // Asking again for a chunk every node was sent is refused, not answered
+  // with an empty frame.
+  auto again = c.fwd("node1", pull(1, 0, 0), 101);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].code == ErrorCode::kConflict);
+  // A request id that packs in more bytes than the one before is put in
+  // all the same.
+  c.fwd("node0", push(1), 2);
+  CHECK((is_chunk(c.fwd("node1", pull(1, 1, 1), uint64_t{1} << 40).at(0), 1)));
+  auto big = c.fwd("node2", pull(2, 1, 1), UINT64_MAX - 1);
+  REQUIRE(big.size() == 1);
+  CHECK((big[0].id == UINT64_MAX - 1 && is_chunk(big[0], 1)));
+}

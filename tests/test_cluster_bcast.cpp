@@ -110,14 +110,16 @@ namespace {
 // everywhere and the root has started the second, daemon `victim` dies
 // (or, with victim_rank >= 0, that rank's process). Every rank elsewhere
 // must fail (peer_exited), and every broadcast it did complete must have
-// the root's bytes.
-void kill_mid_broadcast(uint32_t root, int victim, int victim_rank = -1) {
-  Cluster c(4);
+// the root's bytes. tree_width > 0: every daemon listens for peers, and
+// the coordinator builds a relay tree that wide (see support/cluster.hpp).
+void kill_mid_broadcast(uint32_t root, int victim, int victim_rank = -1, int tree_width = -1) {
+  const int nodes = 4;
+  Cluster c(nodes, tree_width);
   std::vector<std::unique_ptr<Process>> runs;
-  for (int i = 0; i < 4; ++i)
-    runs.push_back(c.run(i, "bcast-kill", "4", {"--node-rank", std::to_string(i)},
+  for (int i = 0; i < nodes; ++i)
+    runs.push_back(c.run(i, "bcast-kill", std::to_string(nodes), {"--node-rank", std::to_string(i)},
                          {"bcast-loop", std::to_string(kSize), std::to_string(root)}));
-  std::vector<std::string> seen(4);
+  std::vector<std::string> seen(nodes);
   // Reads node's output up to a line of worker `prefix` that holds `what`.
   auto read_until = [&](int node, const std::string& prefix, const std::string& what) {
     for (;;) {
@@ -137,7 +139,7 @@ void kill_mid_broadcast(uint32_t root, int victim, int victim_rank = -1) {
   std::this_thread::sleep_for(30ms);  // into the transfer
   kill(victim_rank >= 0 ? victim_pid : c.daemons[victim]->pid(), SIGKILL);
   const std::string want = hex(expected(kSize, root + 1));
-  for (int node = 0; node < 4; ++node) {
+  for (int node = 0; node < nodes; ++node) {
     auto text = seen[node] + runs[node]->read_all(60s);
     INFO("node " << node << ":\n" << text);
     auto code = runs[node]->wait(20s);
@@ -192,6 +194,41 @@ TEST_CASE("a broadcast whose coordinator dies fails on every other rank", "[clus
 
 TEST_CASE("a broadcast whose relay rank dies fails on every other rank", "[cluster][bcast]") {
   kill_mid_broadcast(0, 1, 2);  // rank 2: local rank 0 of node 1, which relays to rank 3
+}
+
+TEST_CASE("a broadcast whose middle node's daemon dies fails on every other rank",
+          "[cluster][bcast]") {
+  // Every daemon listens for peers, relays in a tree of width 1 (a chain
+  // 0-1-2-3): node 1's daemon, between the root's node and the last two,
+  // is neither the root's nor the coordinator.
+  kill_mid_broadcast(0, 1, -1, 1);
+}
+
+TEST_CASE("broadcast bytes intact through 3 listening node daemons, roots on the first and last",
+          "[cluster][bcast]") {
+  Cluster c(3, 1);  // every daemon listens; the relay tree is a chain
+  std::vector<std::unique_ptr<Process>> runs;
+  for (int i = 0; i < 3; ++i)
+    runs.push_back(c.run(i, "bcast3", "3", {"--node-rank", std::to_string(i)},
+                         {"bcast", std::to_string(kSize), "0", "5"}));
+  const std::string want0 = hex(expected(kSize, 1)), want5 = hex(expected(kSize, 6));
+  int ranks = 0;
+  for (int node = 0; node < 3; ++node) {
+    auto text = runs[node]->read_all(150s);
+    INFO("node " << node << ":\n" << text);
+    CHECK(runs[node]->wait(10s) == 0);
+    for (auto& [prefix, lines] : by_worker(text)) {
+      INFO(prefix);
+      auto f = merged(lines);
+      CHECK(f.count("bcast_error") == 0);
+      // The digest of every byte each rank holds after the call: the
+      // root's, through every hop (each chunk checked on the way too).
+      CHECK(f["bcast_0"] == want0);
+      CHECK(f["bcast_5"] == want5);
+      ++ranks;
+    }
+  }
+  CHECK(ranks == 6);
 }
 
 TEST_CASE("a rank whose buffer has another size fails alone; the next broadcast works",

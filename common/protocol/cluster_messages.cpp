@@ -212,22 +212,36 @@ void ClusterStateReply::fields(IO& io) {
 }
 
 // data comes last, so that the root can write a chunk into its frame once
-// (pack_head).
+// (pack_head). BcastPush and its view, the same fields.
+template <class IO, class M>
+void push_fields(IO& io, M& m) {
+  broadcast(io, m);
+  chunking(io, m);
+  io.num("index", m.index, 0, chunks(m.size, m.chunk) - 1);
+  io.num("sum", m.sum, 0, UINT64_MAX);
+  io.ms("timeout_ms", m.timeout_ms);
+  io.tail("data", m.data, kMaxBcastChunk);
+  io.check([&] {
+    if (m.data.size() != std::min(m.chunk, m.size - m.index * m.chunk))
+      throw Error(ErrorCode::kInvalidArgument,
+                  "bcast_push chunk " + std::to_string(m.index) + " has " +
+                      std::to_string(m.data.size()) + " bytes, not " +
+                      std::to_string(std::min(m.chunk, m.size - m.index * m.chunk)));
+  });
+}
+
 template <class IO>
 void BcastPush::fields(IO& io) {
-  broadcast(io, *this);
-  chunking(io, *this);
-  io.num("index", index, 0, chunks(size, chunk) - 1);
-  io.num("sum", sum, 0, UINT64_MAX);
-  io.ms("timeout_ms", timeout_ms);
-  io.tail("data", data, kMaxBcastChunk);
-  io.check([&] {
-    if (data.size() != std::min(chunk, size - index * chunk))
-      throw Error(ErrorCode::kInvalidArgument,
-                  "bcast_push chunk " + std::to_string(index) + " has " +
-                      std::to_string(data.size()) + " bytes, not " +
-                      std::to_string(std::min(chunk, size - index * chunk)));
-  });
+  push_fields(io, *this);
+}
+
+template <class IO>
+void BcastPushView::fields(IO& io) {
+  push_fields(io, *this);
+}
+
+BcastPushView BcastPushView::unpack(const msgpack::object& o) {
+  return wire::read_fields<BcastPushView>(o, "bcast_push");
 }
 
 void BcastPush::pack_head(codec::Packer& p, size_t bytes) const {

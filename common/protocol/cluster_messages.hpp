@@ -223,6 +223,23 @@ struct BcastPush {
   void pack_head(codec::Packer& p, size_t bytes) const;
 };
 
+// BcastPush read in place: data points into the decoded frame (the
+// coordinator copies it once, into the frame it answers pulls with).
+struct BcastPushView {
+  std::string job;
+  uint64_t generation = 0;
+  uint64_t seq = 0;
+  uint32_t root = 0;
+  uint64_t size = 0;
+  uint64_t chunk = 0;
+  uint64_t index = 0;
+  uint64_t sum = 0;
+  std::string_view data;
+  int64_t timeout_ms = 0;
+  static BcastPushView unpack(const msgpack::object& o);
+  MUSTER_FIELDS;
+};
+
 // A node asks for chunk `index` (answered with bcast_chunk once it is
 // there) and says that it holds chunks [0, have), which the coordinator may
 // drop once every pulling node holds them. have <= index.

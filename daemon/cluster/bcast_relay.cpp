@@ -16,18 +16,24 @@ namespace {
 
 constexpr uint64_t kWindowBytes = uint64_t{32} << 20;  // per broadcast, answered pushes
 
-// A bcast_chunk reply, its bytes copied once (not into a message, then an
-// envelope).
-std::string chunk_frame(uint64_t request_id, uint64_t index, const BcastRelay::Chunk& c) {
+// The bcast_chunk reply of a pushed chunk, its bytes copied once (out of
+// the push's frame), its request id left open: UINT64_MAX packs as 0xcf
+// and 8 bytes whatever the id, so each answer overwrites those 8 bytes.
+BcastRelay::Chunk chunk_of(const proto::BcastPushView& m, size_t nodes) {
   codec::Buffer head;
   codec::Packer p(head);
-  proto::pack_envelope_head(p, request_id, static_cast<uint16_t>(MsgType::kBcastChunk));
-  proto::BcastChunk::pack_head(p, index, c.sum, c.data.size());
-  std::string frame;
-  frame.reserve(head.size() + c.data.size());
-  frame.append(head.data(), head.size());
-  frame.append(c.data);
-  return frame;
+  proto::pack_envelope_head(p, UINT64_MAX, static_cast<uint16_t>(MsgType::kBcastChunk));
+  proto::BcastChunk::pack_head(p, m.index, m.sum, m.data.size());
+  BcastRelay::Chunk c;
+  c.frame.reserve(head.size() + m.data.size());
+  c.frame.append(head.data(), head.size());
+  c.id_at = c.frame.find("\xcf\xff\xff\xff\xff\xff\xff\xff\xff");
+  if (c.id_at == std::string::npos)
+    throw Error(ErrorCode::kInternal, "bcast_chunk frame without a full-width request id");
+  c.frame.append(m.data);
+  c.bytes = m.data.size();
+  c.served.assign(nodes, false);
+  return c;
 }
 
 Clock::time_point deadline(int64_t ms) {
@@ -90,6 +96,7 @@ BcastRelay& Coordinator::bcast_relay(const CoordJob& cj, const std::string& job,
     r.size = size;
     r.chunk = chunk;
     r.chunks = (size + chunk - 1) / chunk;
+    r.pullers = static_cast<uint32_t>(order.size() - 1);
     r.window = std::max<uint64_t>(2, kWindowBytes / chunk);
     r.have.assign(order.size(), 0);
     r.have[r.root_node] = BcastRelay::kGone;
@@ -106,6 +113,30 @@ BcastRelay& Coordinator::bcast_relay(const CoordJob& cj, const std::string& job,
   if (r.failed != ErrorCode::kOk) throw Error(r.failed, r.why);
   if (r.finished) throw Error(ErrorCode::kConflict, name() + " is over");
   return r;
+}
+
+// The last node to be sent a chunk takes its frame; the others get copies.
+void Coordinator::bcast_serve(BcastRelay& r, const ReplyTo& to, uint32_t node, uint64_t index,
+                              BcastRelay::Chunk& c, std::vector<Outgoing>& out) {
+  if (c.frame.empty())  // every node had it: this node asks again
+    return fail(to, ErrorCode::kConflict,
+                "chunk " + std::to_string(index) + " was sent to every node already", out);
+  bool last = false;
+  if (node < c.served.size() && !c.served[node]) {
+    c.served[node] = true;
+    last = ++c.served_count == r.pullers;
+  }
+  std::string frame;
+  if (last) {
+    frame = std::move(c.frame);
+    c.frame.clear();  // empty, whatever a moved-from string holds
+  } else {
+    frame = c.frame;
+  }
+  for (int b = 0; b < 8; ++b)
+    frame[c.id_at + 1 + b] = static_cast<char>(to.request_id >> (56 - 8 * b));
+  out.push_back({to, std::move(frame)});
+  r.relayed += c.bytes;
 }
 
 void Coordinator::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
@@ -173,8 +204,8 @@ std::string Coordinator::BcastOf::name() const {
   return name_of(job, seq, root);
 }
 
-void Coordinator::bcast_push(const ReplyTo& to, proto::BcastPush m, const std::string& forwarding,
-                             std::vector<Outgoing>& out) {
+void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
+                             const std::string& forwarding, std::vector<Outgoing>& out) {
   BcastOf b = bcast_of(m, forwarding, out);
   BcastRelay& r = b.r;
   if (r.root_done)
@@ -186,13 +217,10 @@ void Coordinator::bcast_push(const ReplyTo& to, proto::BcastPush m, const std::s
                     " had room: wait for a push's answer before running further ahead");
   r.pushed = std::max(r.pushed, m.index + 1);
   if (m.index >= r.low && !r.held.count(m.index)) {
-    auto& c = r.held[m.index];
-    c.data = std::move(m.data);
-    c.sum = m.sum;
+    auto& c = r.held[m.index] = chunk_of(m, r.have.size());
     std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
       if (p.index != m.index) return false;
-      out.push_back({p.to, chunk_frame(p.to.request_id, m.index, c)});
-      r.relayed += c.data.size();
+      bcast_serve(r, p.to, p.node, m.index, c, out);
       return true;
     });
   }
@@ -223,8 +251,7 @@ void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
   have = std::max(have, m.have);
   bcast_advance(b.cj, r, out);
   if (auto c = r.held.find(m.index); c != r.held.end()) {
-    out.push_back({to, chunk_frame(to.request_id, m.index, c->second)});
-    r.relayed += c->second.data.size();
+    bcast_serve(r, to, m.node_rank, m.index, c->second, out);
   } else if (m.index < r.low) {
     throw Error(ErrorCode::kConflict, b.name() + ": chunk " + std::to_string(m.index) +
                                           " was dropped: every node said it holds it");

@@ -23,11 +23,18 @@ struct BcastRelay {
 
   uint32_t root = 0;
   uint32_t root_node = 0;
+  uint32_t pullers = 0;  // nodes that pull (all but the root's)
   uint64_t size = 0, chunk = 0, chunks = 0;
   uint64_t window = 0;  // in chunks
+  // A chunk as the bcast_chunk frame that answers its pulls, made once;
+  // each answer puts its request id in (at id_at, 8 bytes, big-endian).
+  // The last node to pull it takes the frame itself, the others a copy.
   struct Chunk {
-    std::string data;
-    uint64_t sum = 0;
+    std::string frame;
+    size_t id_at = 0;
+    uint64_t bytes = 0;        // of the chunk
+    std::vector<bool> served;  // by node rank
+    uint32_t served_count = 0;
   };
   std::map<uint64_t, Chunk> held;  // chunks >= low that arrived
   uint64_t low = 0;                // every pulling node holds the chunks below

@@ -45,6 +45,17 @@ RoundNode round_node(const ReplyTo& to, const proto::NodeJoin& m, Clock::time_po
 
 }  // namespace
 
+bool Coordinator::has_node(const std::string& job, uint64_t generation,
+                           const std::string& node_id) const {
+  auto it = rounds_.find(job);
+  if (it == rounds_.end() || !it->second.closed || it->second.generation != generation ||
+      node_id.empty())
+    return false;
+  const auto& nodes = it->second.nodes;
+  return std::any_of(nodes.begin(), nodes.end(),
+                     [&](const RoundNode& n) { return n.node_id == node_id; });
+}
+
 Job* Coordinator::global_store(const std::string& job) {
   auto it = rounds_.find(job);
   return it == rounds_.end() ? nullptr : &it->second.store;

@@ -37,6 +37,9 @@ class Coordinator {
   size_t size() const { return rounds_.size(); }
   // The rounds of the jobs coordinated here, by job id (for the metrics).
   const std::map<std::string, CoordJob>& rounds() const { return rounds_; }
+  // Whether the world of `job` at `generation` is formed here and has this
+  // daemon (node_id) among its nodes: its requests need no connection.
+  bool has_node(const std::string& job, uint64_t generation, const std::string& node_id) const;
   // The global store of a job coordinated here, if any.
   Job* global_store(const std::string& job);
   // The round of a job coordinated here whose world is formed and healthy
@@ -60,7 +63,7 @@ class Coordinator {
   void node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& out);
   // Broadcast requests, inside a Forward for `forwarding` (the only job
   // they may touch).
-  void bcast_push(const ReplyTo& to, proto::BcastPush m, const std::string& forwarding,
+  void bcast_push(const ReplyTo& to, const proto::BcastPushView& m, const std::string& forwarding,
                   std::vector<Outgoing>& out);
   void bcast_pull(const ReplyTo& to, const proto::BcastPull& m, const std::string& forwarding,
                   std::vector<Outgoing>& out);
@@ -124,6 +127,9 @@ class Coordinator {
   void bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
                   std::vector<Outgoing>& out);
   void bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out);
+  // Answers node's pull of chunk `index` (held) under to's request id.
+  void bcast_serve(BcastRelay& r, const ReplyTo& to, uint32_t node, uint64_t index,
+                   BcastRelay::Chunk& c, std::vector<Outgoing>& out);
   void bcast_tick(Clock::time_point now, std::vector<Outgoing>& out);
 
   Store& store_;

@@ -140,8 +140,26 @@ proto::JobEvent NodeLinks::cluster_state(const std::string& id) const {
   return e;
 }
 
-void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t size,
-                              std::vector<Outgoing>& out) {
+// A coordinator's bcast_chunk (MiB) goes on to the rank that pulled it as
+// it came, not copied into a new frame: the coordinator writes its request
+// id full-width (0xcf and 8 bytes, after the envelope's array head and
+// version), and the rank's id takes its place.
+bool NodeLinks::pass_on(const ReplyTo& to, void* data, size_t size, const proto::Envelope& env,
+                        std::shared_ptr<void>& held, std::vector<Outgoing>& out) {
+  auto* b = static_cast<unsigned char*>(data);
+  if (env.type != static_cast<uint16_t>(MsgType::kBcastChunk) || size < 11 || b[0] != 0x94 ||
+      b[1] >= 0x80 || b[2] != 0xcf)
+    return false;
+  for (int k = 0; k < 8; ++k) b[3 + k] = static_cast<unsigned char>(to.request_id >> (56 - 8 * k));
+  Outgoing o{to, {}};
+  o.body = std::string_view(static_cast<const char*>(data), size);
+  o.held = std::move(held);
+  out.push_back(std::move(o));
+  return true;
+}
+
+void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
+                              std::vector<Outgoing>& out, std::shared_ptr<void> held) {
   auto lit = links_.find(link);
   if (lit == links_.end()) return;
   Link& l = lit->second;
@@ -161,6 +179,7 @@ void NodeLinks::on_link_frame(const std::string& link, const void* data, size_t 
   try {
     switch (p.kind) {
       case LinkPending::Kind::kForward:
+        if (held && pass_on(p.to, data, size, env, held, out)) return;
         out.push_back({p.to, proto::encode_object(p.to.request_id, env.type, env.payload), {}});
         return;
       case LinkPending::Kind::kRendezvous:

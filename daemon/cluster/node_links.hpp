@@ -31,6 +31,7 @@ class NodeLinks {
   void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
   void set_name(std::string name) { node_name_ = std::move(name); }
 
+  const std::string& node_id() const { return node_id_; }
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
   bool active() const { return !links_.empty(); }
   // The links to coordinators, by host:port (for the metrics).
@@ -46,8 +47,10 @@ class NodeLinks {
   // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
   void relay_from_child(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   // A frame from the coordinator at `link` (the answer to something sent).
-  void on_link_frame(const std::string& link, const void* data, size_t size,
-                     std::vector<Outgoing>& out);
+  // `held` keeps data alive (may be null): a bcast_chunk answer goes on
+  // to the local rank as it is, its request id rewritten in place.
+  void on_link_frame(const std::string& link, void* data, size_t size, std::vector<Outgoing>& out,
+                     std::shared_ptr<void> held = {});
   // What a local slot's or job's end means upstream.
   void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
   void job_removed(Job& job, std::vector<Outgoing>& out);
@@ -90,6 +93,9 @@ class NodeLinks {
         {to, proto::encode_error(to.request_id, code, msg), {}, static_cast<uint16_t>(code)});
   }
 
+  // Passes a bcast_chunk answer on as it is (true), else false.
+  bool pass_on(const ReplyTo& to, void* data, size_t size, const proto::Envelope& env,
+               std::shared_ptr<void>& held, std::vector<Outgoing>& out);
   // The answers to a node's requests (on_link_frame).
   void world_arrived(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
   void heartbeat_answered(const LinkPending& p, const proto::Envelope& env,

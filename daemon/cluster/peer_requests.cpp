@@ -80,7 +80,7 @@ void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
   Coordinator& c = cluster_->coordinator;
   switch (static_cast<MsgType>(env.type)) {
     case MsgType::kBcastPush:
-      return c.bcast_push(to, proto::BcastPush::unpack(env.payload), forwarding_job_, out);
+      return c.bcast_push(to, proto::BcastPushView::unpack(env.payload), forwarding_job_, out);
     case MsgType::kBcastPull:
       return c.bcast_pull(to, proto::BcastPull::unpack(env.payload), forwarding_job_, out);
     case MsgType::kBcastLeave:

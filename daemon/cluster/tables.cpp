@@ -73,9 +73,9 @@ void State::answer_job_waits(std::vector<Outgoing>& out) {
   }
 }
 
-void State::on_link_frame(const std::string& link, const void* data, size_t size,
-                          std::vector<Outgoing>& out) {
-  cluster_->node.on_link_frame(link, data, size, out);
+void State::on_link_frame(const std::string& link, void* data, size_t size,
+                          std::vector<Outgoing>& out, std::shared_ptr<void> held) {
+  cluster_->node.on_link_frame(link, data, size, out, std::move(held));
   answer_job_waits(out);
 }
 
@@ -106,7 +106,31 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
 
 bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
+  if (bcast_here(to, env, out)) return true;
   return cluster_->node.maybe_forward(to, env, out);
+}
+
+// A broadcast request of a job whose coordinator is this daemon too (node
+// 0's usually, which most often holds the root) goes to the coordinator
+// here, not through this daemon's connection to itself: each chunk skips
+// the copies into a Forward, the loopback TCP and the copy out of it. The
+// checks are forward_in's: the world is formed, at this generation, whole.
+bool State::bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
+  const proto::MessageTraits* t = proto::message_traits(env.type);
+  if (to.from_peer || !t || t->area != proto::Area::kBcast) return false;
+  codec::MapReader r(env.payload, proto::type_name(env.type));
+  const Job* job = jobs_.find(proto::read_job_id(r));
+  if (!job || !job->cluster || !job->cluster->formed) return false;
+  Coordinator& c = cluster_->coordinator;
+  if (!c.has_node(job->id, job->generation, cluster_->node.node_id())) return false;
+  c.live_round(job->id, job->generation, "request");
+  forwarding_job_ = job->id;
+  struct Reset {
+    std::string& s;
+    ~Reset() { s.clear(); }
+  } reset{forwarding_job_};
+  bcast_request(to, env, out);
+  return true;
 }
 
 void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace muster::daemon {
 
@@ -37,6 +39,12 @@ struct Outgoing {
   std::string link = {};
   // An error reply's code (ErrorCode), counted by the metrics; 0 = not one.
   uint16_t error = 0;
+  // A reply sent as `body` instead of frame (left empty), which `held`
+  // keeps alive: a coordinator's bcast_chunk passed on to the local rank
+  // without a copy. Never kept by the reply cache (a resent pull is asked
+  // upstream again).
+  std::shared_ptr<void> held = {};
+  std::string_view body = {};
 };
 
 }  // namespace muster::daemon

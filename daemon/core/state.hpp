@@ -122,9 +122,10 @@ class State {
   // Requests that arrived on the peer socket (the benchmark counts them).
   uint64_t peer_requests() const { return peer_requests_; }
   bool has_link(const std::string& link) const;
-  // A frame from the coordinator at `link` (the answer to something sent).
-  void on_link_frame(const std::string& link, const void* data, size_t size,
-                     std::vector<Outgoing>& out);
+  // A frame from the coordinator at `link` (the answer to something sent);
+  // `held` keeps data alive, for a reply that passes it on as it is.
+  void on_link_frame(const std::string& link, void* data, size_t size, std::vector<Outgoing>& out,
+                     std::shared_ptr<void> held = {});
   // Heartbeats, lost peers, last calls and rendezvous timeouts.
   void cluster_tick(Clock::time_point now, std::vector<Outgoing>& out);
   // True while any multi-node work needs cluster_tick() called soon.
@@ -196,6 +197,9 @@ class State {
 
   // Node side (NodeLinks, through cluster_).
   bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // A broadcast request of a job coordinated here too, handled at once
+  // (tables.cpp); false when it is not one.
+  bool bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
   // This node's part of a multi-node job: the barriers and key waits its

@@ -120,7 +120,7 @@ bool ReplyCache::complete(std::vector<Outgoing>& out) {
     if (auto cl = clients_.find(o.to.routing_id); cl != clients_.end() && cl->second.pending > 0)
       --cl->second.pending;
     if (mutating(type)) changed = true;
-    if (kept(type) && o.frame.size() <= kMaxFrameBytes) {
+    if (kept(type) && !o.held && o.frame.size() <= kMaxFrameBytes) {
       Entry e{o.to.request_id, h, type, o.frame};
       if (mutating(type)) fresh_.push_back({o.to.routing_id, o.to.peer_uid, e});
       remember(o.to.routing_id, o.to.peer_uid, std::move(e));

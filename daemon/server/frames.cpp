@@ -26,6 +26,14 @@ SendResult send_reply(zmq::socket_t& s, Outgoing& o) {
   }
   if (o.to.delimiter)
     s.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  if (o.held) {
+    auto* keep = new std::shared_ptr<void>(std::move(o.held));
+    s.send(zmq::message_t(
+               const_cast<char*>(o.body.data()), o.body.size(),
+               [](void*, void* hint) { delete static_cast<std::shared_ptr<void>*>(hint); }, keep),
+           zmq::send_flags::dontwait);
+    return SendResult::kSent;
+  }
   s.send(take_frame(o.frame), zmq::send_flags::dontwait);
   return SendResult::kSent;
 }

@@ -39,7 +39,7 @@ void Server::Runtime::receive(zmq::socket_t& sock, bool from_peer) {
     }
     size_t before = out.size();
     take(frames, from_peer);
-    for (size_t i = before; i < out.size(); ++i) made += out[i].frame.size();
+    for (size_t i = before; i < out.size(); ++i) made += out[i].frame.size() + out[i].body.size();
   }
 }
 

@@ -50,7 +50,7 @@ void PeerLinks::read(Link& link) {
       zmq::message_t rest;
       (void)sock.recv(rest);
     }
-    on_frame_(link.name, msg.data(), msg.size());
+    on_frame_(link.name, msg);
   }
 }
 

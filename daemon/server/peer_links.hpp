@@ -19,8 +19,9 @@ struct Security;
 
 class PeerLinks {
  public:
-  // Called with each frame a coordinator sends (name = its host:port).
-  using OnFrame = std::function<void(const std::string& name, const void* data, size_t size)>;
+  // Called with each frame a coordinator sends (name = its host:port),
+  // which the callee may keep (move).
+  using OnFrame = std::function<void(const std::string& name, zmq::message_t& frame)>;
   // Links are served at `order` in the loop; security is null where
   // peering is unavailable (nothing is then sent).
   PeerLinks(zmq::context_t& ctx, event::Loop& loop, int order, const peer::Security* security,

@@ -373,8 +373,10 @@ void Server::run() {
   event::SocketEvent peer(loop, kPeer, [&] { rt.receive(*rt.peer, true); });
   if (rt.peer) peer.schedule_socket(rt.peer->handle());
   rt.links.emplace(rt.ctx, loop, kLinks, rt.security ? &*rt.security : nullptr,
-                   [&](const std::string& name, const void* data, size_t size) {
-                     state.on_link_frame(name, data, size, rt.out);
+                   [&](const std::string& name, zmq::message_t& frame) {
+                     // Shared, so that a reply can pass it on without a copy.
+                     auto held = std::make_shared<zmq::message_t>(std::move(frame));
+                     state.on_link_frame(name, held->data(), held->size(), rt.out, held);
                    });
   // Sampler permutations are computed on a worker thread (shards.cpp).
   auto permuter = std::make_unique<PermuteThread>();
