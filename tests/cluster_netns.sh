@@ -20,22 +20,7 @@ if [[ -n "${MUSTER_NETNS_WORKER:-}" ]]; then
   exec "$MUSTER_NETNS_WORKER"
 fi
 
-MUSTERD=${1:-${MUSTER_TEST_MUSTERD:-}}
-MUSTER=${2:-${MUSTER_TEST_MUSTER:-}}
-WORKER=${3:-${MUSTER_TEST_CLUSTER_WORKER:-}}
-for p in "$MUSTERD" "$MUSTER" "$WORKER"; do
-  if [[ -z "$p" || ! -x "$p" ]]; then
-    echo "FAIL: program '$p' missing (set MUSTER_TEST_MUSTERD, MUSTER_TEST_MUSTER," \
-      "MUSTER_TEST_CLUSTER_WORKER or give them as arguments)" >&2
-    exit 1
-  fi
-done
-SELF=$(readlink -f "$0")
-
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
+source "$(dirname "$(readlink -f "$0")")/script_programs.sh" "$@"
 [[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces (running as uid $(id -u))"
 command -v ip >/dev/null 2>&1 || skip "the 'ip' command (iproute2) is not installed"
 

@@ -61,21 +61,7 @@ while True:
     ;;
 esac
 
-MUSTERD=${1:-${MUSTER_TEST_MUSTERD:-}}
-MUSTER=${2:-${MUSTER_TEST_MUSTER:-}}
-WORKER=${3:-${MUSTER_TEST_CLUSTER_WORKER:-}}
-for p in "$MUSTERD" "$MUSTER" "$WORKER"; do
-  if [[ -z "$p" || ! -x "$p" ]]; then
-    echo "FAIL: program '$p' missing (set MUSTER_TEST_MUSTERD, MUSTER_TEST_MUSTER," \
-      "MUSTER_TEST_CLUSTER_WORKER or give them as arguments)" >&2
-    exit 1
-  fi
-done
-SELF=$(readlink -f "$0")
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
+source "$(dirname "$(readlink -f "$0")")/script_programs.sh" "$@"
 
 if [[ -z "${MUSTER_SLURM_INSIDE:-}" ]]; then
   [[ $(id -u) -eq 0 ]] || skip "needs root to start slurmd and slurmctld (running as uid $(id -u))"

@@ -167,14 +167,6 @@ std::unique_ptr<Process> rank(const Node& n, const std::string& job, int lws, in
   return p;
 }
 
-std::string file_or_missing(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "<missing>";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 TEST_CASE("metrics show the ranks, leases, requests and errors of a running job") {
@@ -182,7 +174,7 @@ TEST_CASE("metrics show the ranks, leases, requests and errors of a running job"
   // Before any job: both GPUs free, no file in the mapping directory.
   std::string t = n.scrape();
   CHECK(value(t, "muster_jobs") == 0);
-  CHECK(file_or_missing(n.mapping() + "/0") == "<missing>");
+  CHECK(test::slurp_or_missing(n.mapping() + "/0") == "<missing>");
   double joins = value(t, "muster_requests_total{type=\"join\"}");
   REQUIRE(joins == 0);
 
@@ -198,8 +190,8 @@ TEST_CASE("metrics show the ranks, leases, requests and errors of a running job"
   CHECK(std::distance(std::sregex_iterator(t.begin(), t.end(), leased), std::sregex_iterator()) ==
         2);
   // dcgm-exporter's files: the job id, one line, per leased GPU.
-  CHECK(file_or_missing(n.mapping() + "/0") == "train\n");
-  CHECK(file_or_missing(n.mapping() + "/1") == "train\n");
+  CHECK(test::slurp_or_missing(n.mapping() + "/0") == "train\n");
+  CHECK(test::slurp_or_missing(n.mapping() + "/1") == "train\n");
 
   // A bad request is counted by its error code.
   double not_found = value(t, "muster_error_replies_total{code=\"not_found\"}");
@@ -221,14 +213,14 @@ TEST_CASE("metrics show the ranks, leases, requests and errors of a running job"
   r1->signal(SIGKILL);
   r1->wait(10s);
   CHECK(n.await("muster_job_ranks{job_id=\"train\",state=\"exited\"}", 1) == 1);
-  CHECK(eventually([&] { return file_or_missing(n.mapping() + "/1") == "<missing>"; }, 10s));
-  CHECK(file_or_missing(n.mapping() + "/0") == "train\n");
+  CHECK(eventually([&] { return test::slurp_or_missing(n.mapping() + "/1") == "<missing>"; }, 10s));
+  CHECK(test::slurp_or_missing(n.mapping() + "/0") == "train\n");
   r0->signal(SIGKILL);
   r0->wait(10s);
-  CHECK(eventually([&] { return file_or_missing(n.mapping() + "/0") == "<missing>"; }, 10s));
+  CHECK(eventually([&] { return test::slurp_or_missing(n.mapping() + "/0") == "<missing>"; }, 10s));
 
   // The log's journal entries carry the job, the rank and the GPU.
-  std::string journal = file_or_missing(n.journal());
+  std::string journal = test::slurp_or_missing(n.journal());
   std::regex joined(
       "MESSAGE=job=train rank=1 pid=\\d+ device=(\\d) joined\nPRIORITY=6\n"
       "SYSLOG_IDENTIFIER=musterd\nJOB=train\nRANK=1\nGPU=(\\d)\n\n");

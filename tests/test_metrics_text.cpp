@@ -42,14 +42,6 @@ std::vector<std::string> lines(const std::string& text) {
   return v;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "<missing>";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 TEST_CASE("label values escape backslash, double quote and newline, nothing else") {
@@ -202,15 +194,15 @@ TEST_CASE("job mapping files hold the job id of a leased GPU and vanish when it 
   muster::test::spit(dir + "/1", "stale\n");
   m.set(0, "train");
   m.set(1, "");
-  CHECK(slurp(dir + "/0") == "train\n");
-  CHECK(slurp(dir + "/1") == "<missing>");
+  CHECK(muster::test::slurp_or_missing(dir + "/0") == "train\n");
+  CHECK(muster::test::slurp_or_missing(dir + "/1") == "<missing>");
   struct stat st {};
   REQUIRE(::stat((dir + "/0").c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0644);  // dcgm-exporter runs as another user
   m.set(0, "eval");
-  CHECK(slurp(dir + "/0") == "eval\n");
+  CHECK(muster::test::slurp_or_missing(dir + "/0") == "eval\n");
   m.set(0, "");
-  CHECK(slurp(dir + "/0") == "<missing>");
+  CHECK(muster::test::slurp_or_missing(dir + "/0") == "<missing>");
   CHECK(::access((dir + "/0.tmp").c_str(), F_OK) != 0);
 }
 

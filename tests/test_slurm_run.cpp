@@ -17,11 +17,6 @@ namespace test = muster::test;
 
 namespace {
 
-struct Ran {
-  std::string text;  // stdout and stderr
-  int code = -1;
-};
-
 using Env = std::map<std::string, std::string>;
 
 // A one-node step of job 77 (step 3), one task on "localhost".
@@ -40,17 +35,6 @@ Env step(Env more = {}) {
   return e;
 }
 
-Ran run(const std::vector<std::string>& args, const Env& env) {
-  test::TempDir dir;
-  auto full = test::embedded_env(dir.path());
-  full.insert(env.begin(), env.end());
-  Process p(test::muster_cmd("run", args), full, true);
-  Ran r;
-  r.text = p.read_all(40s);
-  r.code = p.wait(10s).value_or(-1);
-  return r;
-}
-
 const std::vector<std::string> kShow = {"/bin/sh", "-c",
                                         "echo id=$TORCHELASTIC_RUN_ID nodes=$GROUP_WORLD_SIZE "
                                         "rank=$RANK dev=$MUSTER_DEVICE"};
@@ -58,7 +42,7 @@ const std::vector<std::string> kShow = {"/bin/sh", "-c",
 }  // namespace
 
 TEST_CASE("in a Slurm step muster run takes the job id from Slurm and says so in one line") {
-  auto r = run({"-n", "2", "--cpu", kShow[0], kShow[1], kShow[2]}, step());
+  auto r = test::run_embedded({"-n", "2", "--cpu", kShow[0], kShow[1], kShow[2]}, step());
   INFO(r.text);
   CHECK(r.code == 0);
   CHECK_THAT(r.text, Catch::Contains("id=77.3 nodes=1 rank=0"));
@@ -69,7 +53,7 @@ TEST_CASE("in a Slurm step muster run takes the job id from Slurm and says so in
   for (std::vector<std::string> flags :
        {std::vector<std::string>{"--slurm", "off"}, {"--standalone"}, {"--nnodes", "1"}}) {
     flags.insert(flags.end(), {"-n", "1", "--cpu", kShow[0], kShow[1], kShow[2]});
-    auto other = run(flags, step());
+    auto other = test::run_embedded(flags, step());
     INFO(other.text);
     CHECK(other.code == 0);
     CHECK_THAT(other.text, !Catch::Contains("77.3") && !Catch::Contains("from Slurm"));
@@ -103,7 +87,7 @@ TEST_CASE("bad Slurm settings exit 2 with a sentence before anything starts") {
        }) {
     auto args = c.args;
     args.insert(args.end(), {"--cpu", "/bin/true"});
-    auto r = run(args, c.env);
+    auto r = test::run_embedded(args, c.env);
     INFO(r.text);
     CHECK(r.code == 2);
     CHECK_THAT(r.text, Catch::Contains(c.says));
@@ -111,7 +95,7 @@ TEST_CASE("bad Slurm settings exit 2 with a sentence before anything starts") {
 }
 
 TEST_CASE("--slurm-task without a node daemon is refused, not raced for by embedded daemons") {
-  auto r = run({"--slurm-task", "--cpu", "/bin/true"}, step());
+  auto r = test::run_embedded({"--slurm-task", "--cpu", "/bin/true"}, step());
   INFO(r.text);
   CHECK(r.code == 1);
   CHECK_THAT(r.text, Catch::Contains("--slurm-task needs this node's musterd"));
@@ -124,8 +108,8 @@ TEST_CASE("only the GPUs Slurm gave the step are leased") {
   for (auto [cvd, want] : {std::pair<std::string, std::string>{"", "dev=1 dev=3 "},
                            {"1,3", "dev=0 dev=1 "},
                            {"0,1,2,3", "dev=1 dev=3 "}}) {
-    auto r = run({"-n", "gpu", "--simulate-gpus", "4", kShow[0], kShow[1], kShow[2]},
-                 step({{"SLURM_STEP_GPUS", "3,1"}, {"CUDA_VISIBLE_DEVICES", cvd}}));
+    auto r = test::run_embedded({"-n", "gpu", "--simulate-gpus", "4", kShow[0], kShow[1], kShow[2]},
+                                step({{"SLURM_STEP_GPUS", "3,1"}, {"CUDA_VISIBLE_DEVICES", cvd}}));
     INFO(r.text);
     CHECK(r.code == 0);
     std::istringstream in(r.text);
@@ -138,8 +122,8 @@ TEST_CASE("only the GPUs Slurm gave the step are leased") {
     CHECK(got == want);
   }
   // None of the visible GPUs is the step's: said, not leased.
-  auto r = run({"-n", "1", "--simulate-gpus", "4", "/bin/true"},
-               step({{"SLURM_STEP_GPUS", "1,3"}, {"CUDA_VISIBLE_DEVICES", "0,2"}}));
+  auto r = test::run_embedded({"-n", "1", "--simulate-gpus", "4", "/bin/true"},
+                              step({{"SLURM_STEP_GPUS", "1,3"}, {"CUDA_VISIBLE_DEVICES", "0,2"}}));
   CHECK(r.code != 0);
   CHECK_THAT(r.text, Catch::Contains("SLURM_STEP_GPUS=1,3"));
 }

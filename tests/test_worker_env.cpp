@@ -17,22 +17,6 @@ namespace test = muster::test;
 
 namespace {
 
-struct Ran {
-  std::string text;  // stdout and stderr
-  int code = -1;
-};
-
-Ran run(const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
-  test::TempDir dir;
-  auto full = test::embedded_env(dir.path());
-  full.insert(env.begin(), env.end());
-  Process p(test::muster_cmd("run", args), full, true);
-  Ran r;
-  r.text = p.read_all(40s);
-  r.code = p.wait(10s).value_or(-1);
-  return r;
-}
-
 // What torch 1.13's ErrorHandler.record_exception writes.
 std::string torch_error_json(const std::string& message, long timestamp) {
   return "{\"message\": {\"message\": \"" + message +
@@ -57,7 +41,8 @@ TEST_CASE("workers get torchrun's error file per rank and attempt, role and NCCL
       "if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then "
       "while [ ! -e " +
       dir.path() + "/echoed ]; do sleep 0.05; done; exit 5; fi";
-  auto r = run({"-n", "2", "--role", "trainer", "--max-restarts", "1", "/bin/sh", "-c", script});
+  auto r = test::run_embedded(
+      {"-n", "2", "--role", "trainer", "--max-restarts", "1", "/bin/sh", "-c", script});
   CHECK(r.code == 0);
   INFO(r.text);
   for (int attempt = 0; attempt < 2; ++attempt)
@@ -68,8 +53,9 @@ TEST_CASE("workers get torchrun's error file per rank and attempt, role and NCCL
       CHECK(std::regex_search(r.text, line));
     }
   // A user's own setting stays.
-  auto own = run({"-n", "1", "/bin/sh", "-c", "echo nccl=$NCCL_ASYNC_ERROR_HANDLING"},
-                 {{"NCCL_ASYNC_ERROR_HANDLING", "0"}});
+  auto own =
+      test::run_embedded({"-n", "1", "/bin/sh", "-c", "echo nccl=$NCCL_ASYNC_ERROR_HANDLING"},
+                         {{"NCCL_ASYNC_ERROR_HANDLING", "0"}});
   CHECK_THAT(own.text, Catch::Contains("nccl=0"));
 }
 
@@ -78,7 +64,7 @@ TEST_CASE("a failed rank's recorded error is the root cause, first, even when st
   std::string script = "if [ $RANK = 1 ]; then printf '%s' '" +
                        torch_error_json("ValueError: boom", ts) +
                        "' > $TORCHELASTIC_ERROR_FILE; exit 3; fi; exec sleep 30";
-  auto r = run({"-n", "2", "--grace-period", "1", "/bin/sh", "-c", script});
+  auto r = test::run_embedded({"-n", "2", "--grace-period", "1", "/bin/sh", "-c", script});
   CHECK(r.code == 3);
   auto at = r.text.find("Root cause (first observed failure):");
   REQUIRE(at != std::string::npos);
@@ -102,7 +88,7 @@ TEST_CASE("a failed rank's recorded error is the root cause, first, even when st
 }
 
 TEST_CASE("a rank without an error file is said to have none") {
-  auto r = run({"-n", "1", "/bin/sh", "-c", "echo oops >&2; exit 4"});
+  auto r = test::run_embedded({"-n", "1", "/bin/sh", "-c", "echo oops >&2; exit 4"});
   CHECK(r.code == 4);
   CHECK_THAT(r.text, Catch::Contains("  error     : (no error file: the program did not record "
                                      "one; torch's @record writes it)\n"));
@@ -115,19 +101,20 @@ TEST_CASE("ModuleNotFoundError: the summary names the interpreter and MUSTER_PYT
   }
   test::TempDir dir;
   test::spit(dir.path() + "/needs.py", "import no_such_module_for_muster_tests\n");
-  auto r = run({"-n", "1", dir.path() + "/needs.py"}, {{"MUSTER_PYTHON", "/usr/bin/python3"}});
+  auto r = test::run_embedded({"-n", "1", dir.path() + "/needs.py"},
+                              {{"MUSTER_PYTHON", "/usr/bin/python3"}});
   CHECK(r.code == 1);
   CHECK_THAT(r.text, Catch::Contains("hint      : the workers ran /usr/bin/python3; if the module "
                                      "is installed for another Python, set MUSTER_PYTHON"));
   // -m of a module Python cannot find says "No module named", no exception.
-  auto m = run({"-n", "1", "-m", "no_such_module_for_muster_tests"},
-               {{"MUSTER_PYTHON", "/usr/bin/python3"}});
+  auto m = test::run_embedded({"-n", "1", "-m", "no_such_module_for_muster_tests"},
+                              {{"MUSTER_PYTHON", "/usr/bin/python3"}});
   CHECK(m.code == 1);
   CHECK_THAT(m.text, Catch::Contains("hint      : the workers ran /usr/bin/python3"));
 }
 
 TEST_CASE("a program that cannot run is named, with why") {
-  auto r = run({"-n", "1", "/nonexistent/trainer"});
+  auto r = test::run_embedded({"-n", "1", "/nonexistent/trainer"});
   CHECK(r.code == 127);
   CHECK_THAT(r.text, Catch::Contains("muster run: cannot execute /nonexistent/trainer: no such "
                                      "file"));
@@ -135,8 +122,9 @@ TEST_CASE("a program that cannot run is named, with why") {
 
 TEST_CASE("--log-dir with -r and -t: files laid out as torch 1.13 lays them out") {
   test::TempDir logs;
-  auto r = run({"-n", "2", "--rdzv-id", "lj", "--log-dir", logs.path(), "-r", "0:1,1:2", "-t",
-                "1:1", "/bin/sh", "-c", "echo out$RANK; echo err$RANK >&2"});
+  auto r =
+      test::run_embedded({"-n", "2", "--rdzv-id", "lj", "--log-dir", logs.path(), "-r", "0:1,1:2",
+                          "-t", "1:1", "/bin/sh", "-c", "echo out$RANK; echo err$RANK >&2"});
   CHECK(r.code == 0);
   std::smatch m;
   REQUIRE(std::regex_search(r.text, m, std::regex("log directory (" + logs.path() + "/lj_\\w+)")));
@@ -156,8 +144,8 @@ TEST_CASE(
   std::string script = "if [ $RANK = 1 ]; then printf '%s' '" +
                        torch_error_json("KeyError: 'lr'", 1764624000) +
                        "' > $TORCHELASTIC_ERROR_FILE; echo gone >&2; exit 2; fi";
-  auto r = run({"-n", "2", "--rdzv_id", "lf", "--log_dir", logs.path(), "--redirects", "3",
-                "--max_restarts", "1", "/bin/sh", "-c", script});
+  auto r = test::run_embedded({"-n", "2", "--rdzv_id", "lf", "--log_dir", logs.path(),
+                               "--redirects", "3", "--max_restarts", "1", "/bin/sh", "-c", script});
   CHECK(r.code == 2);
   std::smatch m;
   REQUIRE(std::regex_search(
@@ -192,7 +180,7 @@ TEST_CASE("rank 0's store: the others' MASTER_PORT answers before rank 0 listens
              "    c = socket.create_connection(('127.0.0.1', port))\n"
              "    c.sendall(b'ping')\n"
              "    print('got', c.recv(4).decode(), 'via', port, flush=True)\n");
-  auto relayed = run({"-n", "2", "--cpu", prog});
+  auto relayed = test::run_embedded({"-n", "2", "--cpu", prog});
   CAPTURE(relayed.text);
   CHECK(relayed.code == 0);
   CHECK_THAT(relayed.text, Catch::Contains("[rank1]: got PING via "));
@@ -201,20 +189,20 @@ TEST_CASE("rank 0's store: the others' MASTER_PORT answers before rank 0 listens
   REQUIRE(std::regex_search(relayed.text, m1, std::regex("via (\\d+)")));
   CHECK(m0[1] != m1[1]);  // rank 0 alone has the inner port
 
-  auto direct = run({"--no-store-relay", "-n", "2", "--cpu", prog});
+  auto direct = test::run_embedded({"--no-store-relay", "-n", "2", "--cpu", prog});
   CAPTURE(direct.text);
   CHECK(direct.code != 0);
   CHECK_THAT(direct.text, Catch::Contains("ConnectionRefusedError"));
 }
 
 TEST_CASE("--no-store-relay, or rank 0 on another node: every worker has MASTER_PORT itself") {
-  auto r = run({"--no-store-relay", "-n", "3", "--master-port", "29561", "--use-env", "/bin/sh",
-                "-c", "echo port=$MASTER_PORT"});
+  auto r = test::run_embedded({"--no-store-relay", "-n", "3", "--master-port", "29561", "--use-env",
+                               "/bin/sh", "-c", "echo port=$MASTER_PORT"});
   CHECK(r.code == 0);
   CHECK(std::regex_search(r.text, std::regex("\\[rank0\\]: port=29561")));
   CHECK(std::regex_search(r.text, std::regex("\\[rank2\\]: port=29561")));
-  auto relayed = run({"-n", "2", "--master-port", "29561", "--use-env", "/bin/sh", "-c",
-                      "echo port=$MASTER_PORT"});
+  auto relayed = test::run_embedded({"-n", "2", "--master-port", "29561", "--use-env", "/bin/sh",
+                                     "-c", "echo port=$MASTER_PORT"});
   CHECK(relayed.code == 0);
   CHECK(std::regex_search(relayed.text, std::regex("\\[rank1\\]: port=29561")));
   CHECK_FALSE(std::regex_search(relayed.text, std::regex("\\[rank0\\]: port=29561")));

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,6 +24,27 @@ inline std::vector<std::string> muster_cmd(const std::string& subcommand,
                                            std::vector<std::string> args) {
   args.insert(args.begin(), {program("MUSTER_TEST_MUSTER"), subcommand});
   return args;
+}
+
+// What a `muster run` printed (stdout and stderr together) and its exit code.
+struct RunOutput {
+  std::string text;
+  int code = -1;
+};
+
+// `muster run ARGS...` on an embedded daemon in a fresh runtime directory,
+// with `env` added; waits for it to end (an upper bound, not a speed check).
+inline RunOutput run_embedded(const std::vector<std::string>& args,
+                              const std::map<std::string, std::string>& env = {}) {
+  using namespace std::chrono_literals;
+  TempDir dir;
+  auto full = embedded_env(dir.path());
+  full.insert(env.begin(), env.end());
+  Process p(muster_cmd("run", args), full, true);
+  RunOutput r;
+  r.text = p.read_all(40s);
+  r.code = p.wait(10s).value_or(-1);
+  return r;
 }
 
 // The Python some launcher tests run as a plain program (argv printing, a

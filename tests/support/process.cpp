@@ -33,6 +33,11 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+std::string slurp_or_missing(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return f ? slurp(path) : "<missing>";
+}
+
 void spit(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << bytes;

@@ -27,6 +27,9 @@ std::map<std::string, std::string> measured_memory_env();
 // bytes.
 std::string slurp(const std::string& path);
 void spit(const std::string& path, const std::string& bytes);
+// The file's bytes, or "<missing>" when it cannot be opened (for checks
+// that a file is gone).
+std::string slurp_or_missing(const std::string& path);
 
 class TempDir {
  public:
