@@ -206,6 +206,34 @@ TEST_CASE("job mapping files hold the job id of a leased GPU and vanish when it 
   CHECK(::access((dir + "/0.tmp").c_str(), F_OK) != 0);
 }
 
+TEST_CASE("links planted in the job mapping directory are replaced, never written through") {
+  TempDir tmp;
+  std::string dir = tmp.path() + "/map";
+  JobMapping m(dir);
+  // Another user who can write the directory points GPU 0's temporary
+  // name and GPU 1's file at files of root's.
+  std::string victim0 = tmp.path() + "/victim0", victim1 = tmp.path() + "/victim1";
+  muster::test::spit(victim0, "precious\n");
+  muster::test::spit(victim1, "precious\n");
+  REQUIRE(::symlink(victim0.c_str(), (dir + "/0.tmp").c_str()) == 0);
+  REQUIRE(::symlink(victim1.c_str(), (dir + "/1").c_str()) == 0);
+  m.set(0, "train");
+  m.set(1, "train");
+  CHECK(muster::test::slurp_or_missing(victim0) == "precious\n");
+  CHECK(muster::test::slurp_or_missing(victim1) == "precious\n");
+  CHECK(muster::test::slurp_or_missing(dir + "/0") == "train\n");
+  CHECK(muster::test::slurp_or_missing(dir + "/1") == "train\n");
+  struct stat st {};
+  REQUIRE(::lstat((dir + "/1").c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  // Freeing a GPU whose file is a link removes the link, not its target.
+  REQUIRE(::unlink((dir + "/1").c_str()) == 0);
+  REQUIRE(::symlink(victim1.c_str(), (dir + "/1").c_str()) == 0);
+  m.set(1, "");
+  CHECK(muster::test::slurp_or_missing(victim1) == "precious\n");
+  CHECK(::lstat((dir + "/1").c_str(), &st) != 0);
+}
+
 TEST_CASE("a job mapping file that cannot be written is logged, not fatal") {
   TempDir tmp;
   // A directory that is a file: every write fails, even for root.

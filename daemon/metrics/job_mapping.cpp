@@ -39,7 +39,16 @@ bool JobMapping::write(int64_t index, const std::string& job, std::string* why) 
     return false;
   }
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // The directory may be writable by others (an operator's choice): a link
+  // planted at the temporary name must not make root write through it, so
+  // whatever is there goes, and the file is made new (O_EXCL follows no
+  // link). One planted again in between fails the write, which is logged.
+  // The final name needs nothing: rename replaces a link, not its target.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    *why = "cannot remove " + tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     *why = "cannot create " + tmp + ": " + std::strerror(errno);
     return false;
