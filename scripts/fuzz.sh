@@ -45,7 +45,7 @@ seconds=${1:-60}
 # Two targets once fuzzed SECONDS each; three now share the same total.
 per=$((seconds * 2 / 3))
 # Whole folders, so that a file split off in one of them is compiled too.
-sources=("${protocol[@]}" common/log.cpp common/sampler/sampler.cpp
+sources=("${protocol[@]}" common/log.cpp common/wait_text.cpp common/sampler/sampler.cpp
   daemon/core/*.cpp daemon/jobs/*.cpp daemon/cluster/*.cpp daemon/liveness/pidwatch.cpp
   daemon/gpu/placement.cpp)
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)

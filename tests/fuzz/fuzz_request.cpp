@@ -114,6 +114,9 @@ void check_reply(const Outgoing& o, const std::set<uint64_t>& ids) {
       case proto::MsgType::kValues:
         proto::Values::unpack(env.payload);
         break;
+      case proto::MsgType::kJobWaitsReply:
+        proto::JobWaitsReply::unpack(env.payload);
+        break;
       default:
         die(std::string("reply of non-reply type ") + proto::type_name(env.type));
     }
@@ -143,7 +146,7 @@ constexpr proto::MsgType kUnpacked[] = {
     proto::MsgType::kInt,        proto::MsgType::kBool,         proto::MsgType::kStatusReply,
     proto::MsgType::kShardReply, proto::MsgType::kSamplerPlace, proto::MsgType::kClusterStateReply,
     proto::MsgType::kWorld,      proto::MsgType::kHeartbeatAck, proto::MsgType::kBcastChunk,
-    proto::MsgType::kValues};
+    proto::MsgType::kValues,     proto::MsgType::kJobWaitsReply};
 
 void check_reply_rows() {
   for (const auto& row : proto::message_table()) {
