@@ -50,6 +50,7 @@
 #include "broadcast_meta.hpp"
 #include "broadcast_pool.hpp"
 #include "broadcast_stream.hpp"
+#include "broadcast_wire.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "session.hpp"
 
@@ -57,48 +58,8 @@ namespace muster::bcast {
 
 namespace {
 
-constexpr size_t kInFlight = 4;  // pushes or pulls a rank has on the way at once
-
-// Requests in flight on the connection; the ones still there when it goes
-// (after an error) are given up.
-struct InFlight {
-  detail::Connection& conn;
-  std::deque<uint64_t> ids;
-  ~InFlight() {
-    for (uint64_t id : ids) conn.forget(id);
-  }
-  uint64_t pop() {
-    uint64_t id = ids.front();
-    ids.pop_front();
-    return id;
-  }
-};
-
-// A bcast_push whose chunk is written into the frame once, and the frame
-// handed to ZeroMQ as it is.
-zmq::message_t push_frame(uint64_t id, const proto::BcastPush& head, const uint8_t* data,
-                          size_t n) {
-  codec::Buffer buf(n + 512);
-  codec::Packer p(buf);
-  proto::pack_envelope_head(p, id, static_cast<uint16_t>(proto::MsgType::kBcastPush));
-  head.pack_head(p, n);
-  buf.write(reinterpret_cast<const char*>(data), n);
-  const size_t size = buf.size();
-  return zmq::message_t(
-      buf.release(), size, [](void* d, void*) { ::free(d); }, nullptr);
-}
-
-Error as_error(const std::exception& e, const std::string& what) {
-  if (auto* err = dynamic_cast<const Error*>(&e)) return *err;
-  return Error(ErrorCode::kInternal, what + ": " + e.what());
-}
-
-std::string error_meta(const Error& e) {
-  Meta m;
-  m.status = e.code();
-  m.message = e.what();
-  return encode(m);
-}
+// Every rank starts the broadcast again (NodeBroadcast::finish).
+struct StartAgain {};
 
 // One rank's part in one broadcast across nodes (see the top of this file).
 class NodeBroadcast {
@@ -398,13 +359,25 @@ void NodeBroadcast::read_stream(const Meta& rm, const Meta& m) {
 
 // Every rank meets the others at the done barrier, whatever happened before;
 // a dead rank or a lost node fails the barrier, and that explains any error
-// before it too.
+// before it too. A rank told `restarted` (the coordinating daemon restarted
+// and its chunks died with it) says so in the store before the barrier, so
+// that after it every rank knows, and all start the broadcast again.
 void NodeBroadcast::finish(std::exception_ptr err) {
+  const std::string again_key = prefix_ + "/again";
+  if (err) {
+    try {
+      std::rethrow_exception(err);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kRestarted) c_.set(again_key, "1");
+    } catch (...) {
+    }
+  }
   try {
     c_.barrier(prefix_ + "/done");
   } catch (const Error& e) {
     if (!err || e.code() == ErrorCode::kPeerExited) throw;
   }
+  if (c_.try_get(again_key)) throw StartAgain{};
   if (err) std::rethrow_exception(err);
   // Everyone has read the metadata: it goes (after a failure it stays, a few
   // bytes, for the job's life, like the one-node path's).
@@ -438,7 +411,22 @@ void NodeBroadcast::run() {
 void broadcast_across_nodes(Client& c, detail::Session& s, const std::vector<Piece>& pieces,
                             size_t total, uint64_t signature, uint32_t root, const char* what,
                             std::optional<Error> local) {
-  NodeBroadcast(c, s, pieces, total, signature, root, what, std::move(local)).run();
+  // A restart of the coordinating daemon costs the broadcast it interrupted,
+  // not the job: it goes again under the next sequence number. Bounded, for
+  // a coordinator that keeps restarting.
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      NodeBroadcast(c, s, pieces, total, signature, root, what, local).run();
+      return;
+    } catch (const StartAgain&) {
+      if (attempt == kAttempts)
+        throw Error(ErrorCode::kRestarted, std::string(what) + " of job '" + c.rank_info().job +
+                                               "': the coordinating " +
+                                               "daemon restarted during each of " +
+                                               std::to_string(kAttempts) + " attempts");
+    }
+  }
 }
 
 }  // namespace muster::bcast

@@ -28,8 +28,9 @@ constexpr const char* kErrorNames[] = {
     "device_failed",
     "storage_failed",
     "replies_dropped",
+    "restarted",
 };
-static_assert(proto::names_all(kErrorNames, ErrorCode::kRepliesDropped));
+static_assert(proto::names_all(kErrorNames, ErrorCode::kRestarted));
 }  // namespace
 
 const char* error_name(ErrorCode code) {

@@ -47,7 +47,26 @@ std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
 
 }  // namespace
 
-BcastRelay& Coordinator::bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq,
+// A broadcast whose chunks were held by this daemon before it restarted:
+// every rank starts it again (client/lib/broadcast_nodes.cpp). Counted in
+// the job's store, once per broadcast, as relayed bytes are.
+void Coordinator::restarted_check(CoordJob& cj, const std::string& job, uint64_t seq,
+                                  uint32_t root) {
+  if (seq > cj.restored_bcast_seq) return;
+  if (seq > cj.restarted_counted) {
+    cj.restarted_counted = seq;
+    const std::string kRestartedKey = "muster/bcast/restarted";
+    uint64_t before = 0;
+    if (const std::string* v = cj.store.kv.find(kRestartedKey))
+      std::from_chars(v->data(), v->data() + v->size(), before);
+    cj.store.kv.set(kRestartedKey, std::to_string(before + 1));
+  }
+  throw Error(ErrorCode::kRestarted, name_of(job, seq, root) +
+                                         " was under way when the job's coordinating daemon "
+                                         "restarted; the ranks start it again");
+}
+
+BcastRelay& Coordinator::bcast_relay(CoordJob& cj, const std::string& job, uint64_t seq,
                                      uint32_t root, uint64_t size, uint64_t chunk,
                                      std::vector<Outgoing>& out) {
   auto name = [&] { return name_of(job, seq, root); };
@@ -66,6 +85,11 @@ BcastRelay& Coordinator::bcast_relay(const CoordJob& cj, const std::string& job,
     if (seq < rs.max_seq)
       throw Error(ErrorCode::kConflict,
                   name() + " is over: the job's collectives are at #" + std::to_string(rs.max_seq));
+    restarted_check(cj, job, seq, root);
+    if (seq > cj.bcast_seq) {
+      cj.bcast_seq = seq;
+      save_wanted_ = true;  // before any chunk of it is acknowledged
+    }
     if (!cj.store.exited_ranks.empty())
       throw Error(ErrorCode::kPeerExited, name() + " cannot complete: rank " +
                                               std::to_string(*cj.store.exited_ranks.begin()) +

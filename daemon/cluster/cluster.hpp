@@ -36,6 +36,11 @@ struct LinkPending {
   // heartbeat: the generation each job had when it was sent (an answer
   // about an older generation says nothing about the current one)
   std::map<std::string, uint64_t> asked = {};
+  // The request as sent, to send again when the link reconnects (a
+  // restarted coordinator lost it); empty for heartbeats (a new one goes
+  // soon) and broadcast chunks (MiBs: failed with `restarted` instead).
+  std::string frame = {};
+  bool bcast = false;  // a forwarded bcast_push, bcast_pull or bcast_leave
 };
 
 // A node's relay for one job: barrier arrivals and key waits of its ranks
@@ -108,6 +113,9 @@ inline void check_forwarded(const std::string& job, const std::string& forwardin
                 "a request forwarded for job '" + forwarding + "' may not touch job '" + job + "'");
 }
 
+// A fresh incarnation number for a CoordJob (coord_restore.cpp).
+uint64_t next_round_incarnation();
+
 struct CoordJob {
   uint64_t generation = 0;
   bool closed = false;  // the world of `generation` is formed
@@ -123,6 +131,16 @@ struct CoordJob {
   std::vector<RoundNode> waiting;              // arrived after it closed
   std::map<std::string, uint32_t> previous;    // node_id -> last node rank
   Job store;                                   // global kv + barriers
+  // Which CoordJob object this is (the state file tells a round that was
+  // replaced by another of the same job id between two saves).
+  uint64_t incarnation = next_round_incarnation();
+  // The highest broadcast sequence number started in the job (saved), and
+  // the one it had when this daemon restored the round: the chunks of a
+  // broadcast up to that one died with the daemon before, so its ranks are
+  // told to start it again (bcast_relay.cpp).
+  uint64_t bcast_seq = 0;
+  uint64_t restored_bcast_seq = 0;
+  uint64_t restarted_counted = 0;  // muster/bcast/restarted counts it (not saved)
 };
 
 }  // namespace muster::daemon

@@ -106,6 +106,7 @@ void Coordinator::node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& o
       log::info(log::job(m.job), "job=" + m.job + " (coordinated here) ended on every node");
       round_ended(m.job, cj, Clock::now());
       rounds_.erase(it);
+      save_wanted_ = true;
     }
   }
 }
@@ -234,15 +235,7 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
     subtree[r] += order[r]->nproc;
     if (tree && r >= width) subtree[r / width - 1] += subtree[r];
   }
-  // Waits of the generation before that nobody stopped: answered now, not
-  // by this generation's keys and barriers.
-  fail_store_waiters(cj.store, ErrorCode::kStaleGeneration,
-                     "job '" + cj.store.id + "': generation " + std::to_string(cj.generation) +
-                         " replaced the one this request waited in",
-                     out);
-  cj.closed = true;
-  cj.broken.clear();
-  cj.last_call.reset();
+  generation_formed(cj, out);
   cj.previous.clear();
   for (auto* node : order) cj.previous[node->node_id] = node->node_rank;
   Job& store = cj.store;
@@ -272,6 +265,21 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
   }
 }
 
+void Coordinator::generation_formed(CoordJob& cj, std::vector<Outgoing>& out) {
+  // Waits of the generation before that nobody stopped: answered now, not
+  // by this generation's keys and barriers.
+  fail_store_waiters(cj.store, ErrorCode::kStaleGeneration,
+                     "job '" + cj.store.id + "': generation " + std::to_string(cj.generation) +
+                         " replaced the one this request waited in",
+                     out);
+  cj.closed = true;
+  cj.broken.clear();
+  cj.last_call.reset();
+  // Broadcasts are numbered per generation (client/lib/broadcast_nodes.cpp).
+  cj.bcast_seq = cj.restored_bcast_seq = cj.restarted_counted = 0;
+  save_wanted_ = true;
+}
+
 void Coordinator::fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
                                      std::vector<Outgoing>& out) {
   OutAnswers a(out);
@@ -282,6 +290,7 @@ void Coordinator::break_round(CoordJob& cj, const std::string& why, std::vector<
                               bool fail_waiters) {
   cj.broken = why;
   cj.store.broken = why;
+  save_wanted_ = true;
   log::warning(log::job(cj.store.id), "job=" + cj.store.id + " generation " +
                                           std::to_string(cj.generation) + " cannot go on: " + why);
   // A membership change leaves the old generation's waits alone: their

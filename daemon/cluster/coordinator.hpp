@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cluster/bcast_relay.hpp"
@@ -40,6 +41,12 @@ class Coordinator {
   // Whether the world of `job` at `generation` is formed here and has this
   // daemon (node_id) among its nodes: its requests need no connection.
   bool has_node(const std::string& job, uint64_t generation, const std::string& node_id) const;
+  // A round as the state file saved it (coord_restore.cpp): its nodes
+  // count as heard from now, and the broadcasts it had started are over.
+  void restore(const std::string& job, CoordJob cj);
+  // True once after a change that must reach the disk although no reply
+  // acknowledges it (a broadcast started: its number is saved).
+  bool take_save_wanted() { return std::exchange(save_wanted_, false); }
   // The global store of a job coordinated here, if any.
   Job* global_store(const std::string& job);
   // The round of a job coordinated here whose world is formed and healthy
@@ -88,6 +95,8 @@ class Coordinator {
   proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
                             uint64_t generation) const;
   void close_round(CoordJob& cj, std::vector<Outgoing>& out);
+  // The round's new world is formed: what the generation before left goes.
+  void generation_formed(CoordJob& cj, std::vector<Outgoing>& out);
   std::vector<proto::WaitStatus> merged_waits(const CoordJob& cj) const;
   void break_round(CoordJob& cj, const std::string& why, std::vector<Outgoing>& out,
                    bool fail_waiters = true);
@@ -122,7 +131,8 @@ class Coordinator {
     CoordJob& cj = bcast_job(m.job, m.generation, forwarding);
     return {cj, bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out), m.job, m.seq, m.root};
   }
-  BcastRelay& bcast_relay(const CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root,
+  void restarted_check(CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root);
+  BcastRelay& bcast_relay(CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root,
                           uint64_t size, uint64_t chunk, std::vector<Outgoing>& out);
   void bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
                   std::vector<Outgoing>& out);
@@ -147,6 +157,7 @@ class Coordinator {
   std::map<std::string, Lingering> lingering_;
   std::chrono::milliseconds peer_timeout_{10000};
   uint32_t tree_width_ = 16;
+  bool save_wanted_ = false;
 };
 
 }  // namespace muster::daemon

@@ -132,6 +132,7 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
                          out);
       round_ended(id, cj, now);
       it = rounds_.erase(it);
+      save_wanted_ = true;
     } else {
       ++it;
     }

@@ -77,7 +77,9 @@ bool NodeLinks::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     return true;
   }
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
-  send_link(c.coordinator, {LinkPending::Kind::kForward, to, job.id}, f, out);
+  LinkPending p{LinkPending::Kind::kForward, to, job.id};
+  p.bcast = t->area == proto::Area::kBcast;
+  send_link(c.coordinator, std::move(p), f, out);
   return true;
 }
 
@@ -85,7 +87,10 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
                            std::vector<Outgoing>& out) {
   auto m = proto::Rendezvous::unpack(env.payload);
   Job& job = jobs_.get(m.job);
-  if (job.cluster && !job.cluster->formed)
+  // A rendezvous sent again after this daemon restarted (its join to the
+  // coordinator died with it) joins again; a second one while the first
+  // waits is refused.
+  if (job.cluster && !job.cluster->formed && joining(m.job))
     throw Error(ErrorCode::kConflict, "job '" + m.job + "' is already in a rendezvous");
   if (job.cluster && job.cluster->formed)
     throw Error(ErrorCode::kConflict, "job '" + m.job + "' already has its world (generation " +
@@ -120,6 +125,13 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
             "job=" + m.job + " joins its world through " + m.coordinator + " (" +
                 std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
   send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
+}
+
+bool NodeLinks::joining(const std::string& job) const {
+  for (const auto& [name, l] : links_)
+    for (const auto& [id, p] : l.pending)
+      if (p.kind == LinkPending::Kind::kRendezvous && p.job == job) return true;
+  return false;
 }
 
 proto::JobEvent NodeLinks::cluster_state(const std::string& id) const {
@@ -293,6 +305,32 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
       job.cluster->message = why;
       relay_fail(id, ErrorCode::kPeerExited, why, out);
     }
+}
+
+void NodeLinks::resend(const std::string& link, std::vector<Outgoing>& out) {
+  auto lit = links_.find(link);
+  if (lit == links_.end() || lit->second.lost) return;
+  auto& pending = lit->second.pending;
+  size_t again = 0;
+  for (auto it = pending.begin(); it != pending.end();) {
+    if (it->second.bcast) {
+      fail(it->second.to, ErrorCode::kRestarted,
+           "the link to the job's coordinator " + link +
+               " connected again while a broadcast chunk was on the way; the ranks start the "
+               "broadcast again",
+           out);
+      it = pending.erase(it);
+      continue;
+    }
+    if (!it->second.frame.empty()) {
+      out.push_back({{}, it->second.frame, link});
+      ++again;
+    }
+    ++it;
+  }
+  if (again)
+    log::notice(log::peer(link), "sent " + std::to_string(again) +
+                                     " request(s) in flight again to coordinator " + link);
 }
 
 void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -36,6 +37,13 @@ class NodeLinks {
   bool active() const { return !links_.empty(); }
   // The links to coordinators, by host:port (for the metrics).
   const std::map<std::string, Link>& links() const { return links_; }
+  // Whether `link` is the coordinator of `job` in this same daemon, with
+  // this node in its formed world: requests to it are then handled in
+  // process (State::loop_back), so that what both sides did is saved
+  // together and a restart cannot keep one side's half.
+  void set_here(std::function<bool(const std::string& link, const std::string& job)> f) {
+    here_ = std::move(f);
+  }
   // A node's part of a multi-node job keeps a link to its coordinator.
   void keep(const std::string& coordinator) { links_[coordinator]; }
 
@@ -54,6 +62,11 @@ class NodeLinks {
   // What a local slot's or job's end means upstream.
   void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
   void job_removed(Job& job, std::vector<Outgoing>& out);
+  // The link to `link` connected again (its coordinator restarted, say):
+  // every request in flight on it goes again, under the same id; the
+  // coordinator's reply cache answers those it had answered. Broadcast
+  // requests fail with `restarted` (their chunks died with it).
+  void resend(const std::string& link, std::vector<Outgoing>& out);
   // Heartbeats, lost coordinators, links no longer needed.
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
 
@@ -75,6 +88,8 @@ class NodeLinks {
   std::vector<JobWaitsAnswer> take_job_waits() { return std::move(job_waits_); }
 
  private:
+  // Whether a rendezvous of the job waits for its World.
+  bool joining(const std::string& job) const;
   // NodeJoin::run of this node's part of the job.
   std::string run_of(const Job& job) const;
   // Sends m to the coordinator at `link` and remembers what to do with
@@ -83,8 +98,13 @@ class NodeLinks {
   uint64_t send_link(const std::string& link, LinkPending p, const M& m,
                      std::vector<Outgoing>& out) {
     uint64_t id = next_link_id_++;
+    std::string frame = proto::encode(id, m);
+    if (p.kind != LinkPending::Kind::kHeartbeat && !p.bcast) p.frame = frame;
+    bool here = !p.job.empty() && here_ && here_(link, p.job);
     links_[link].pending.emplace(id, std::move(p));
-    out.push_back({{}, proto::encode(id, m), link});
+    Outgoing o{{}, std::move(frame), link};
+    o.here = here;
+    out.push_back(std::move(o));
     return id;
   }
   static void fail(const ReplyTo& to, ErrorCode code, const std::string& msg,
@@ -113,6 +133,7 @@ class NodeLinks {
                   std::vector<Outgoing>& out);
 
   JobTable& jobs_;
+  std::function<bool(const std::string&, const std::string&)> here_;
   std::map<std::string, Link> links_;         // by coordinator host:port
   std::map<std::string, RelayState> relays_;  // by job id
   uint64_t next_link_id_ = 1;

@@ -4,6 +4,11 @@
 
 #include "core/state.hpp"
 
+#include <algorithm>
+#include <iterator>
+
+#include "log.hpp"
+
 namespace muster::daemon {
 
 ClusterTables* State::new_cluster_tables(Store& store, JobTable& jobs) {
@@ -16,6 +21,57 @@ void State::ClusterTablesDelete::operator()(ClusterTables* t) const {
 
 size_t State::job_count() const {
   return jobs_.size() + cluster_->coordinator.size();
+}
+
+const std::map<std::string, CoordJob>& State::coordinated() const {
+  return cluster_->coordinator.rounds();
+}
+
+void State::restore_round(const std::string& job, CoordJob cj) {
+  cluster_->coordinator.restore(job, std::move(cj));
+}
+
+bool State::take_save_wanted() {
+  return cluster_->coordinator.take_save_wanted();
+}
+
+// Requests of this node to the coordinator in this daemon, and its answers,
+// handled here before the round's save and its replies: a kill -9 then
+// keeps both sides' work or neither (the coordinator answered node 0's
+// forwarded add, say, and node 0's rank got that answer), and node 0's
+// requests skip the loopback TCP. Answers to parked requests come in later
+// rounds and are looped back then. Bounded: an answer never asks again.
+void State::loop_back(std::vector<Outgoing>& out) {
+  for (int pass = 0; pass < 8; ++pass) {
+    auto here = std::stable_partition(out.begin(), out.end(),
+                                      [](const Outgoing& o) { return !o.here && !o.to.here; });
+    if (here == out.end()) return;
+    std::vector<Outgoing> batch(std::make_move_iterator(here), std::make_move_iterator(out.end()));
+    out.erase(here, out.end());
+    for (auto& o : batch) {
+      if (o.here) {
+        ReplyTo to;
+        to.routing_id = std::string(1, '\0') + o.link;  // untracked by the reply cache
+        to.from_peer = true;
+        to.here = true;
+        try {
+          auto env = proto::decode_envelope(o.frame.data(), o.frame.size(), true);
+          to.request_id = env.request_id;
+          handle(to, env, out);  // env points into o.frame, alive until the next o
+        } catch (const proto::EnvelopeError& e) {
+          log::error(std::string("a request to the coordinator here did not decode: ") + e.what());
+        }
+      } else {
+        std::string_view body = o.frame.empty() ? o.body : std::string_view(o.frame);
+        on_link_frame(o.to.routing_id.substr(1), const_cast<char*>(body.data()), body.size(), out,
+                      o.held);
+      }
+    }
+  }
+}
+
+void State::link_reconnected(const std::string& link, std::vector<Outgoing>& out) {
+  cluster_->node.resend(link, out);
 }
 
 bool State::has_link(const std::string& link) const {

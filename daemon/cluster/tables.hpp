@@ -18,7 +18,13 @@
 namespace muster::daemon {
 
 struct ClusterTables {
-  ClusterTables(Store& store, JobTable& jobs) : node(jobs), coordinator(store) {}
+  ClusterTables(Store& store, JobTable& jobs) : node(jobs), coordinator(store) {
+    node.set_here([this, &jobs](const std::string& link, const std::string& id) {
+      const Job* job = jobs.find(id);
+      return job && job->cluster && job->cluster->coordinator == link &&
+             coordinator.has_node(id, job->generation, node.node_id());
+    });
+  }
 
   NodeLinks node;           // this daemon's part in jobs coordinated elsewhere
   Coordinator coordinator;  // the jobs coordinated here

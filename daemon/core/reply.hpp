@@ -29,6 +29,10 @@ struct ReplyTo {
   // 0 = none known). A reply is sent only while that connection lives: once
   // it is gone, another uid may connect under the same routing id.
   uint64_t conn = 0;
+  // A request of this daemon's node side to the coordinator in this same
+  // daemon (State::loop_back): its answer goes back to the node side, not
+  // onto a socket. routing_id is then a zero byte and the link's name.
+  bool here = false;
 };
 
 // What the server sends: a reply (to), or, when link is set, a request to
@@ -45,6 +49,9 @@ struct Outgoing {
   // upstream again).
   std::shared_ptr<void> held = {};
   std::string_view body = {};
+  // A request on `link` to the coordinator in this same daemon: handled
+  // here, before the round's save (State::loop_back), never sent.
+  bool here = false;
 };
 
 }  // namespace muster::daemon

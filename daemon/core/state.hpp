@@ -42,6 +42,7 @@ namespace muster::daemon {
 
 // The multi-node side (cluster/): core code holds it only by pointer.
 struct ClusterTables;
+struct CoordJob;
 
 class State {
  public:
@@ -122,6 +123,11 @@ class State {
   // Requests that arrived on the peer socket (the benchmark counts them).
   uint64_t peer_requests() const { return peer_requests_; }
   bool has_link(const std::string& link) const;
+  // Handles the requests in `out` to the coordinator in this daemon, and
+  // passes its answers to them on (cluster/tables.cpp).
+  void loop_back(std::vector<Outgoing>& out);
+  // The connection to a coordinator was made again: requests in flight go again.
+  void link_reconnected(const std::string& link, std::vector<Outgoing>& out);
   // A frame from the coordinator at `link` (the answer to something sent);
   // `held` keeps data alive, for a reply that passes it on as it is.
   void on_link_frame(const std::string& link, void* data, size_t size, std::vector<Outgoing>& out,
@@ -151,6 +157,13 @@ class State {
   // launcher again (false, and nothing kept, when the launcher is gone).
   const SamplerProgress& sampler_progress() const { return progress_; }
   bool restore_progress(const std::string& job, SamplerRun run);
+  // The rounds of the multi-node jobs coordinated here, saved with the jobs
+  // (persist/round_codec.hpp), and one put back after a restart.
+  const std::map<std::string, CoordJob>& coordinated() const;
+  void restore_round(const std::string& job, CoordJob cj);
+  // True once after a coordinator change that no reply acknowledges but
+  // that must be saved before the round's replies go out.
+  bool take_save_wanted();
 
  private:
   template <class M>

@@ -149,7 +149,7 @@ void ReplyCache::remember(const std::string& client, int64_t uid, Entry e) {
                                [&](const Entry& x) { return x.request_id == e.request_id; }),
                 entries.end());
   entries.push_back(std::move(e));
-  if (entries.size() > kPerClient) entries.erase(entries.begin());
+  if (entries.size() > (uid == -1 ? kPerPeer : kPerClient)) entries.erase(entries.begin());
   touch(client, it->second);
   evict();
 }

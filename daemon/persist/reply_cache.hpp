@@ -42,6 +42,10 @@ class ReplyCache {
   // Per client; a client has one request in flight (Client is not
   // thread-safe), so a few are plenty.
   static constexpr size_t kPerClient = 4;
+  // A peer daemon's link (uid -1: it acts for no local user) carries the
+  // requests of all its node's ranks at once: it resends every one still
+  // unanswered when its link to a restarted coordinator reconnects.
+  static constexpr size_t kPerPeer = 256;
   // Clients remembered; the least recently active are forgotten first.
   static constexpr size_t kMaxClients = 1024;
   // A uid's share: when the cache is full, a uid holding more gives up its

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "persist/progress_codec.hpp"
+#include "persist/round_codec.hpp"
 #include "protocol/bounded_unpack.hpp"
 #include "protocol/codec.hpp"
 #include "protocol/limits.hpp"
@@ -238,7 +239,7 @@ std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t
                             const StartTime& started) {
   codec::Buffer buf;
   codec::Packer p(buf);
-  p.pack_map(8);
+  p.pack_map(9);
   key(p, "format"), put_str(p, kFormatName);
   key(p, "version"), p.pack(kFormatVersion);
   key(p, "epoch"), p.pack(epoch);
@@ -270,6 +271,9 @@ std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t
   const auto& runs = st.sampler_progress().all();
   key(p, "progress"), p.pack_array(static_cast<uint32_t>(runs.size()));
   for (const auto& [job, run] : runs) progress_codec::pack_run(p, job, run, started);
+  const auto& rounds = st.coordinated();
+  key(p, "rounds"), p.pack_array(static_cast<uint32_t>(rounds.size()));
+  for (const auto& [job, cj] : rounds) round_codec::pack_round(p, job, cj, true);
   return bytes_of(buf);
 }
 
@@ -295,7 +299,7 @@ Loaded decode_snapshot(const std::string& bytes) {
   check(l);
   check_leases(top, l);
   if (version >= 3) l.marks = decode_marks(top);
-  const auto& replies = top.array("replies", ReplyCache::kMaxClients * ReplyCache::kPerClient);
+  const auto& replies = top.array("replies", ReplyCache::kMaxClients * ReplyCache::kPerPeer);
   for (uint32_t i = 0; i < replies.size; ++i) {
     bool usable = false;
     auto r = decode_reply(replies.ptr[i], "state.replies[" + std::to_string(i) + "]", &usable);
@@ -306,6 +310,12 @@ Loaded decode_snapshot(const std::string& bytes) {
     for (uint32_t i = 0; i < runs.size; ++i)
       l.progress.insert(
           progress_codec::decode_run(runs.ptr[i], "state.progress[" + std::to_string(i) + "]"));
+  }
+  if (version >= 4) {
+    const auto& rounds = top.array("rounds", 1u << 20);
+    for (uint32_t i = 0; i < rounds.size; ++i)
+      l.rounds.insert(
+          round_codec::decode_round(rounds.ptr[i], "state.rounds[" + std::to_string(i) + "]"));
   }
   return l;
 }
@@ -422,6 +432,11 @@ void apply(Loaded& l, uint8_t type, std::string_view payload) {
     case kProgressGone:
       l.progress.erase(progress_codec::decode_run_gone(o));
       return;
+    case kRound:
+    case kRoundGone:
+    case kRoundKey:
+    case kRoundKeyGone:
+      return round_codec::apply(l.rounds, type, o);
     default:
       throw Error(ErrorCode::kBadMessage, "a log record of unknown type " + std::to_string(type));
   }

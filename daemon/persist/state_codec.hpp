@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/cluster.hpp"
 #include "core/sampler_progress.hpp"
 #include "core/state.hpp"
 #include "persist/reply_cache.hpp"
@@ -20,20 +21,24 @@ namespace muster::daemon::state_codec {
 // Version 2 adds the epoch (which change log follows the snapshot); a
 // version 1 snapshot (no log beside it) still loads, as epoch 0. Version 3
 // adds the GPUs' drains and failures (DeviceMark); older ones load with none.
-inline constexpr uint64_t kFormatVersion = 3;
+// Version 4 adds the rounds of the jobs coordinated here (round_codec.hpp).
+inline constexpr uint64_t kFormatVersion = 4;
 inline constexpr uint64_t kOldestVersion = 1;
 
-// The change records of the log. The coordinator's records, when it saves
-// its rounds, take other numbers.
+// The change records of the log.
 enum Record : uint8_t {
-  kJob = 1,           // a job's header (all but its store), replacing the one before
-  kJobGone = 2,       // a job and its store, gone
-  kKey = 3,           // one key of a job's store set
-  kKeyGone = 4,       // one key erased
-  kReply = 5,         // a reply kept for a client's resends
-  kDevices = 6,       // every GPU's drain and failure, replacing the ones before
-  kProgress = 7,      // a run's resumable-sampler progress, replacing the one before
-  kProgressGone = 8,  // a run's progress, gone
+  kJob = 1,            // a job's header (all but its store), replacing the one before
+  kJobGone = 2,        // a job and its store, gone
+  kKey = 3,            // one key of a job's store set
+  kKeyGone = 4,        // one key erased
+  kReply = 5,          // a reply kept for a client's resends
+  kDevices = 6,        // every GPU's drain and failure, replacing the ones before
+  kProgress = 7,       // a run's resumable-sampler progress, replacing the one before
+  kProgressGone = 8,   // a run's progress, gone
+  kRound = 9,          // a coordinated job's round (all but its store), replacing the one before
+  kRoundGone = 10,     // a round and its global store, gone
+  kRoundKey = 11,      // one key of a round's global store set
+  kRoundKeyGone = 12,  // one key erased
 };
 
 // A live pid's start time (/proc/PID/stat field 22), cached by the caller.
@@ -57,6 +62,8 @@ struct Loaded {
   // The resumable samplers' progress per job (progress_codec.hpp); each
   // run's launcher_started is its launcher's start time when saved.
   std::map<std::string, SamplerRun> progress;
+  // The rounds of the jobs this daemon coordinates, with their global stores.
+  std::map<std::string, CoordJob> rounds;
 };
 
 // The whole state as one snapshot.

@@ -101,6 +101,7 @@ void StateFile::append_changes(const State& st, ReplyCache& replies) {
     written_marks_ = std::move(marks);
   }
   append_progress(st);
+  append_rounds(st);
   // The records stay buffered in the log until a commit writes them; the
   // disk's view is what they will make it.
   written_ = std::move(now);
@@ -212,6 +213,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   st.restore_device_marks(l.marks);
   for (auto& r : l.replies) replies.restore(r.client, r.uid, std::move(r.e));
   restore_progress(st, l.progress);
+  restore_rounds(st, l.rounds);
   (void)replies.take_fresh();
   // What the disk holds now: if no new snapshot can be written below, the
   // next save appends the differences (the endings that follow, too).
@@ -283,6 +285,7 @@ void StateFile::note_written(const State& st) {
     largest_header_ = std::max(largest_header_, header.size());
     written_[id] = {job.incarnation, std::move(header)};
   }
+  note_rounds(st);
 }
 
 }  // namespace muster::daemon

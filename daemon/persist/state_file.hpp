@@ -1,6 +1,7 @@
 // What survives a daemon restart (kill -9, then systemd's Restart=): jobs
 // with their generations, slots (state, pid, device) and stores, the GPU
-// leases, drains and failures (a critical XID), and the replies to recent state-changing requests
+// leases, drains and failures (a critical XID), the rounds and global stores
+// of the multi-node jobs coordinated here, and the replies to recent state-changing requests
 // (see reply_cache.hpp), in <state dir>: a snapshot, state.msgpack, and the change log that follows
 // it, state.log (change_log.hpp).
 //
@@ -22,6 +23,7 @@
 #include <memory>
 #include <string>
 
+#include "cluster/cluster.hpp"
 #include "core/state.hpp"
 #include "persist/change_log.hpp"
 #include "persist/reply_cache.hpp"
@@ -84,6 +86,10 @@ class StateFile {
   bool snapshot(const State& state, ReplyCache& replies);
   void append_changes(const State& state, ReplyCache& replies);
   void append_progress(const State& state);
+  // The coordinator's rounds (state_rounds.cpp).
+  void append_rounds(const State& state);
+  void note_rounds(const State& state);
+  void restore_rounds(State& state, std::map<std::string, CoordJob>& rounds);
   void restore_progress(State& state, std::map<std::string, SamplerRun>& runs);
   // The disk holds `state` as it is now.
   void note_written(const State& state);
@@ -103,6 +109,7 @@ class StateFile {
     std::string header;
   };
   std::map<std::string, Written> written_;
+  std::map<std::string, Written> written_rounds_;  // the same for the coordinator's rounds
   // What the disk holds of each run's sampler progress.
   std::map<std::string, std::string> written_progress_;
   size_t largest_header_ = 0;

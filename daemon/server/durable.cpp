@@ -23,8 +23,12 @@ bool refusal(const Outgoing& o) {
 }  // namespace
 
 void Server::Runtime::save_then_deliver() {
+  state->loop_back(out);
   bool acks = replies.complete(out);
   if (acks) dirty = true;
+  // A coordinated round changed without a reply that says so (it broke, a
+  // broadcast started): saved all the same, before the round's replies.
+  if (state->take_save_wanted()) dirty = true;
   // A client never acts on an answer that a restarted daemon would not
   // know. When the save fails, replies that acknowledge a change wait for
   // one that works (retried every 100 ms: Server::watch_deadlines); a round

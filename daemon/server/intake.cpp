@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "log.hpp"
+#include "protocol/limits.hpp"
 #include "protocol/message_table.hpp"
 #include "server/runtime.hpp"
 
@@ -86,12 +87,43 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
                               "credentials (only ipc:// clients are served)"));
       return;
     }
-    // Peers' requests are not tracked.
-    if (!from_peer && answered(to, *body, env.type)) return;
+    // A peer's requests are tracked under the inner type of a Forward; its
+    // heartbeats and broadcast chunks are not (peer_cache_type).
+    uint16_t cached = from_peer ? peer_cache_type(env) : env.type;
+    if (cached && answered(to, *body, cached)) return;
     state->handle(to, env, out);
   } catch (const proto::EnvelopeError& e) {
     log::debug(std::string("refused a frame: ") + e.what());
     out.push_back(error_out(to, e.request_id, e.code(), e.what()));
+  }
+}
+
+// What the reply cache tracks a peer daemon's request as (0: not at all).
+// A node daemon sends its requests in flight again when its link to a
+// restarted coordinator reconnects (cluster/node.cpp): a copy of one still
+// parked is dropped, one already answered gets the saved answer. Heartbeats
+// and job_waits are reads, asked anew anyway; a broadcast's chunks are
+// not kept (MiBs each): the node fails those with `restarted` instead of
+// sending them again, and the ranks start the broadcast again.
+uint16_t Server::Runtime::peer_cache_type(const proto::Envelope& env) {
+  using proto::MsgType;
+  switch (static_cast<MsgType>(env.type)) {
+    case MsgType::kHeartbeat:
+    case MsgType::kJobWaits:
+      return 0;
+    case MsgType::kForward:
+      try {
+        codec::MapReader r(env.payload, "forward");
+        auto frame = r.bin_view("frame", limits::kMaxFrameBytes);
+        auto inner = proto::decode_envelope(frame.data(), frame.size(), true);
+        const proto::MessageTraits* t = proto::message_traits(inner.type);
+        if (!t || t->area == proto::Area::kBcast) return 0;
+        return inner.type;
+      } catch (const std::exception&) {
+        return env.type;  // the handler says what is wrong with it
+      }
+    default:
+      return env.type;
   }
 }
 

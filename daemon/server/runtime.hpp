@@ -97,6 +97,7 @@ struct Server::Runtime {
   bool answered(ReplyTo& to, const zmq::message_t& body, uint16_t type);
   // Counts a plain TCP peer as one once it sent a peer request.
   void note_peer(const zmq::message_t& body, uint16_t type);
+  static uint16_t peer_cache_type(const proto::Envelope& env);
 };
 
 }  // namespace muster::daemon

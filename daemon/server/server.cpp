@@ -372,12 +372,14 @@ void Server::run() {
   if (rt.fds->peer_events()) peer_events.schedule_socket(rt.fds->peer_events());
   event::SocketEvent peer(loop, kPeer, [&] { rt.receive(*rt.peer, true); });
   if (rt.peer) peer.schedule_socket(rt.peer->handle());
-  rt.links.emplace(rt.ctx, loop, kLinks, rt.security ? &*rt.security : nullptr,
-                   [&](const std::string& name, zmq::message_t& frame) {
-                     // Shared, so that a reply can pass it on without a copy.
-                     auto held = std::make_shared<zmq::message_t>(std::move(frame));
-                     state.on_link_frame(name, held->data(), held->size(), rt.out, held);
-                   });
+  rt.links.emplace(
+      rt.ctx, loop, kLinks, rt.security ? &*rt.security : nullptr,
+      [&](const std::string& name, zmq::message_t& frame) {
+        // Shared, so that a reply can pass it on without a copy.
+        auto held = std::make_shared<zmq::message_t>(std::move(frame));
+        state.on_link_frame(name, held->data(), held->size(), rt.out, held);
+      },
+      [&](const std::string& name) { state.link_reconnected(name, rt.out); });
   // Sampler permutations are computed on a worker thread (shards.cpp).
   auto permuter = std::make_unique<PermuteThread>();
   event::SocketEvent permuted(loop, kPermuted, [&] { state.permutations_done(rt.out); });

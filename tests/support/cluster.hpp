@@ -61,10 +61,11 @@ struct Cluster {
   // Daemon 0 coordinates. tree_width > 0: every daemon listens (any free
   // port) so that nodes can relay for their children, and the coordinator
   // builds a tree that wide. names: the daemons' --node-name (default:
-  // the host name).
-  explicit Cluster(int n, int tree_width = -1, const std::vector<std::string>& names = {}) {
+  // the host name). peer_timeout: seconds (--peer-timeout).
+  explicit Cluster(int n, int tree_width = -1, const std::vector<std::string>& names = {},
+                   const std::string& peer_timeout = "2") {
     for (int i = 0; i < n; ++i) {
-      std::vector<std::string> args = {"--peer-plain", "--peer-timeout", "2"};
+      std::vector<std::string> args = {"--peer-plain", "--peer-timeout", peer_timeout};
       if (static_cast<size_t>(i) < names.size()) args.insert(args.end(), {"--node-name", names[i]});
       if (i == 0)
         args.insert(args.end(), {"--peer-bind", "127.0.0.1", "--peer-port", std::to_string(port)});

@@ -30,6 +30,8 @@
 //                        (without exiting), then a broadcast with the right
 //                        size on every rank: `bcast_after=<digest>`
 // A failed broadcast prints `bcast_error=<code> <message>` and exits 3.
+// coord-restart DIR SIZE: the steps of tests/test_coord_restart.cpp (see
+//   coord_restart below).
 // store-api: torch's newer Store API across nodes (append, multi_set/get,
 //   num_keys, list_keys, queues, a queue_pop parked before the push on
 //   another node): `api=ok`, or `api=WRONG <what>`.
@@ -209,6 +211,54 @@ int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
 }
 }  // namespace
 
+// `coord-restart DIR SIZE`: steps the test kills the coordinating daemon in
+// (tests/test_coord_restart.cpp). Every rank prints `at=<step>` when it
+// reaches one; the last rank goes on only once the test created DIR/<step>,
+// so that the others wait meanwhile (in the barrier, in the key wait):
+//   an add before anything (`count=` at the end: applied once each),
+//   barrier, `barrier=ok`; key: the others wait for the last rank's set,
+//   `key=<value>`; then 4 broadcasts of SIZE bytes from the last rank,
+//   `bcast=ok n=N` each (the bytes checked against the root's), the test
+//   killing the daemon during the last three; `restarted=<broadcasts the
+//   coordinator had to start again>`, `count=<value>` last.
+int coord_restart(muster::Client& c, const muster::RankInfo& r, const std::string& dir,
+                  size_t size) {
+  using std::chrono::seconds;
+  auto say = [](const std::string& s) {
+    std::printf("%s\n", s.c_str());
+    std::fflush(stdout);
+  };
+  const uint32_t last = r.world_size - 1;
+  auto go = [&](const char* step) {
+    say(std::string("at=") + step);
+    if (r.rank != last) return;
+    for (int i = 0; i < 6000 && ::access((dir + "/" + step).c_str(), F_OK) != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  c.add("restart/count", 1);
+  go("barrier");
+  c.barrier("restart-barrier", seconds(120));
+  say("barrier=ok");
+  go("key");
+  if (r.rank == last) c.set("restart/key", "value-" + std::to_string(r.world_size));
+  say("key=" + c.get("restart/key", seconds(120)));
+  std::vector<uint8_t> want(size), buf(size);
+  pattern(want.data(), size, last + 1);
+  for (int n = 0; n < 4; ++n) {
+    if (r.rank == last)
+      buf = want;
+    else
+      std::memset(buf.data(), 0xEE, size);
+    say("at=bcast n=" + std::to_string(n));
+    muster::broadcast(c, buf.data(), size, last);
+    say(std::string("bcast=") + (buf == want ? "ok" : "WRONG") + " n=" + std::to_string(n));
+  }
+  c.barrier("restart-end", seconds(120));
+  say("restarted=" + c.try_get("muster/bcast/restarted").value_or("0"));
+  say("count=" + c.get("restart/count"));
+  return 0;
+}
+
 // Every rank writes through the newer Store API, then checks what all
 // wrote; the last rank waits in queue_pop for an item rank 0 pushes later.
 int store_api(muster::Client& c, const muster::RankInfo& r) {
@@ -299,6 +349,8 @@ int main(int argc, char** argv) {
                             argc > 4 ? std::stoi(argv[4]) : 1000,
                             argc > 5 && std::string(argv[5]) == "sync");
     if (mode == "store-api") return store_api(c, r);
+    if (mode == "coord-restart" && argc > 3)
+      return coord_restart(c, r, argv[2], std::stoull(argv[3]));
     if (hold) {
       try {
         c.get("never-set", std::chrono::seconds(60));

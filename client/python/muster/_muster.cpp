@@ -142,7 +142,7 @@ void def_errors(py::module_& m) {
   if (!g_error) throw py::error_already_set();
   m.attr("Error") = py::handle(g_error);
   py::dict codes;
-  for (int c = 0; c <= static_cast<int>(muster::ErrorCode::kRepliesDropped); ++c)
+  for (int c = 0; c <= static_cast<int>(muster::ErrorCode::kRestarted); ++c)
     codes[py::str(muster::error_name(static_cast<muster::ErrorCode>(c)))] = c;
   m.attr("ERROR_CODES") = codes;
   py::register_exception_translator([](std::exception_ptr p) {

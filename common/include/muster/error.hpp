@@ -31,6 +31,7 @@ enum class ErrorCode : uint16_t {
   kDeviceFailed = 18,     // a GPU the job holds failed (critical XID); names the GPU
   kStorageFailed = 19,    // the change could not be made durable (disk full, I/O error)
   kRepliesDropped = 20,   // replies to this connection were dropped unread: send again
+  kRestarted = 21,  // the job's coordinating daemon restarted during a broadcast: start it again
 };
 
 // Stable lower-case name, e.g. "timeout"; used in CLI output and JSON.

@@ -1,0 +1,45 @@
+// A coordinator's rounds brought back from the state file after its daemon
+// restarted (persist/round_codec.hpp saves them). What was in memory only
+// is rebuilt by the node daemons: they send their requests in flight again
+// once their link reconnects (cluster/node.cpp), so barrier arrivals and
+// key waits are counted anew, and the replies to the requests that changed
+// something come from the saved reply cache.
+#include <algorithm>
+#include <atomic>
+
+#include "cluster/coordinator.hpp"
+#include "log.hpp"
+
+namespace muster::daemon {
+
+uint64_t next_round_incarnation() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
+void Coordinator::restore(const std::string& job, CoordJob cj) {
+  auto now = Clock::now();
+  cj.incarnation = next_round_incarnation();
+  cj.store.id = job;
+  cj.store.global = true;
+  // Silence is counted from now: the nodes could not reach a daemon that
+  // was not there.
+  for (auto* v : {&cj.nodes, &cj.waiting})
+    for (auto& n : *v) {
+      n.last_seen = now;
+      n.join_deadline = now + std::chrono::minutes(15);
+    }
+  // An open round closes no sooner than its nodes can be back: a World
+  // sent before a node's link reconnected would be lost, and the join it
+  // sends again would look like a restart of that node.
+  if (!cj.closed && cj.nodes.size() >= cj.min_nodes)
+    cj.last_call = now + std::max<std::chrono::milliseconds>(
+                             std::chrono::milliseconds(cj.last_call_ms), peer_timeout_ / 2);
+  cj.restored_bcast_seq = cj.bcast_seq;
+  log::notice(log::job(job), "job=" + job + " (coordinated here) restored at generation " +
+                                 std::to_string(cj.generation) + (cj.closed ? "" : " (forming)") +
+                                 ", " + std::to_string(cj.nodes.size()) + " node(s)");
+  rounds_[job] = std::move(cj);
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,30 @@
+// The bytes of a coordinator's rounds in the state file (cluster/cluster.hpp
+// CoordJob, one per job coordinated here): a "rounds" array in the snapshot,
+// and in the change log a header record per changed round (all but its
+// store) and a record per key of its global store set or erased
+// (state_codec.hpp's kRound* types). Barrier arrivals and parked waits are
+// not saved: the node daemons send them again (cluster/node.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "cluster/cluster.hpp"
+#include "protocol/codec.hpp"
+
+namespace muster::daemon::round_codec {
+
+// One round as a map; with_store adds the global store's keys (snapshot).
+void pack_round(codec::Packer& p, const std::string& job, const CoordJob& cj, bool with_store);
+std::string round_record(const std::string& job, const CoordJob& cj);
+// Throws Error(kBadMessage) when the map does not decode.
+std::pair<std::string, CoordJob> decode_round(const msgpack::object& o, const std::string& what);
+
+// The change log's records of rounds (state_codec.hpp's kRound, kRoundGone,
+// kRoundKey, kRoundKeyGone, whose payloads are those of its kJob, kJobGone,
+// kKey and kKeyGone) applied to the rounds read so far.
+void apply(std::map<std::string, CoordJob>& rounds, uint8_t type, const msgpack::object& o);
+
+}  // namespace muster::daemon::round_codec

@@ -1,0 +1,57 @@
+// The coordinator's rounds in the state file (persist/round_codec.hpp): a
+// header record when a round changed, a record per key of its global store
+// set or erased, as for the node's own jobs (state_file.cpp).
+#include "persist/round_codec.hpp"
+#include "persist/state_codec.hpp"
+#include "persist/state_file.hpp"
+
+namespace muster::daemon {
+
+namespace sc = state_codec;
+
+void StateFile::append_rounds(const State& st) {
+  std::map<std::string, Written> now;
+  for (const auto& [id, cj] : st.coordinated()) {
+    std::string header = round_codec::round_record(id, cj);
+    auto w = written_rounds_.find(id);
+    bool same = w != written_rounds_.end() && w->second.incarnation == cj.incarnation;
+    if (w != written_rounds_.end() && !same) log_.append(sc::kRoundGone, sc::job_gone(id));
+    if (!same || w->second.header != header) log_.append(sc::kRound, header);
+    const KeyValues& kv = cj.store.kv;
+    if (same) {
+      for (const auto& k : kv.take_changed()) {
+        if (const std::string* v = kv.find(k))
+          log_.append(sc::kRoundKey, sc::key_set(id, k, *v));
+        else
+          log_.append(sc::kRoundKeyGone, sc::key_gone(id, k));
+      }
+    } else {
+      kv.forget_changes();
+      for (const auto& [k, v] : kv) log_.append(sc::kRoundKey, sc::key_set(id, k, v));
+    }
+    largest_header_ = std::max(largest_header_, header.size());
+    now[id] = {cj.incarnation, std::move(header)};
+  }
+  for (const auto& [id, w] : written_rounds_)
+    if (!now.count(id)) log_.append(sc::kRoundGone, sc::job_gone(id));
+  written_rounds_ = std::move(now);
+}
+
+void StateFile::note_rounds(const State& st) {
+  written_rounds_.clear();
+  for (const auto& [id, cj] : st.coordinated()) {
+    cj.store.kv.forget_changes();
+    std::string header = round_codec::round_record(id, cj);
+    largest_header_ = std::max(largest_header_, header.size());
+    written_rounds_[id] = {cj.incarnation, std::move(header)};
+  }
+}
+
+void StateFile::restore_rounds(State& st, std::map<std::string, CoordJob>& rounds) {
+  for (auto& [id, cj] : rounds) {
+    cj.store.kv.forget_changes();
+    st.restore_round(id, std::move(cj));
+  }
+}
+
+}  // namespace muster::daemon

@@ -1,0 +1,210 @@
+// The coordinator's rounds in the state file (daemon/persist/round_codec):
+// a round with its nodes, waiting nodes, node ranks of before, exited ranks
+// and global store comes back from a snapshot as it was; the log's records
+// replace a round's header without losing its keys; damaged bytes are
+// refused with a reason; and a State saved by StateFile and loaded into a
+// fresh one has the round back, its nodes counted as heard from now. A
+// peer daemon's link keeps the replies to all its requests in flight (the
+// reply cache's per-peer share), a local client only its last few.
+#include <catch2/catch.hpp>
+
+#include "cluster/cluster.hpp"
+#include "core/state.hpp"
+#include "liveness/pidwatch.hpp"
+#include "persist/reply_cache.hpp"
+#include "persist/round_codec.hpp"
+#include "persist/state_codec.hpp"
+#include "persist/state_file.hpp"
+#include "protocol/codec.hpp"
+#include "support/process.hpp"
+
+using namespace muster;
+using namespace muster::daemon;
+
+namespace {
+
+RoundNode node(const std::string& id, uint32_t rank) {
+  RoundNode n;
+  n.node_id = id;
+  n.name = "host-" + id;
+  n.to.routing_id = "L" + id;
+  n.to.request_id = 40 + rank;
+  n.nproc = 2;
+  n.want_rank = rank == 0 ? 0 : -1;
+  n.master_addr = "10.0.0.1";
+  n.master_port = 29500;
+  n.peer_endpoint = "10.0.0." + std::to_string(rank + 1) + ":29400";
+  n.node_rank = rank;
+  n.run = id + "/123/456";
+  return n;
+}
+
+CoordJob sample() {
+  CoordJob cj;
+  cj.generation = 3;
+  cj.closed = true;
+  cj.min_nodes = 2;
+  cj.max_nodes = 4;
+  cj.owner_uid = 1000;
+  cj.last_call_ms = 500;
+  cj.nodes = {node("a", 0), node("b", 1)};
+  cj.nodes[1].left = true;
+  cj.waiting = {node("c", 0)};
+  cj.previous = {{"a", 0}, {"b", 1}};
+  cj.store.id = "job1";
+  cj.store.generation = 3;
+  cj.store.global_world_size = 4;
+  cj.store.exited_ranks = {3};
+  cj.store.kv.set("k1", "v1");
+  cj.store.kv.set(std::string("bin\0key", 7), std::string("\xff\0", 2));
+  cj.bcast_seq = 17;
+  return cj;
+}
+
+msgpack::object_handle parse(const std::string& bytes) {
+  return msgpack::unpack(bytes.data(), bytes.size());
+}
+
+std::string packed(const CoordJob& cj, bool with_store) {
+  codec::Buffer buf;
+  codec::Packer p(buf);
+  round_codec::pack_round(p, "job1", cj, with_store);
+  return std::string(buf.data(), buf.size());
+}
+
+void same(const CoordJob& a, const CoordJob& b, bool with_store) {
+  CHECK(a.generation == b.generation);
+  CHECK(a.closed == b.closed);
+  CHECK(a.min_nodes == b.min_nodes);
+  CHECK(a.max_nodes == b.max_nodes);
+  CHECK(a.owner_uid == b.owner_uid);
+  CHECK(a.last_call_ms == b.last_call_ms);
+  REQUIRE(a.nodes.size() == b.nodes.size());
+  for (size_t i = 0; i < a.nodes.size(); ++i) {
+    CHECK(a.nodes[i].node_id == b.nodes[i].node_id);
+    CHECK(a.nodes[i].to.routing_id == b.nodes[i].to.routing_id);
+    CHECK(a.nodes[i].to.request_id == b.nodes[i].to.request_id);
+    CHECK(a.nodes[i].peer_endpoint == b.nodes[i].peer_endpoint);
+    CHECK(a.nodes[i].node_rank == b.nodes[i].node_rank);
+    CHECK(a.nodes[i].left == b.nodes[i].left);
+    CHECK(a.nodes[i].run == b.nodes[i].run);
+  }
+  CHECK(a.waiting.size() == b.waiting.size());
+  CHECK(a.previous == b.previous);
+  CHECK(a.store.global_world_size == b.store.global_world_size);
+  CHECK(a.store.exited_ranks == b.store.exited_ranks);
+  CHECK(a.bcast_seq == b.bcast_seq);
+  if (with_store) {
+    CHECK(b.store.kv.size() == 2);
+    CHECK(*b.store.kv.find("k1") == "v1");
+    CHECK(*b.store.kv.find(std::string("bin\0key", 7)) == std::string("\xff\0", 2));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a round comes back from its bytes as it was") {
+  const CoordJob cj = sample();
+  auto h = parse(packed(cj, true));
+  auto [job, back] = round_codec::decode_round(h.get(), "test");
+  CHECK(job == "job1");
+  same(cj, back, true);
+  CHECK(back.store.global);
+  CHECK(back.nodes[0].to.from_peer);
+}
+
+TEST_CASE("log records replace a round's header and keep its keys; gone is gone") {
+  std::map<std::string, CoordJob> rounds;
+  namespace sc = state_codec;
+  auto apply = [&](uint8_t type, const std::string& payload) {
+    auto h = parse(payload);
+    round_codec::apply(rounds, type, h.get());
+  };
+  CoordJob cj = sample();
+  apply(sc::kRound, round_codec::round_record("job1", cj));
+  apply(sc::kRoundKey, sc::key_set("job1", "k1", "v1"));
+  apply(sc::kRoundKey, sc::key_set("job1", "k2", "v2"));
+  cj.generation = 4;
+  apply(sc::kRound, round_codec::round_record("job1", cj));
+  apply(sc::kRoundKeyGone, sc::key_gone("job1", "k2"));
+  REQUIRE(rounds.count("job1"));
+  CHECK(rounds["job1"].generation == 4);
+  CHECK(rounds["job1"].store.kv.size() == 1);
+  CHECK(*rounds["job1"].store.kv.find("k1") == "v1");
+  // A key of a round the log never named is a damaged log.
+  CHECK_THROWS_AS(apply(sc::kRoundKey, sc::key_set("other", "k", "v")), Error);
+  apply(sc::kRoundGone, sc::job_gone("job1"));
+  CHECK(rounds.empty());
+}
+
+TEST_CASE("a damaged round is refused with a reason, not half restored") {
+  CoordJob cj = sample();
+  cj.store.exited_ranks = {9};  // outside its world of 4
+  auto h = parse(packed(cj, false));
+  try {
+    round_codec::decode_round(h.get(), "test");
+    FAIL("decoded a round with an exited rank outside its world");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kBadMessage);
+    CHECK(std::string(e.what()).find("exited") != std::string::npos);
+  }
+  // A field of the wrong type, and a node without an id.
+  CoordJob bad = sample();
+  bad.nodes[0].node_id.clear();
+  auto h2 = parse(packed(bad, false));
+  CHECK_THROWS_AS(round_codec::decode_round(h2.get(), "test"), Error);
+  auto h3 = parse("\x81\xa3job\x05");  // {"job": 5}
+  CHECK_THROWS_AS(round_codec::decode_round(h3.get(), "test"), Error);
+}
+
+TEST_CASE("a State's coordinated round is saved and loaded by the state file") {
+  test::TempDir dir;
+  PidWatch watch;
+  ReplyCache replies;
+  {
+    State st({}, watch);
+    st.restore_round("job1", sample());
+    StateFile f(dir.path());
+    f.load(st, replies);  // empty dir: starts a log
+    st.restore_round("job1", sample());
+    REQUIRE(f.save(st, replies));
+  }
+  State back({}, watch);
+  StateFile f(dir.path());
+  f.load(back, replies);
+  REQUIRE(back.coordinated().count("job1"));
+  const CoordJob& cj = back.coordinated().at("job1");
+  same(sample(), cj, true);
+  // Heard from now: a node the restarted daemon could not hear from is not
+  // lost for the time it was down.
+  for (const auto& n : cj.nodes) CHECK(Clock::now() - n.last_seen < std::chrono::seconds(5));
+  CHECK(cj.restored_bcast_seq == 17);  // its broadcasts up to #17 start again
+}
+
+TEST_CASE("a peer daemon's link keeps the replies to all its requests in flight") {
+  ReplyCache cache;
+  auto answer = [&](const std::string& client, int64_t uid, uint64_t id) {
+    ReplyTo to;
+    to.routing_id = client;
+    to.peer_uid = uid;
+    to.request_id = id;
+    cache.begin(to, 8 /* store_add: saved */, 1000 + id);
+    std::vector<Outgoing> out{{to, "reply-" + std::to_string(id)}};
+    cache.complete(out);
+  };
+  for (uint64_t id = 1; id <= 200; ++id) answer("Lpeer", -1, id);
+  for (uint64_t id = 1; id <= 200; ++id) answer("local", 1000, id);
+  auto seen = [&](const std::string& client, int64_t uid, uint64_t id) {
+    ReplyTo to;
+    to.routing_id = client;
+    to.peer_uid = uid;
+    to.request_id = id;
+    std::string reply;
+    return cache.check(to, 1000 + id, &reply) == ReplyCache::Seen::kAnswered &&
+           reply == "reply-" + std::to_string(id);
+  };
+  CHECK(seen("Lpeer", -1, 1));  // all 200 of the peer's
+  CHECK(seen("Lpeer", -1, 200));
+  CHECK_FALSE(seen("local", 1000, 1));  // a local client's last 4 only
+  CHECK(seen("local", 1000, 200));
+}
