@@ -208,3 +208,17 @@ TEST_CASE("a peer daemon's link keeps the replies to all its requests in flight"
   CHECK_FALSE(seen("local", 1000, 1));  // a local client's last 4 only
   CHECK(seen("local", 1000, 200));
 }
+
+TEST_CASE("a restored round no node comes back to keeps nothing alive and is dropped") {
+  PidWatch watch;
+  State st({}, watch);
+  st.restore_round("job1", sample());
+  // Not work an embedded daemon waits for: its nodes may be long gone.
+  CHECK(st.job_count() == 0);
+  std::vector<Outgoing> out;
+  st.cluster_tick(Clock::now() + std::chrono::seconds(5), out);
+  CHECK(st.coordinated().count("job1") == 1);  // within the peer timeout (10 s)
+  st.cluster_tick(Clock::now() + std::chrono::seconds(11), out);
+  CHECK(st.coordinated().empty());
+  CHECK(st.take_save_wanted());  // its removal reaches the disk
+}

@@ -141,6 +141,10 @@ struct CoordJob {
   uint64_t bcast_seq = 0;
   uint64_t restored_bcast_seq = 0;
   uint64_t restarted_counted = 0;  // muster/bcast/restarted counts it (not saved)
+  // Restored after a restart and not heard from by any node since: the
+  // job may be long gone (its nodes' daemons too). Dropped once it stays
+  // so for the peer timeout; meanwhile it keeps no embedded daemon alive.
+  std::optional<Clock::time_point> restored_quiet;
 };
 
 }  // namespace muster::daemon

@@ -36,10 +36,37 @@ void Coordinator::restore(const std::string& job, CoordJob cj) {
     cj.last_call = now + std::max<std::chrono::milliseconds>(
                              std::chrono::milliseconds(cj.last_call_ms), peer_timeout_ / 2);
   cj.restored_bcast_seq = cj.bcast_seq;
+  cj.restored_quiet = now;
   log::notice(log::job(job), "job=" + job + " (coordinated here) restored at generation " +
                                  std::to_string(cj.generation) + (cj.closed ? "" : " (forming)") +
                                  ", " + std::to_string(cj.nodes.size()) + " node(s)");
   rounds_[job] = std::move(cj);
+}
+
+size_t Coordinator::size() const {
+  size_t n = 0;
+  for (const auto& [id, cj] : rounds_) n += !cj.restored_quiet;
+  return n;
+}
+
+// A node of the round was heard from: the round is live again.
+void Coordinator::heard(CoordJob& cj) {
+  if (!cj.restored_quiet) return;
+  cj.restored_quiet.reset();
+  log::info(log::job(cj.store.id), "job=" + cj.store.id + " (restored) heard from its nodes again");
+}
+
+// Restored rounds no node came back to within the peer timeout: their job
+// ended while this daemon was down (or its nodes died with it).
+void Coordinator::drop_quiet(Clock::time_point now) {
+  std::erase_if(rounds_, [&](auto& kv) {
+    auto& [id, cj] = kv;
+    if (!cj.restored_quiet || now - *cj.restored_quiet <= peer_timeout_) return false;
+    log::notice(log::job(id), "job=" + id + " (restored) dropped: no node came back within " +
+                                  std::to_string(peer_timeout_.count()) + " ms of the restart");
+    save_wanted_ = true;
+    return true;
+  });
 }
 
 }  // namespace muster::daemon

@@ -67,6 +67,7 @@ CoordJob& Coordinator::live_round(const std::string& job, uint64_t generation,
   if (it == rounds_.end())
     throw Error(ErrorCode::kUnknownJob, "no multi-node job '" + job + "' is coordinated here");
   CoordJob& cj = it->second;
+  heard(cj);
   if (!cj.closed || cj.generation != generation)
     throw Error(ErrorCode::kStaleGeneration,
                 what + " from generation " + std::to_string(generation) + " refused: job '" + job +
@@ -118,6 +119,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
   check_local_owner(local_jobs, m);
   auto [it, fresh] = rounds_.try_emplace(m.job);
   CoordJob& cj = it->second;
+  heard(cj);
   if (fresh) {
     cj.min_nodes = m.min_nodes;
     cj.max_nodes = m.max_nodes;

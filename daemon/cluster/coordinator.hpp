@@ -35,7 +35,9 @@ class Coordinator {
   // Empty once no round is left and no sampler progress lingers (ticks
   // are needed until it expires).
   bool empty() const { return rounds_.empty() && lingering_.empty(); }
-  size_t size() const { return rounds_.size(); }
+  // Rounds that count as work (an embedded daemon stays while any does):
+  // all but those restored that no node has come back to yet.
+  size_t size() const;
   // The rounds of the jobs coordinated here, by job id (for the metrics).
   const std::map<std::string, CoordJob>& rounds() const { return rounds_; }
   // Whether the world of `job` at `generation` is formed here and has this
@@ -47,6 +49,10 @@ class Coordinator {
   // True once after a change that must reach the disk although no reply
   // acknowledges it (a broadcast started: its number is saved).
   bool take_save_wanted() { return std::exchange(save_wanted_, false); }
+  // A node of the round was heard from, and rounds no node came back to
+  // (coord_restore.cpp).
+  void heard(CoordJob& cj);
+  void drop_quiet(Clock::time_point now);
   // The global store of a job coordinated here, if any.
   Job* global_store(const std::string& job);
   // The round of a job coordinated here whose world is formed and healthy

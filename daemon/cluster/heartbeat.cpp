@@ -74,6 +74,7 @@ proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m) {
     }
     CoordJob& cj = it->second;
     if (RoundNode* n = find_node(cj.nodes, m.node_id)) {
+      heard(cj);
       n->last_seen = now;
       // What its ranks wait in, for job_waits (coord_waits.cpp).
       if (cj.closed && jg.generation == cj.generation) {
@@ -140,6 +141,7 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
 }
 
 void Coordinator::tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  drop_quiet(now);
   rounds_tick(now, out);
   bcast_tick(now, out);
   samplers_tick(now);

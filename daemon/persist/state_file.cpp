@@ -218,13 +218,17 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   // What the disk holds now: if no new snapshot can be written below, the
   // next save appends the differences (the endings that follow, too).
   note_written(st);
-  std::vector<Outgoing> out;  // nobody waits yet: stays empty
+  std::vector<Outgoing> out;  // nobody waits yet: replies go nowhere
   size_t gone = 0;
   for (const auto& [pid, ok] : alive)
     if (!ok) {
       ++gone;
       st.on_pid_exit(pid, out);
     }
+  // A job of a round coordinated here that ended while the daemon was
+  // down leaves that round now (State::loop_back); what would go to other
+  // daemons is dropped (they hear of it by its missing heartbeats).
+  st.loop_back(out);
   if (restored || have_log)
     log::notice("restored " + std::to_string(restored) + " job(s) from " + dir_ +
                 (gone ? "; " + std::to_string(gone) +
