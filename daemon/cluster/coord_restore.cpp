@@ -50,10 +50,11 @@ size_t Coordinator::size() const {
 }
 
 // A node of the round was heard from: the round is live again.
-void Coordinator::heard(CoordJob& cj) {
-  if (!cj.restored_quiet) return;
+CoordJob& Coordinator::heard(CoordJob& cj) {
+  if (!cj.restored_quiet) return cj;
   cj.restored_quiet.reset();
   log::info(log::job(cj.store.id), "job=" + cj.store.id + " (restored) heard from its nodes again");
+  return cj;
 }
 
 // Restored rounds no node came back to within the peer timeout: their job

@@ -118,8 +118,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
   auto now = Clock::now();
   check_local_owner(local_jobs, m);
   auto [it, fresh] = rounds_.try_emplace(m.job);
-  CoordJob& cj = it->second;
-  heard(cj);
+  CoordJob& cj = heard(it->second);
   if (fresh) {
     cj.min_nodes = m.min_nodes;
     cj.max_nodes = m.max_nodes;

@@ -51,7 +51,7 @@ class Coordinator {
   bool take_save_wanted() { return std::exchange(save_wanted_, false); }
   // A node of the round was heard from, and rounds no node came back to
   // (coord_restore.cpp).
-  void heard(CoordJob& cj);
+  CoordJob& heard(CoordJob& cj);
   void drop_quiet(Clock::time_point now);
   // The global store of a job coordinated here, if any.
   Job* global_store(const std::string& job);

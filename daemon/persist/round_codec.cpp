@@ -94,14 +94,7 @@ void pack_round(codec::Packer& p, const std::string& job, const CoordJob& cj, bo
   for (uint32_t r : st.exited_ranks) p.pack(r);
   key(p, "bcast_seq"), p.pack(cj.bcast_seq);
   if (!with_store) return;
-  // Sorted, so that the same store encodes the same bytes.
-  std::map<std::string_view, std::string_view> kv(st.kv.begin(), st.kv.end());
-  key(p, "kv"), p.pack_array(static_cast<uint32_t>(kv.size()));
-  for (const auto& [k, v] : kv) {
-    p.pack_map(2);
-    key(p, "k"), put_bin(p, k);
-    key(p, "v"), put_bin(p, v);
-  }
+  key(p, "kv"), state_codec::pack_store(p, st.kv);
 }
 
 std::string round_record(const std::string& job, const CoordJob& cj) {
@@ -151,13 +144,7 @@ std::pair<std::string, CoordJob> decode_round(const msgpack::object& o, const st
     st.exited_ranks.insert(static_cast<uint32_t>(exited.ptr[i].via.u64));
   }
   cj.bcast_seq = r.u64("bcast_seq", 0, UINT64_MAX);
-  if (r.has("kv")) {
-    const auto& kv = r.array("kv", 1u << 24);
-    for (uint32_t k = 0; k < kv.size; ++k) {
-      MapReader kr(kv.ptr[k], what + " key " + std::to_string(k));
-      st.kv.set(kr.bin("k", limits::kMaxKeyBytes), kr.bin("v", limits::kMaxValueBytes));
-    }
-  }
+  if (r.has("kv")) state_codec::unpack_store(r, st.kv, what);
   st.kv.forget_changes();  // as it is on disk
   return out;
 }

@@ -104,13 +104,7 @@ Loaded::JobAt decode_job(const msgpack::object& o, const std::string& what) {
                                               " without a live process");
     job.slots.push_back(s);
   }
-  if (jr.has("kv")) {
-    const auto& kv = jr.array("kv", 1u << 24);
-    for (uint32_t k = 0; k < kv.size; ++k) {
-      MapReader kr(kv.ptr[k], "job '" + job.id + "' key " + std::to_string(k));
-      job.kv.set(kr.bin("k", limits::kMaxKeyBytes), kr.bin("v", limits::kMaxValueBytes));
-    }
-  }
+  if (jr.has("kv")) unpack_store(jr, job.kv, "job '" + job.id + "'");
   job.kv.forget_changes();  // as it is on disk
   return at;
 }
@@ -223,17 +217,28 @@ void encode_job(codec::Packer& p, const Job& job, const StartTime& started, bool
     key(p, "started"), p.pack(slot_live(s.state) ? started(s.pid) : uint64_t{0});
   }
   if (!with_store) return;
-  // Sorted, so that the same store encodes the same bytes.
-  std::map<std::string_view, std::string_view> kv(job.kv.begin(), job.kv.end());
-  key(p, "kv"), p.pack_array(static_cast<uint32_t>(kv.size()));
-  for (const auto& [k, v] : kv) {
+  key(p, "kv"), pack_store(p, job.kv);
+}
+
+}  // namespace
+
+void pack_store(codec::Packer& p, const KeyValues& kv) {
+  std::map<std::string_view, std::string_view> sorted(kv.begin(), kv.end());
+  p.pack_array(static_cast<uint32_t>(sorted.size()));
+  for (const auto& [k, v] : sorted) {
     p.pack_map(2);
     key(p, "k"), put_bin(p, k);
     key(p, "v"), put_bin(p, v);
   }
 }
 
-}  // namespace
+void unpack_store(const codec::MapReader& r, KeyValues& kv, const std::string& what) {
+  const auto& a = r.array("kv", 1u << 24);
+  for (uint32_t k = 0; k < a.size; ++k) {
+    MapReader kr(a.ptr[k], what + " key " + std::to_string(k));
+    kv.set(kr.bin("k", limits::kMaxKeyBytes), kr.bin("v", limits::kMaxValueBytes));
+  }
+}
 
 std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t epoch,
                             const StartTime& started) {

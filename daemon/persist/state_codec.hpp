@@ -15,6 +15,7 @@
 #include "core/sampler_progress.hpp"
 #include "core/state.hpp"
 #include "persist/reply_cache.hpp"
+#include "protocol/codec.hpp"
 
 namespace muster::daemon::state_codec {
 
@@ -65,6 +66,11 @@ struct Loaded {
   // The rounds of the jobs this daemon coordinates, with their global stores.
   std::map<std::string, CoordJob> rounds;
 };
+
+// A store's keys as an array of {k, v} maps, sorted (the same store, the
+// same bytes), and back from the map field "kv" of r (what: for errors).
+void pack_store(codec::Packer& p, const KeyValues& kv);
+void unpack_store(const codec::MapReader& r, KeyValues& kv, const std::string& what);
 
 // The whole state as one snapshot.
 std::string encode_snapshot(const State& state, const ReplyCache& replies, uint64_t epoch,

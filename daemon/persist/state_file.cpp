@@ -218,17 +218,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   // What the disk holds now: if no new snapshot can be written below, the
   // next save appends the differences (the endings that follow, too).
   note_written(st);
-  std::vector<Outgoing> out;  // nobody waits yet: replies go nowhere
-  size_t gone = 0;
-  for (const auto& [pid, ok] : alive)
-    if (!ok) {
-      ++gone;
-      st.on_pid_exit(pid, out);
-    }
-  // A job of a round coordinated here that ended while the daemon was
-  // down leaves that round now (State::loop_back); what would go to other
-  // daemons is dropped (they hear of it by its missing heartbeats).
-  st.loop_back(out);
+  size_t gone = end_gone(st, alive);
   if (restored || have_log)
     log::notice("restored " + std::to_string(restored) + " job(s) from " + dir_ +
                 (gone ? "; " + std::to_string(gone) +
@@ -244,6 +234,22 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
     log::warning("cannot open a change log in " + dir_ + " (" + why +
                  "); changes are refused until it can");
   return restored;
+}
+
+// The slots whose processes ended while the daemon was down end now. A job
+// of a round coordinated here that ended so leaves that round too
+// (State::loop_back); what would go to other daemons is dropped (they hear
+// of it by its missing heartbeats), and replies go nowhere: nobody waits yet.
+size_t StateFile::end_gone(State& st, const std::map<int64_t, bool>& alive) {
+  std::vector<Outgoing> out;
+  size_t gone = 0;
+  for (const auto& [pid, ok] : alive)
+    if (!ok) {
+      ++gone;
+      st.on_pid_exit(pid, out);
+    }
+  st.loop_back(out);
+  return gone;
 }
 
 // The runs whose sampler progress differs from what the disk holds.

@@ -89,6 +89,7 @@ class StateFile {
   // The coordinator's rounds (state_rounds.cpp).
   void append_rounds(const State& state);
   void note_rounds(const State& state);
+  size_t end_gone(State& state, const std::map<int64_t, bool>& alive);
   void restore_rounds(State& state, std::map<std::string, CoordJob>& rounds);
   void restore_progress(State& state, std::map<std::string, SamplerRun>& runs);
   // The disk holds `state` as it is now.
