@@ -94,7 +94,7 @@ po::options_description settings_description(Settings& s) {
     ("fd-reserve", po::value(&s.o.config.fd_reserve)->value_name("N")->default_value(0),
        "file descriptors kept free below the open-file limit (which musterd raises to the hard "
        "limit at start): with the limit less N in use, new local and peer connections wait "
-       "until some end; 0 = the larger of 256 and a sixteenth of the limit")
+       "until some end; 0 = the larger of 384 and a sixteenth of the limit")
     ("reply-queue", po::value(&s.o.config.reply_queue)->value_name("N")->default_value(8),
        "replies queued for one local connection that does not read them; one more is "
        "dropped (the client sends its request again), so a connection holds at most N+1 "

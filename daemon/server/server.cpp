@@ -186,13 +186,16 @@ void Server::bind_peer() {
 // both backlogs (kBacklog each) of connections the kernel completed, and
 // the fds the daemon opens itself between two counts (FdGuard::check):
 // state and log files, a pidfd per watched process, two per link to a
-// coordinator, libzmq's mailboxes. 256 at the smallest (a 1,024 limit
-// leaves ~768 for connections); a sixteenth of larger limits.
+// coordinator, libzmq's mailboxes, and what libzmq's I/O thread accepts
+// before a loop starved of CPU counts it (a fresh-clone CI on 2 busy cores
+// saw 214 past the ceiling, and libzmq aborted on EMFILE with 256 kept).
+// 384 at the smallest (a 1,024 limit leaves ~640 for connections); a
+// sixteenth of larger limits.
 void Server::start_fd_guard() {
   rlimit before{};
   ::getrlimit(RLIMIT_NOFILE, &before);
   uint64_t limit = raise_fd_limit();
-  uint64_t reserve = cfg_.fd_reserve ? cfg_.fd_reserve : std::max<uint64_t>(256, limit / 16);
+  uint64_t reserve = cfg_.fd_reserve ? cfg_.fd_reserve : std::max<uint64_t>(384, limit / 16);
   rt_->fds.emplace(rt_->ctx, limit, reserve);
   log::notice(
       "file descriptors: limit " + std::to_string(limit) +
