@@ -130,3 +130,22 @@ TEST_CASE(
   run0->signal(SIGTERM);
   run0->wait(30s);
 }
+
+TEST_CASE("the coordinator killed while its own node waits in the rendezvous: the world forms",
+          "[cluster][restart]") {
+  Cluster c(2, -1, {}, "20");
+  // Node 0's launcher is the one waiting (its join went to its own daemon,
+  // over the peer port); node 1 comes after the restart.
+  auto run0 = c.run(0, "phoenix0", "2", {"--node-rank", "0"});
+  std::this_thread::sleep_for(1500ms);
+  kill_and_restart(*c.daemons[0]);
+  auto run1 = c.run(1, "phoenix0", "2", {"--node-rank", "1"});
+  Lines out{{run0.get(), run1.get()}, {}};
+  bool ended = out.wait_for("shard=", 4, 90s);
+  INFO(out.text());
+  REQUIRE(ended);
+  CHECK(out.count("store=ok") == 4);
+  CHECK(out.count("rank=") == 4);  // no worker started twice
+  CHECK(out.count("world=4") == 4);
+  for (auto* r : out.runs) CHECK(r->wait(30s) == 0);
+}
