@@ -8,8 +8,12 @@
 // reply cache's per-peer share), a local client only its last few.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "cluster/cluster.hpp"
+#include "cluster/coordinator.hpp"
 #include "core/state.hpp"
+#include "core/store.hpp"
 #include "liveness/pidwatch.hpp"
 #include "persist/reply_cache.hpp"
 #include "persist/round_codec.hpp"
@@ -221,4 +225,40 @@ TEST_CASE("a restored round no node comes back to keeps nothing alive and is dro
   st.cluster_tick(Clock::now() + std::chrono::seconds(11), out);
   CHECK(st.coordinated().empty());
   CHECK(st.take_save_wanted());  // its removal reaches the disk
+}
+
+TEST_CASE("a restored open round closes only once its nodes joined again") {
+  Store store;
+  Coordinator c(store);
+  CoordJob cj = sample();
+  cj.closed = false;
+  cj.min_nodes = cj.max_nodes = 3;
+  cj.waiting.clear();
+  cj.nodes[1].left = false;
+  c.restore("job1", cj);
+  std::vector<Outgoing> out;
+  auto join = [&](const std::string& node, uint64_t id) {
+    proto::NodeJoin m;
+    m.job = "job1";
+    m.node_id = node;
+    m.nproc = 2;
+    m.min_nodes = m.max_nodes = 3;
+    m.owner_uid = 1000;
+    ReplyTo to;
+    to.routing_id = "L" + node;
+    to.request_id = id;
+    to.from_peer = true;
+    c.node_join(to, m, {}, out);
+  };
+  // A third node joins before the two restored ones are back: their World
+  // would go where the dead daemon's connections were, so the round waits.
+  join("c", 1);
+  CHECK_FALSE(c.rounds().at("job1").closed);
+  join("a", 7);
+  CHECK_FALSE(c.rounds().at("job1").closed);
+  join("b", 8);  // both sent their joins again: it closes, a World each
+  REQUIRE(c.rounds().at("job1").closed);
+  std::set<std::string> to;
+  for (const auto& o : out) to.insert(o.to.routing_id + "/" + std::to_string(o.to.request_id));
+  CHECK(to == std::set<std::string>{"La/7", "Lb/8", "Lc/1"});
 }

@@ -368,7 +368,13 @@ void NodeBroadcast::finish(std::exception_ptr err) {
     try {
       std::rethrow_exception(err);
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::kRestarted) c_.set(again_key, "1");
+      if (e.code() == ErrorCode::kRestarted) {
+        try {
+          c_.set(again_key, "1");
+        } catch (...) {
+          // the barrier below still meets the others; this rank reports its error
+        }
+      }
     } catch (...) {
     }
   }

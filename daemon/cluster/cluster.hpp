@@ -41,6 +41,9 @@ struct LinkPending {
   // soon) and broadcast chunks (MiBs: failed with `restarted` instead).
   std::string frame = {};
   bool bcast = false;  // a forwarded bcast_push, bcast_pull or bcast_leave
+  // Handled in process by the coordinator in this daemon (State::loop_back):
+  // never on a connection, so never sent again.
+  bool here = false;
 };
 
 // A node's relay for one job: barrier arrivals and key waits of its ranks
@@ -89,7 +92,10 @@ struct RoundNode {
   Clock::time_point join_deadline;  // open round only
   uint32_t node_rank = 0;           // closed round only
   bool left = false;                // its ranks all ended
-  std::string run;                  // NodeJoin::run ("" = unknown)
+  // Of an open round restored after a restart, and not joined again yet:
+  // the round does not close before it has (its World would be lost).
+  bool restored = false;
+  std::string run;  // NodeJoin::run ("" = unknown)
   // What its last heartbeat said its own ranks wait in, and when.
   std::vector<proto::WaitStatus> waits{};
   Clock::time_point waits_at{};

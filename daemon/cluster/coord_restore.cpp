@@ -28,6 +28,11 @@ void Coordinator::restore(const std::string& job, CoordJob cj) {
     for (auto& n : *v) {
       n.last_seen = now;
       n.join_deadline = now + std::chrono::minutes(15);
+      // Where a World went before the restart (a connection's routing id,
+      // or this daemon's own node side, whose pending join died with it):
+      // the node sends its join again, and that says where.
+      n.restored = !cj.closed;
+      if (n.restored) n.to = ReplyTo{};
     }
   // An open round closes no sooner than its nodes can be back: a World
   // sent before a node's link reconnected would be lost, and the join it
@@ -41,6 +46,11 @@ void Coordinator::restore(const std::string& job, CoordJob cj) {
                                  std::to_string(cj.generation) + (cj.closed ? "" : " (forming)") +
                                  ", " + std::to_string(cj.nodes.size()) + " node(s)");
   rounds_[job] = std::move(cj);
+}
+
+bool Coordinator::awaiting_restored(const CoordJob& cj) {
+  return std::any_of(cj.nodes.begin(), cj.nodes.end(),
+                     [](const RoundNode& n) { return n.restored; });
 }
 
 size_t Coordinator::size() const {

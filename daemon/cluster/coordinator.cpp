@@ -188,7 +188,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
       cj.nodes.push_back(std::move(cj.waiting.front()));
     cj.waiting.erase(cj.waiting.begin());
   }
-  if (cj.nodes.size() >= cj.max_nodes) return close_round(cj, out);
+  if (cj.nodes.size() >= cj.max_nodes && !awaiting_restored(cj)) return close_round(cj, out);
   if (cj.nodes.size() >= cj.min_nodes && !cj.last_call)
     cj.last_call = now + std::chrono::milliseconds(cj.last_call_ms);
 }

@@ -52,6 +52,9 @@ class Coordinator {
   // A node of the round was heard from, and rounds no node came back to
   // (coord_restore.cpp).
   CoordJob& heard(CoordJob& cj);
+  // An open round restored after a restart has nodes that have not joined
+  // again yet: it may not close.
+  static bool awaiting_restored(const CoordJob& cj);
   void drop_quiet(Clock::time_point now);
   // The global store of a job coordinated here, if any.
   Job* global_store(const std::string& job);

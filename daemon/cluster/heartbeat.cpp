@@ -123,7 +123,9 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
         return false;
       });
       if (cj.nodes.size() < cj.min_nodes) cj.last_call.reset();
-      if (cj.last_call && now >= *cj.last_call) close_round(cj, out);
+      bool full = cj.nodes.size() >= cj.max_nodes;  // held while restored nodes come back
+      if ((full || (cj.last_call && now >= *cj.last_call)) && !awaiting_restored(cj))
+        close_round(cj, out);
     }
     std::erase_if(cj.waiting,
                   [&](const RoundNode& n) { return now - n.last_seen > peer_timeout_; });

@@ -231,6 +231,10 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
     return;
   }
   auto w = proto::World::unpack(env.payload);
+  if (w.job != p.job) {  // not the answer to this join
+    log::warning(log::job(p.job), "job=" + p.job + " ignored a World for job '" + w.job + "'");
+    return;
+  }
   if (!found || !found->cluster) return;  // the launcher is gone
   Job& job = *found;
   ClusterInfo& c = *job.cluster;
@@ -313,6 +317,10 @@ void NodeLinks::resend(const std::string& link, std::vector<Outgoing>& out) {
   auto& pending = lit->second.pending;
   size_t again = 0;
   for (auto it = pending.begin(); it != pending.end();) {
+    if (it->second.here) {  // never went over the connection
+      ++it;
+      continue;
+    }
     if (it->second.bcast) {
       fail(it->second.to, ErrorCode::kRestarted,
            "the link to the job's coordinator " + link +

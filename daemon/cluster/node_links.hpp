@@ -99,11 +99,11 @@ class NodeLinks {
                      std::vector<Outgoing>& out) {
     uint64_t id = next_link_id_++;
     std::string frame = proto::encode(id, m);
-    if (p.kind != LinkPending::Kind::kHeartbeat && !p.bcast) p.frame = frame;
-    bool here = !p.job.empty() && here_ && here_(link, p.job);
-    links_[link].pending.emplace(id, std::move(p));
+    p.here = !p.job.empty() && here_ && here_(link, p.job);
+    if (p.kind != LinkPending::Kind::kHeartbeat && !p.bcast && !p.here) p.frame = frame;
     Outgoing o{{}, std::move(frame), link};
-    o.here = here;
+    o.here = p.here;
+    links_[link].pending.emplace(id, std::move(p));
     out.push_back(std::move(o));
     return id;
   }

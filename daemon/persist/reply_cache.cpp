@@ -161,11 +161,17 @@ void ReplyCache::evict() {
   // request is never dropped: its routing id stays bound to its uid until
   // that is answered.
   while (clients_.size() > kMaxClients) {
-    auto biggest = std::max_element(
-        by_uid_.begin(), by_uid_.end(),
-        [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+    // Peer daemons' links (uid -1) are few, one per node and coordinator,
+    // and hold the replies their resends after a coordinator restart need:
+    // never the uid that gives up its own first.
+    auto biggest =
+        std::max_element(by_uid_.begin(), by_uid_.end(), [](const auto& a, const auto& b) {
+          return (a.first == -1 ? 0 : a.second.size()) < (b.first == -1 ? 0 : b.second.size());
+        });
     const auto& order =
-        biggest != by_uid_.end() && biggest->second.size() > kMaxPerUid ? biggest->second : by_use_;
+        biggest != by_uid_.end() && biggest->first != -1 && biggest->second.size() > kMaxPerUid
+            ? biggest->second
+            : by_use_;
     auto victim = std::find_if(order.begin(), order.end(),
                                [&](const auto& kv) { return clients_.at(kv.second).pending == 0; });
     if (victim == order.end()) return;  // all parked: bounded by what waits may cost

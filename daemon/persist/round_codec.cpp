@@ -45,7 +45,6 @@ RoundNode decode_node(const msgpack::object& o, const std::string& what) {
   n.to.routing_id = r.bin("to", 255);
   n.to.request_id = r.u64("request", 0, UINT64_MAX);
   n.to.from_peer = true;
-  n.to.here = !n.to.routing_id.empty() && n.to.routing_id[0] == '\0';  // State::loop_back
   n.nproc = static_cast<uint32_t>(r.u64("nproc", 1, limits::kMaxLocalWorldSize));
   n.want_rank = r.i64("want_rank", -1, INT32_MAX);
   n.master_addr = r.str("master_addr", 256);

@@ -158,11 +158,6 @@ void Server::bind_peer() {
   auto& p = rt_->peer.emplace(rt_->ctx, zmq::socket_type::router);
   p.set(zmq::sockopt::linger, 0);
   p.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
-  // A node daemon's link keeps its routing id across reconnects (its
-  // resends are recognised by it, server/peer_links.hpp): a new connection
-  // under it replaces one this side has not yet seen close, instead of
-  // being refused until it does.
-  p.set(zmq::sockopt::router_handover, true);
   peer::make_server(p, sec);
   if (sec.plain) peer::make_plain_server(p);
   limit_listener(p);
