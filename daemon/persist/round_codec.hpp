@@ -19,6 +19,12 @@ namespace muster::daemon::round_codec {
 // One round as a map; with_store adds the global store's keys (snapshot).
 void pack_round(codec::Packer& p, const std::string& job, const CoordJob& cj, bool with_store);
 std::string round_record(const std::string& job, const CoordJob& cj);
+// For a closed round, what can change in its record between two saves
+// without a new generation or incarnation: while it is the same, so is
+// round_record (a node's entry changes only by leaving; the rest of a
+// closed round's nodes is fixed at its close). Empty for an open round,
+// whose record is small and encoded every time.
+std::string fingerprint(const CoordJob& cj);
 // Throws Error(kBadMessage) when the map does not decode.
 std::pair<std::string, CoordJob> decode_round(const msgpack::object& o, const std::string& what);
 

@@ -37,6 +37,7 @@ class StateFile {
   // larger than the snapshot: saves stay proportional to what changed, and
   // the log never holds more than about the state itself.
   static constexpr uint64_t kMinCompactBytes = 1u << 20;
+  static constexpr size_t kNodeBytes = 1024;  // a round's node entry, at most
 
   explicit StateFile(std::string dir);
   ~StateFile();
@@ -59,9 +60,10 @@ class StateFile {
   size_t load(State& state, ReplyCache& replies);
 
   // Room on disk for what handling a request of `request_bytes` may write
-  // (job_change: it may rewrite a job's slots, a join or a reserve). False,
-  // with the sentence for the client in *why, when there is none.
-  bool reserve(size_t request_bytes, bool job_change, std::string* why);
+  // (job_change: it may rewrite a job's slots, a join or a reserve; peer: a
+  // peer daemon's, which may rewrite the coordinator's rounds). False, with
+  // the sentence for the client in *why, when there is none.
+  bool reserve(size_t request_bytes, bool job_change, bool peer, std::string* why);
   // A save failed where only a new snapshot can carry the next one: the
   // server retries save() until it works, and changes are refused meanwhile.
   bool retrying() const { return need_snapshot_ && !failure_.empty(); }
@@ -108,12 +110,17 @@ class StateFile {
   struct Written {
     uint64_t incarnation = 0;
     std::string header;
+    std::string fingerprint;  // a closed round's (round_codec::fingerprint)
   };
   std::map<std::string, Written> written_;
   std::map<std::string, Written> written_rounds_;  // the same for the coordinator's rounds
   // What the disk holds of each run's sampler progress.
   std::map<std::string, std::string> written_progress_;
-  size_t largest_header_ = 0;
+  size_t largest_header_ = 0;        // of the node's jobs
+  size_t largest_round_header_ = 0;  // of the coordinator's rounds
+  // The rounds' room is claimed once per save, not per request: a save
+  // writes each round's header once however many requests changed it.
+  bool round_room_claimed_ = false;
   std::string written_marks_;  // the GPUs' drains and failures on disk, as a record
   std::string failure_;
   std::map<int64_t, uint64_t> start_times_;  // of the slots' pids, read once each

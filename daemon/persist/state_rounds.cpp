@@ -12,9 +12,17 @@ namespace sc = state_codec;
 void StateFile::append_rounds(const State& st) {
   std::map<std::string, Written> now;
   for (const auto& [id, cj] : st.coordinated()) {
-    std::string header = round_codec::round_record(id, cj);
     auto w = written_rounds_.find(id);
     bool same = w != written_rounds_.end() && w->second.incarnation == cj.incarnation;
+    // A closed round's header holds all its nodes: encoded at every save,
+    // it cost O(nodes) per request (bench_swarm). Its fingerprint says when
+    // it may have changed.
+    std::string fp = round_codec::fingerprint(cj);
+    std::string header;
+    if (same && !fp.empty() && fp == w->second.fingerprint)
+      header = std::move(w->second.header);
+    else
+      header = round_codec::round_record(id, cj);
     if (w != written_rounds_.end() && !same) log_.append(sc::kRoundGone, sc::job_gone(id));
     if (!same || w->second.header != header) log_.append(sc::kRound, header);
     const KeyValues& kv = cj.store.kv;
@@ -29,8 +37,8 @@ void StateFile::append_rounds(const State& st) {
       kv.forget_changes();
       for (const auto& [k, v] : kv) log_.append(sc::kRoundKey, sc::key_set(id, k, v));
     }
-    largest_header_ = std::max(largest_header_, header.size());
-    now[id] = {cj.incarnation, std::move(header)};
+    largest_round_header_ = std::max(largest_round_header_, header.size());
+    now[id] = {cj.incarnation, std::move(header), std::move(fp)};
   }
   for (const auto& [id, w] : written_rounds_)
     if (!now.count(id)) log_.append(sc::kRoundGone, sc::job_gone(id));
@@ -42,8 +50,8 @@ void StateFile::note_rounds(const State& st) {
   for (const auto& [id, cj] : st.coordinated()) {
     cj.store.kv.forget_changes();
     std::string header = round_codec::round_record(id, cj);
-    largest_header_ = std::max(largest_header_, header.size());
-    written_rounds_[id] = {cj.incarnation, std::move(header)};
+    largest_round_header_ = std::max(largest_round_header_, header.size());
+    written_rounds_[id] = {cj.incarnation, std::move(header), round_codec::fingerprint(cj)};
   }
 }
 

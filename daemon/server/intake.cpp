@@ -166,7 +166,8 @@ bool Server::Runtime::answered(ReplyTo& to, const zmq::message_t& body, uint16_t
   std::string why;
   const proto::MessageTraits* traits = proto::message_traits(type);
   bool job_change = traits && traits->area == proto::Area::kJobs;
-  if (ReplyCache::mutating(type) && !state_file->reserve(body.size(), job_change, &why)) {
+  bool peer = traits && traits->area == proto::Area::kPeer;
+  if (ReplyCache::mutating(type) && !state_file->reserve(body.size(), job_change, peer, &why)) {
     observe.storage_refused(why);
     out.push_back(error_out(to, to.request_id, ErrorCode::kStorageFailed, why));
     return true;
