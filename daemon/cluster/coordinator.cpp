@@ -193,6 +193,38 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     cj.last_call = now + std::chrono::milliseconds(cj.last_call_ms);
 }
 
+// The relay tree, over tree positions rather than node ranks: the nodes
+// that listen for children take the first positions (in node rank order),
+// the others the rest, and position p's children are positions
+// (p+1)W .. (p+1)W+W-1 (the coordinator's: 0..W-1). So a node that does
+// not listen is always a leaf, and when every node listens positions are
+// node ranks. A tree only when it pays (more nodes than W) and enough nodes
+// listen to hold every position that has children; else a flat star.
+RelayTree relay_tree(const std::vector<RoundNode*>& order, uint32_t width) {
+  const size_t n = order.size();
+  if (width == 0 || n <= width) return {};
+  std::vector<size_t> at;  // position -> node rank
+  at.reserve(n);
+  for (bool listens : {true, false})
+    for (size_t r = 0; r < n; ++r)
+      if (order[r]->peer_endpoint.empty() != listens) at.push_back(r);
+  const size_t interior = (n - 1) / width;  // positions 0..interior-1 have children
+  if (interior > 0 && order[at[interior - 1]]->peer_endpoint.empty()) return {};
+  RelayTree t;
+  t.parent.assign(n, -1);
+  t.subtree.assign(n, 0);
+  std::vector<uint32_t> below(n, 0);  // by position
+  for (size_t p = n; p-- > 0;) {
+    below[p] += order[at[p]]->nproc;
+    if (p >= width) {
+      below[p / width - 1] += below[p];
+      t.parent[at[p]] = static_cast<int64_t>(at[p / width - 1]);
+    }
+    t.subtree[at[p]] = below[p];
+  }
+  return t;
+}
+
 void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
   runs_decided(cj.store.id);
   size_t n = cj.nodes.size();
@@ -224,18 +256,8 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
     offsets[r] = offset;
     offset += order[r]->nproc;
   }
-  // The relay tree: the coordinator's children are nodes 0..W-1, node r's
-  // are nodes (r+1)W .. (r+1)W+W-1. Only when it pays (more nodes than W)
-  // and every node listens for children; else a flat star.
-  uint32_t width = tree_width_;
-  bool tree = width > 0 && n > width &&
-              std::all_of(order.begin(), order.end(),
-                          [](const RoundNode* x) { return !x->peer_endpoint.empty(); });
-  std::vector<uint32_t> subtree(n, 0);
-  for (size_t r = n; r-- > 0;) {
-    subtree[r] += order[r]->nproc;
-    if (tree && r >= width) subtree[r / width - 1] += subtree[r];
-  }
+  const RelayTree t = relay_tree(order, tree_width_);
+  const bool tree = !t.parent.empty();
   generation_formed(cj, out);
   cj.previous.clear();
   for (auto* node : order) cj.previous[node->node_id] = node->node_rank;
@@ -247,7 +269,7 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
   log::info(log::job(store.id),
             "job=" + store.id + " generation " + std::to_string(cj.generation) +
                 " formed: " + std::to_string(n) + " node(s), world size " + std::to_string(offset) +
-                (tree ? ", relay tree of width " + std::to_string(width) : ", star"));
+                (tree ? ", relay tree of width " + std::to_string(tree_width_) : ", star"));
   auto now = Clock::now();
   for (size_t r = 0; r < n; ++r) {
     RoundNode& node = *order[r];
@@ -260,8 +282,8 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
                    offset,
                    order[0]->master_addr,
                    order[0]->master_port,
-                   tree && r >= width ? order[r / width - 1]->peer_endpoint : "",
-                   tree ? subtree[r] : node.nproc};
+                   tree && t.parent[r] >= 0 ? order[t.parent[r]]->peer_endpoint : "",
+                   tree ? t.subtree[r] : node.nproc};
     reply(node.to, w, out);
   }
 }

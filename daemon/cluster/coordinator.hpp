@@ -22,6 +22,15 @@
 
 namespace muster::daemon {
 
+// Where each node of a forming world sends its barriers and key waits, by
+// node rank: its parent's node rank (-1: the coordinator), and the ranks of
+// its subtree (its own and its children's). Empty: a flat star.
+struct RelayTree {
+  std::vector<int64_t> parent;
+  std::vector<uint32_t> subtree;
+};
+RelayTree relay_tree(const std::vector<RoundNode*>& order, uint32_t width);
+
 class Coordinator {
  public:
   explicit Coordinator(Store& store) : store_(store) {}
