@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <set>
 
 #include "cluster/cluster.hpp"
@@ -22,6 +23,7 @@
 #include "persist/state_codec.hpp"
 #include "persist/state_file.hpp"
 #include "protocol/codec.hpp"
+#include "protocol/envelope.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -328,4 +330,88 @@ TEST_CASE("a batch of peer requests reserves room for a large round once, not pe
   for (int i = 0; i < 2000; ++i) REQUIRE(f.reserve(100, false, true, &why));
   REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
   CHECK(static_cast<uint64_t>(s.st_blocks) * 512 < kBound);
+}
+
+TEST_CASE("a closed round that did not change is not written again") {
+  test::TempDir dir;
+  PidWatch watch;
+  ReplyCache replies;
+  State st({}, watch);
+  StateFile f(dir.path());
+  f.load(st, replies);
+  CoordJob big = sample();
+  big.nodes.clear();
+  for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
+  st.restore_round("job1", big);
+  REQUIRE(f.save(st, replies));
+  auto log_bytes = [&] {
+    struct stat s {};
+    REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
+    return s.st_size;
+  };
+  const auto after_first = log_bytes();
+  REQUIRE(f.save(st, replies));
+  REQUIRE(f.save(st, replies));
+  CHECK(log_bytes() == after_first);
+}
+
+TEST_CASE("an open round, saved without its nodes, comes back whole and waits for them") {
+  test::TempDir dir;
+  PidWatch watch;
+  ReplyCache replies;
+  CoordJob open = sample();
+  open.closed = false;  // re-forming after a node restarted
+  open.generation = 4;
+  open.min_nodes = open.max_nodes = 2;
+  open.store.exited_ranks.clear();
+  {
+    State st({}, watch);
+    StateFile f(dir.path());
+    f.load(st, replies);
+    st.restore_round("job1", open);
+    REQUIRE(f.save(st, replies));
+  }
+  State back({}, watch);
+  StateFile f(dir.path());
+  f.load(back, replies);
+  std::vector<Outgoing> out;
+  back.cluster_tick(Clock::now() + std::chrono::milliseconds(100), out);
+  // Not ended as a round with no nodes left: its generation, node ranks of
+  // before and global store were all acknowledged.
+  REQUIRE(back.coordinated().count("job1"));
+  const CoordJob& cj = back.coordinated().at("job1");
+  CHECK(cj.nodes.empty());
+  CHECK(cj.generation == 4);
+  CHECK(cj.previous == open.previous);
+  REQUIRE(cj.store.kv.find("k1"));
+  CHECK(*cj.store.kv.find("k1") == "v1");
+  // Its nodes send their joins again: the world forms at that generation,
+  // each node at its rank of before.
+  Store store;
+  Coordinator c(store);
+  c.restore("job1", cj);
+  for (const char* id : {"b", "a"}) {
+    proto::NodeJoin m;
+    m.job = "job1";
+    m.node_id = id;
+    m.nproc = 2;
+    m.min_nodes = m.max_nodes = 2;
+    m.owner_uid = 1000;
+    ReplyTo to;
+    to.routing_id = std::string("L") + id;
+    to.request_id = 9;
+    to.from_peer = true;
+    c.node_join(to, m, {}, out);
+  }
+  REQUIRE(c.rounds().at("job1").closed);
+  std::map<std::string, proto::World> worlds;
+  for (const auto& o : out) {
+    auto env = proto::decode_envelope(o.frame.data(), o.frame.size());
+    if (env.type == static_cast<uint16_t>(proto::MsgType::kWorld))
+      worlds[o.to.routing_id] = proto::World::unpack(env.payload);
+  }
+  REQUIRE(worlds.size() == 2);
+  CHECK(worlds["La"].generation == 4);
+  CHECK(worlds["La"].node_rank == 0);
+  CHECK(worlds["Lb"].node_rank == 1);
 }

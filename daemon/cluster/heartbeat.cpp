@@ -129,7 +129,10 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
     }
     std::erase_if(cj.waiting,
                   [&](const RoundNode& n) { return now - n.last_seen > peer_timeout_; });
-    bool empty = cj.nodes.empty() && cj.waiting.empty();
+    // A round restored after a restart has no nodes until they send their
+    // joins again (an open round's are not saved): drop_quiet decides on
+    // it, after the peer timeout, not the first tick.
+    bool empty = cj.nodes.empty() && cj.waiting.empty() && !cj.restored_quiet;
     if (empty) {
       fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + id + "' has no nodes left",
                          out);

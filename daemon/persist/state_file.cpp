@@ -58,12 +58,13 @@ bool StateFile::reserve(size_t request_bytes, bool job_change, bool peer, std::s
   // its header does not fit), and the records' framing.
   size_t header = job_change ? std::max<size_t>(largest_header_, 16 * 1024) : largest_header_;
   size_t n = 2 * request_bytes + header + 512;
-  // A peer's request may rewrite a round's header (and a join adds a node
-  // to it, some hundreds of bytes). Claimed per request, the largest round
-  // of 12,500 nodes reserved 23 GB of tmpfs in one batch of joins.
+  // A peer's request may rewrite the rounds' records (what they may grow
+  // to, round_room, once per save) and a join adds a node (kNodeBytes).
+  // Claimed per request, a round of 12,500 nodes reserved 23 GB of tmpfs
+  // in one batch of joins.
   if (peer) {
     n += kNodeBytes;
-    if (!round_room_claimed_) n += largest_round_header_;
+    if (!round_room_claimed_) n += rounds_room_;
   }
   std::string cause;
   if (log_.reserve(n, &cause)) {

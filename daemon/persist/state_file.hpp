@@ -116,8 +116,11 @@ class StateFile {
   std::map<std::string, Written> written_rounds_;  // the same for the coordinator's rounds
   // What the disk holds of each run's sampler progress.
   std::map<std::string, std::string> written_progress_;
-  size_t largest_header_ = 0;        // of the node's jobs
-  size_t largest_round_header_ = 0;  // of the coordinator's rounds
+  size_t largest_header_ = 0;  // of the node's jobs
+  // What a save may write of the coordinator's rounds (round_room, summed
+  // at the last save; a peer request adds kNodeBytes for a node it adds).
+  size_t rounds_room_ = 0;
+  static size_t round_room(const CoordJob& cj, size_t record);
   // The rounds' room is claimed once per save, not per request: a save
   // writes each round's header once however many requests changed it.
   bool round_room_claimed_ = false;

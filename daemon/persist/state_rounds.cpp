@@ -9,7 +9,15 @@ namespace muster::daemon {
 
 namespace sc = state_codec;
 
+// What the next save may write of a round: its record as now, or, for an
+// open round whose record holds no nodes yet, what it becomes when it
+// closes with the nodes it has (each join adds kNodeBytes to the claim).
+size_t StateFile::round_room(const CoordJob& cj, size_t record) {
+  return cj.closed ? record : record + (cj.nodes.size() + cj.waiting.size()) * kNodeBytes;
+}
+
 void StateFile::append_rounds(const State& st) {
+  size_t room = 0;
   std::map<std::string, Written> now;
   for (const auto& [id, cj] : st.coordinated()) {
     auto w = written_rounds_.find(id);
@@ -19,12 +27,13 @@ void StateFile::append_rounds(const State& st) {
     // it may have changed.
     std::string fp = round_codec::fingerprint(cj);
     std::string header;
-    if (same && !fp.empty() && fp == w->second.fingerprint)
-      header = std::move(w->second.header);
-    else
+    if (same && !fp.empty() && fp == w->second.fingerprint) {
+      header = std::move(w->second.header);  // unchanged: nothing to write
+    } else {
       header = round_codec::round_record(id, cj);
-    if (w != written_rounds_.end() && !same) log_.append(sc::kRoundGone, sc::job_gone(id));
-    if (!same || w->second.header != header) log_.append(sc::kRound, header);
+      if (w != written_rounds_.end() && !same) log_.append(sc::kRoundGone, sc::job_gone(id));
+      if (!same || w->second.header != header) log_.append(sc::kRound, header);
+    }
     const KeyValues& kv = cj.store.kv;
     if (same) {
       for (const auto& k : kv.take_changed()) {
@@ -37,20 +46,22 @@ void StateFile::append_rounds(const State& st) {
       kv.forget_changes();
       for (const auto& [k, v] : kv) log_.append(sc::kRoundKey, sc::key_set(id, k, v));
     }
-    largest_round_header_ = std::max(largest_round_header_, header.size());
+    room += round_room(cj, header.size());
     now[id] = {cj.incarnation, std::move(header), std::move(fp)};
   }
   for (const auto& [id, w] : written_rounds_)
     if (!now.count(id)) log_.append(sc::kRoundGone, sc::job_gone(id));
   written_rounds_ = std::move(now);
+  rounds_room_ = room;
 }
 
 void StateFile::note_rounds(const State& st) {
   written_rounds_.clear();
+  rounds_room_ = 0;
   for (const auto& [id, cj] : st.coordinated()) {
     cj.store.kv.forget_changes();
     std::string header = round_codec::round_record(id, cj);
-    largest_round_header_ = std::max(largest_round_header_, header.size());
+    rounds_room_ += round_room(cj, header.size());
     written_rounds_[id] = {cj.incarnation, std::move(header), round_codec::fingerprint(cj)};
   }
 }
