@@ -77,93 +77,23 @@
 #include "muster/broadcast.hpp"
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
+#include "peer_daemons.hpp"
 #include "timing.hpp"
 
 using namespace std::chrono;
 using muster::bench::Clock;
+using muster::bench::Daemon;
+using muster::bench::free_port;
+using muster::bench::Gate;
+using muster::bench::peer_requests;
+using muster::bench::raise_fd_limit;
+using muster::bench::runtime_base;
+using muster::bench::settle;
 using std::chrono::seconds;
 
 namespace {
 
 constexpr uint32_t kRanksPerNode = 16;
-constexpr const char* kPeerTimeout = "30";
-
-void raise_fd_limit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-  rlim_t want = rl.rlim_max == RLIM_INFINITY ? 65536 : rl.rlim_max;
-  if (rl.rlim_cur < want) {
-    rl.rlim_cur = want;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    throw std::runtime_error("cannot find a free port");
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A musterd in a runtime directory of its own (under base), stopped by
-// the destructor.
-class Daemon {
- public:
-  Daemon(const std::string& musterd, const std::string& dir, std::vector<std::string> args)
-      : dir_(dir), endpoint_("ipc://" + dir + "/musterd.sock") {
-    std::filesystem::create_directories(dir);
-    std::vector<std::string> argv = {musterd,        "--runtime-dir",  dir,
-                                     "--log-level",  "error",          "--no-config",
-                                     "--peer-plain", "--peer-timeout", kPeerTimeout};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> a;
-      for (auto& s : argv) a.push_back(s.data());
-      a.push_back(nullptr);
-      execv(a[0], a.data());
-      _exit(127);
-    }
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-  }
-  ~Daemon() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
-
-  void wait_ready() const {
-    for (int i = 0; i < 400; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_)
-        throw std::runtime_error("musterd in " + dir_ + " exited at start (status " +
-                                 std::to_string(status) + ")");
-      try {
-        if (std::filesystem::exists(dir_ + "/musterd.sock")) {
-          muster::Client({endpoint_, milliseconds(500)}).ping();
-          return;
-        }
-      } catch (const muster::Error&) {
-      }
-      std::this_thread::sleep_for(milliseconds(25));
-    }
-    throw std::runtime_error("musterd in " + dir_ + " did not start");
-  }
-  const std::string& endpoint() const { return endpoint_; }
-
- private:
-  std::string dir_, endpoint_;
-  pid_t pid_ = -1;
-};
 
 struct Topology {
   std::string name;  // star, tree4, tree16
@@ -172,43 +102,9 @@ struct Topology {
   std::unique_ptr<Daemon> coordinator;
 };
 
-uint64_t peer_requests(const Daemon& d) {
-  return muster::Client({d.endpoint()}).status().peer_requests;
-}
-
-// Waits until the daemon's peer request count stays put for `quiet`.
-uint64_t settle(const Daemon& d, milliseconds quiet = milliseconds(150)) {
-  uint64_t last = peer_requests(d);
-  for (int i = 0; i < 100; ++i) {
-    std::this_thread::sleep_for(quiet);
-    uint64_t now = peer_requests(d);
-    if (now == last) return now;
-    last = now;
-  }
-  return last;
-}
-
 struct Result {
   double muster_s = 0, world_s = 0, after_world_s = 0;
   uint64_t msgs = 0, rendezvous_msgs = 0, after_world_msgs = 0, teardown_msgs = 0;
-};
-
-// A gate that threads wait at until the main thread opens it.
-struct Gate {
-  std::mutex m;
-  std::condition_variable cv;
-  bool open = false;
-  void wait() {
-    std::unique_lock lk(m);
-    cv.wait(lk, [&] { return open; });
-  }
-  void release() {
-    {
-      std::lock_guard lk(m);
-      open = true;
-    }
-    cv.notify_all();
-  }
 };
 
 Result run_once(const std::vector<std::unique_ptr<Daemon>>& nodes_d, const Topology& topo,
@@ -313,15 +209,6 @@ Result run_once(const std::vector<std::unique_ptr<Daemon>>& nodes_d, const Topol
   res.after_world_msgs = after - mid;
   res.teardown_msgs = gone - after;
   return res;
-}
-
-std::string runtime_base() {
-  std::string parent = std::filesystem::is_directory("/dev/shm")
-                           ? "/dev/shm"
-                           : std::filesystem::temp_directory_path().string();
-  std::string tmpl = parent + "/muster-scale-XXXXXX";
-  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp in " + parent + " failed");
-  return tmpl;
 }
 
 int run(int argc, char** argv) {
