@@ -17,6 +17,7 @@
 //   coordinator_rss_mib its peak resident memory (VmHWM, a fresh daemon per run)
 //   coordinator_msgs    peer requests it handled in that span
 //   teardown_msgs       then the nodes' node_leave
+//   teardown_s          until every swarm node's node_leave was answered
 //   slowest_node        the node whose barrier answer came last (0: a relay)
 // No anchor runs beside these rows: torch 1.13's TCPStore cannot hold 100K
 // clients here; the README quotes the published figures as such. Joins and
@@ -53,7 +54,7 @@ constexpr uint32_t kNodesPerSlice = 2500;  // up to four descriptors each: under
 constexpr uint32_t kTreeWidth = 64;
 
 struct Result {
-  double muster_s = 0, world_s = 0, cpu_s = 0, rss_mib = 0;
+  double muster_s = 0, world_s = 0, cpu_s = 0, rss_mib = 0, teardown_s = 0;
   uint64_t msgs = 0, teardown_msgs = 0;
   uint32_t slowest = 0;
 };
@@ -124,12 +125,21 @@ uint32_t relays_for(uint32_t nodes, uint32_t width) {
 }
 
 Result run_once(const std::string& musterd, const std::string& base, uint32_t ranks, uint32_t width,
-                const std::vector<std::unique_ptr<Daemon>>& relay_daemons, int run) {
+                int run) {
   const uint32_t nodes = ranks / kRanksPerNode;
   const uint32_t relays = relays_for(nodes, width);
   const int port = muster::bench::free_port();
   const std::string job =
       "swarm-" + std::to_string(ranks) + "-w" + std::to_string(width) + "-" + std::to_string(run);
+  // Fresh relay daemons each run (one that served the run before is still
+  // ending that job, whose coordinator is gone), started before the slices
+  // connect their thousands of nodes.
+  std::vector<std::unique_ptr<Daemon>> relay_daemons;
+  for (uint32_t i = 0; i < relays; ++i)
+    relay_daemons.push_back(std::make_unique<Daemon>(
+        musterd, base + "/" + job + "-relay" + std::to_string(i),
+        std::vector<std::string>{"--peer-bind", "127.0.0.1", "--peer-port", "0"}, "120"));
+  for (auto& d : relay_daemons) d->wait_ready();
   // The slices fork before this process starts the relay nodes' threads.
   std::vector<Slice> slices;
   for (uint32_t first = relays; first < nodes; first += kNodesPerSlice) {
@@ -184,6 +194,7 @@ Result run_once(const std::string& musterd, const std::string& base, uint32_t ra
   res.cpu_s = cpu_seconds(coord.pid()) - cpu0;
   const uint64_t after = muster::bench::peer_requests(coord);
   if (relay_nodes) relay_nodes->leave();
+  const auto leave0 = std::chrono::steady_clock::now();
   tell_all(slices);
   int bad = 0;
   for (const auto& sl : slices) {
@@ -193,6 +204,7 @@ Result run_once(const std::string& musterd, const std::string& base, uint32_t ra
     close(sl.start);
     close(sl.ready);
   }
+  res.teardown_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - leave0).count();
   if (!errors.empty() || bad)
     throw std::runtime_error(job + ": " + errors + std::to_string(bad) + " slice(s) failed");
   res.teardown_msgs = muster::bench::settle(coord) - after;
@@ -225,11 +237,13 @@ void print_row(const Row& row) {
   const auto& rs = row.rs;
   std::printf(
       "bench %s muster_s=%.3f world_s=%.3f coordinator_cpu_s=%.3f coordinator_rss_mib=%.1f "
-      "coordinator_msgs=%.0f teardown_msgs=%.0f slowest_node=%.0f relays=%u nodes=%u ranks=%u\n",
+      "coordinator_msgs=%.0f teardown_msgs=%.0f teardown_s=%.3f slowest_node=%.0f relays=%u "
+      "nodes=%u ranks=%u\n",
       row_name(row.ranks, row.width).c_str(), median(rs, [](auto& r) { return r.muster_s; }),
       median(rs, [](auto& r) { return r.world_s; }), median(rs, [](auto& r) { return r.cpu_s; }),
       median(rs, [](auto& r) { return r.rss_mib; }), median(rs, [](auto& r) { return r.msgs; }),
       median(rs, [](auto& r) { return r.teardown_msgs; }),
+      median(rs, [](auto& r) { return r.teardown_s; }),
       median(rs, [](auto& r) { return r.slowest; }),
       relays_for(row.ranks / kRanksPerNode, row.width), row.ranks / kRanksPerNode, row.ranks);
   std::fflush(stdout);
@@ -272,11 +286,9 @@ int run(int argc, char** argv) {
       sizes.push_back(static_cast<uint32_t>(std::atoi(argv[i])));
   }
   if (sizes.empty()) sizes = {16384, 32768, 100000};
-  uint32_t max_relays = 0;
   for (auto n : sizes) {
     if (n == 0 || n % kRanksPerNode != 0)
       throw std::runtime_error("sizes must be multiples of " + std::to_string(kRanksPerNode));
-    max_relays = std::max(max_relays, relays_for(n / kRanksPerNode, width));
   }
   muster::bench::raise_fd_limit();
   signal(SIGPIPE, SIG_IGN);
@@ -288,20 +300,12 @@ int run(int argc, char** argv) {
       std::filesystem::remove_all(dir, ec);
     }
   } cleanup{base};
-  // The relay daemons serve every tree row (a job of its own each run).
-  std::vector<std::unique_ptr<Daemon>> relays;
-  for (uint32_t i = 0; i < max_relays; ++i)
-    relays.push_back(std::make_unique<Daemon>(
-        musterd, base + "/relay" + std::to_string(i),
-        std::vector<std::string>{"--peer-bind", "127.0.0.1", "--peer-port", "0"}, "120"));
-  for (auto& d : relays) d->wait_ready();
-  std::fprintf(stderr, "bench_swarm: %u relay daemons ready\n", max_relays);
   std::vector<Row> rows;
   for (uint32_t n : sizes)
     for (uint32_t w : {0u, width}) {
       Row row{n, w, {}};
       for (int r = 0; r < runs; ++r) {
-        row.rs.push_back(run_once(musterd, base, n, w, relays, r));
+        row.rs.push_back(run_once(musterd, base, n, w, r));
         std::fprintf(stderr, "bench_swarm: %s run %d: %.3f s\n", row_name(n, w).c_str(), r,
                      row.rs.back().muster_s);
       }

@@ -111,6 +111,16 @@ void same(const CoordJob& a, const CoordJob& b, bool with_store) {
   }
 }
 
+// A closed round of 2,000 nodes (a record of some 360 KB), saved by f.
+CoordJob saved_big_round(State& st, StateFile& f, ReplyCache& replies) {
+  CoordJob big = sample();
+  big.nodes.clear();
+  for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
+  st.restore_round("job1", big);
+  REQUIRE(f.save(st, replies));
+  return big;
+}
+
 }  // namespace
 
 TEST_CASE("a round comes back from its bytes as it was") {
@@ -308,11 +318,7 @@ TEST_CASE("a batch of peer requests reserves room for a large round once, not pe
   State st({}, watch);
   StateFile f(dir.path());
   f.load(st, replies);
-  CoordJob big = sample();
-  big.nodes.clear();
-  for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
-  st.restore_round("job1", big);
-  REQUIRE(f.save(st, replies));
+  const CoordJob big = saved_big_round(st, f, replies);
   const size_t header = round_codec::round_record("job1", big).size();
   REQUIRE(header > 200 * 1024);
   // 2,000 requests of one batch (a swarm's joins): claimed per request,
@@ -339,11 +345,7 @@ TEST_CASE("a closed round that did not change is not written again") {
   State st({}, watch);
   StateFile f(dir.path());
   f.load(st, replies);
-  CoordJob big = sample();
-  big.nodes.clear();
-  for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
-  st.restore_round("job1", big);
-  REQUIRE(f.save(st, replies));
+  const CoordJob big = saved_big_round(st, f, replies);
   auto log_bytes = [&] {
     struct stat s {};
     REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
