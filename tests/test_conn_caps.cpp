@@ -130,6 +130,34 @@ TEST_CASE("a uid over its connection cap is refused at the handshake, and others
   REQUIRE(test::process_exists(d.pid()));
 }
 
+TEST_CASE("a client refused before its first request is told so, not blocked in send") {
+  // libzmq ends a connection refused at the handshake without a reconnect,
+  // which leaves the client's DEALER with no peer: a blocking send would
+  // then wait forever (one CI run hung here under ASan, whose slower client
+  // sent after the refusal had landed).
+  TestDaemon d({"--max-connections-per-uid", "1"});
+  zmq::context_t ctx;
+  std::unique_ptr<Probe> held;
+  for (int tries = 0; tries < 50 && !held; ++tries) {
+    if (tries) std::this_thread::sleep_for(100ms);
+    auto p = std::make_unique<Probe>(ctx, d.endpoint());
+    if (p->next(10s) == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) held = std::move(p);
+  }
+  REQUIRE(held);
+  for (int i = 0; i < 3; ++i) {
+    Client late({d.endpoint(), 3000ms, 3000ms});
+    std::this_thread::sleep_for(300ms);  // the refusal lands before the send
+    try {
+      late.ping();
+      FAIL("a second connection of this uid was served");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kQuotaExceeded);
+      CHECK_THAT(e.what(), Catch::Contains("max-connections-per-uid"));
+    }
+  }
+  REQUIRE(test::process_exists(d.pid()));
+}
+
 TEST_CASE("a peer address over its connection cap is refused at the handshake") {
   auto args = kPlainPeers;
   args.insert(args.end(), {"--max-connections-per-peer", "2"});

@@ -119,12 +119,32 @@ void Connection::send_frame(uint64_t id, zmq::message_t frame) {
 }
 
 void Connection::send_now(zmq::message_t& msg) {
+  // Never a blocking send: libzmq does not reconnect a connection the daemon
+  // refused at its handshake, which leaves the DEALER without a peer, and a
+  // send then blocks for good. Refused, the caller is told so; a queue that
+  // stays full (a stalled daemon) is waited for as a reply would be.
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + request_timeout_, patience = start + patience_;
   for (;;) {
     try {
-      sock_.send(msg, zmq::send_flags::none);
-      return;
+      if (sock_.send(msg, zmq::send_flags::dontwait)) return;
     } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) throw Error(ErrorCode::kInternal, e.what());
+      if (e.num() == EINTR) continue;
+      throw Error(ErrorCode::kInternal, e.what());
+    }
+    if (reconnected()) resend_all();
+    if (refused_) refused();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline && !(now < patience && daemon_alive()))
+      throw Error(ErrorCode::kUnavailable,
+                  "cannot send to musterd at " + endpoint_ + ": no connection to it took the " +
+                      "request within " + std::to_string(request_timeout_.count()) +
+                      " ms (is musterd running?)");
+    zmq::pollitem_t item{monitor_.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, monitoring_ ? 1 : 0, std::chrono::milliseconds(10));
+    } catch (const zmq::error_t&) {
+      // EINTR: look again
     }
   }
 }
