@@ -25,7 +25,7 @@
 // messages are O(nodes) there); key waits and barriers are O(width) in the
 // tree.
 //
-//   bench_swarm MUSTERD [--runs R] [--width W] [RANKS...]
+//   bench_swarm MUSTERD [--runs R] [--width W] [--tree-only] [RANKS...]
 //       (multiples of 8; default 16384 32768 100000, R = 3, W = 64)
 // prints per row the median of each field over R runs:
 //   bench scale_100k_tree64 muster_s=X ... nodes=N
@@ -275,6 +275,7 @@ int run(int argc, char** argv) {
   std::string musterd = argv[1];
   int runs = 3;
   uint32_t width = kTreeWidth;
+  bool star = true;
   std::vector<uint32_t> sizes;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -282,6 +283,8 @@ int run(int argc, char** argv) {
       runs = std::max(1, std::atoi(argv[++i]));
     else if (a == "--width" && i + 1 < argc)
       width = static_cast<uint32_t>(std::atoi(argv[++i]));
+    else if (a == "--tree-only")
+      star = false;
     else
       sizes.push_back(static_cast<uint32_t>(std::atoi(argv[i])));
   }
@@ -303,6 +306,7 @@ int run(int argc, char** argv) {
   std::vector<Row> rows;
   for (uint32_t n : sizes)
     for (uint32_t w : {0u, width}) {
+      if (w == 0 && !star) continue;
       Row row{n, w, {}};
       for (int r = 0; r < runs; ++r) {
         row.rs.push_back(run_once(musterd, base, n, w, r));
@@ -320,7 +324,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_swarm MUSTERD [--runs R] [RANKS...]\n");
+    std::fprintf(stderr, "usage: bench_swarm MUSTERD [--runs R] [--width W] [--tree-only] [RANKS...]\n");
     return 2;
   }
   try {

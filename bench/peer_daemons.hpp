@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
@@ -60,9 +61,12 @@ class Daemon {
          const std::string& peer_timeout = "30")
       : dir_(dir), endpoint_("ipc://" + dir + "/musterd.sock") {
     std::filesystem::create_directories(dir);
-    std::vector<std::string> argv = {musterd,        "--runtime-dir",  dir,
-                                     "--log-level",  "error",          "--no-config",
-                                     "--peer-plain", "--peer-timeout", peer_timeout};
+    // MUSTER_BENCH_LOG_LEVEL: what the daemons log (default error), to see
+    // why a run stalls.
+    const char* level = std::getenv("MUSTER_BENCH_LOG_LEVEL");
+    std::vector<std::string> argv = {musterd,        "--runtime-dir",         dir,
+                                     "--log-level",  level ? level : "error", "--no-config",
+                                     "--peer-plain", "--peer-timeout",        peer_timeout};
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = fork();
     if (pid_ == 0) {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "muster/client.hpp"
 #include "sampler/sampler.hpp"
 #include "support/cluster.hpp"
 #include "support/process.hpp"
@@ -241,6 +242,35 @@ TEST_CASE("with more nodes than the tree width, barriers and key waits go throug
     CHECK(f["id"] == by_rank[0]["id"]);
     CHECK(f["ids"] == by_rank[0]["ids"]);
   }
+}
+
+TEST_CASE("an NCCL id a node fetched once is answered there, never fetched again upstream",
+          "[cluster]") {
+  // Width 2, 5 nodes of one rank as above. Each job's ranks get the "world"
+  // id once (nccl_unique_id), then `regets` times more: a node keeps a
+  // set-once key's value and answers those itself, so the coordinator
+  // handles no more requests for 300 regets than for none. Without it,
+  // each of the 4 ranks off the coordinator would cost it 300 more.
+  Cluster c(5, 2);
+  c.nproc = "1";
+  auto handled = [&] { return muster::Client({c.daemons[0]->endpoint()}).status().peer_requests; };
+  auto job = [&](const std::string& id, const std::string& regets) {
+    const uint64_t before = handled();
+    std::vector<std::unique_ptr<Process>> runs;
+    for (int i = 0; i < 5; ++i)
+      runs.push_back(c.run(i, id, "5", {"--node-rank", std::to_string(i)}, {"regets", regets}));
+    for (int i = 0; i < 5; ++i) {
+      auto text = runs[i]->read_all(60s);
+      INFO("node " << i << ":\n" << text);
+      REQUIRE(runs[i]->wait(10s) == 0);
+      CHECK(text.find("regets=ok") != std::string::npos);
+    }
+    return handled() - before;
+  };
+  const uint64_t none = job("regets-0", "0");
+  const uint64_t many = job("regets-300", "300");
+  INFO("coordinator requests: " << none << " for no regets, " << many << " for 300 each");
+  CHECK(many < none + 300);
 }
 
 TEST_CASE("without node daemons, muster run's embedded daemons form the world", "[cluster]") {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -53,6 +54,49 @@ TEST_CASE("a second publish of the same communicator is refused, another name is
   auto other = muster::nccl_unique_id(c, "pipeline");
   CHECK(other.size() == 128);
   CHECK(other != first);
+}
+
+TEST_CASE("an NCCL id, once published, cannot be changed or deleted by any store request") {
+  // Relays keep the ids they fetched (daemon/cluster/relay.cpp); that is
+  // sound only while a published id stays what it was.
+  test::TestDaemon d;
+  Client c({d.endpoint()});
+  c.join({"sealed", 1, false, 0});
+  const std::string id = muster::nccl_unique_id(c, "world");
+  const std::string key = "muster.nccl/" + std::to_string(c.rank_info().generation) + "/world/1/0";
+  REQUIRE(c.get(key) == id);
+  auto refused = [&](const char* what, const std::function<void()>& f) {
+    INFO(what);
+    try {
+      f();
+      FAIL("changed a published NCCL id");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kConflict);
+      CHECK_THAT(e.what(), Catch::Contains("set once"));
+    }
+    CHECK(c.get(key) == id);
+  };
+  refused("set", [&] { c.set(key, "x"); });
+  refused("append", [&] { c.append(key, "x"); });
+  refused("add", [&] { c.add(key, 1); });
+  refused("remove", [&] { c.remove(key); });
+  refused("compare_set", [&] { c.compare_set(key, id, "x"); });
+  refused("multi_set", [&] { c.multi_set({"muster-free", key}, {"a", "b"}); });
+  refused("queue_push", [&] { c.queue_push(key, "x"); });
+  refused("queue_pop", [&] { c.queue_pop(key, 0ms); });
+  // multi_set changed nothing, not even its other key.
+  CHECK_FALSE(c.try_get("muster-free"));
+  // What does not change it still works: a compare_set that does not match
+  // answers the id, and one that sets the same value is a no-op.
+  CHECK(c.compare_set(key, "", "x") == id);
+  CHECK(c.compare_set(key, id, id) == id);
+  // An unset key under the prefix may be set once, by any request.
+  c.set("muster.nccl/own", "v");
+  CHECK_THROWS_AS(c.set("muster.nccl/own", "w"), Error);
+  // Other keys are torch's, as ever.
+  c.set("plain", "1");
+  c.set("plain", "2");
+  CHECK(c.remove("plain"));
 }
 
 TEST_CASE("a rank waiting for an id that never comes learns which rank should publish it") {

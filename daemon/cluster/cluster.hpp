@@ -61,6 +61,11 @@ struct RelayState {
   // When the first wait for each coalescing key began, and whether its
   // stuck line was written.
   std::map<std::string, std::pair<Clock::time_point, bool>> gets_since;
+  // Values of set-once keys (core/key_values.hpp: the NCCL ids) that came
+  // from upstream in generation kept_generation: a later get of one, by a
+  // late rank or child, is answered here without going upstream again.
+  std::map<std::string, std::string> kept;  // key -> the value reply's payload
+  uint64_t kept_generation = 0;
 };
 
 // The coordinator's answer to a local status's job_waits: the job-wide

@@ -71,6 +71,7 @@ bool NodeLinks::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     relay_barrier(to, job, b.name, 1, b.rank - c.rank_offset, b.timeout_ms, out);
     return true;
   }
+  if (answer_kept(to, job, env, out)) return true;
   if ((type == MsgType::kStoreGet && proto::StoreGet::unpack(env.payload).timeout_ms > 0) ||
       type == MsgType::kStoreWait) {
     relay_get(to, job, env, out);

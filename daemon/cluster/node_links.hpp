@@ -126,9 +126,14 @@ class NodeLinks {
   // upstream.
   void relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
                      int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out);
+  // Answers a get of a set-once key this relay kept (relay.cpp); false
+  // when it has none.
+  bool answer_kept(const ReplyTo& to, const Job& job, const proto::Envelope& env,
+                   std::vector<Outgoing>& out);
   void relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
                  std::vector<Outgoing>& out);
   void relay_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void keep(RelayState& r, const LinkPending& p, const proto::Envelope& env);
   void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                   std::vector<Outgoing>& out);
 

@@ -5,6 +5,7 @@
 // O(tree width) messages per barrier or key wait, not O(ranks); the answer
 // fans back out along the same path.
 #include "cluster/node_links.hpp"
+#include "core/key_values.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -22,7 +23,28 @@ std::string coalescing_key(const proto::Envelope& env) {
   return k;
 }
 
+// The set-once key (core/key_values.hpp) that a coalescing key waits for
+// alone with a get, or "".
+std::string kept_key(const std::string& coalescing) {
+  const std::string get = std::to_string(static_cast<uint16_t>(MsgType::kStoreGet)) + '\0';
+  if (!coalescing.starts_with(get)) return "";
+  std::string key = coalescing.substr(get.size());
+  return set_once(key) ? key : "";
+}
+
 }  // namespace
+
+bool NodeLinks::answer_kept(const ReplyTo& to, const Job& job, const proto::Envelope& env,
+                            std::vector<Outgoing>& out) {
+  if (static_cast<MsgType>(env.type) != MsgType::kStoreGet) return false;
+  auto rit = relays_.find(job.id);
+  if (rit == relays_.end() || rit->second.kept_generation != job.generation) return false;
+  codec::MapReader r(env.payload, proto::type_name(env.type));
+  auto it = rit->second.kept.find(r.str("key", 1 << 20));
+  if (it == rit->second.kept.end()) return false;
+  out.push_back({to, proto::encode(to.request_id, proto::Value{it->second}), {}});
+  return true;
+}
 
 void NodeLinks::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
                               int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out) {
@@ -47,6 +69,7 @@ void NodeLinks::relay_barrier(const ReplyTo& to, Job& job, const std::string& na
 
 void NodeLinks::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
+  if (answer_kept(to, job, env, out)) return;
   std::string key = coalescing_key(env);
   auto& relay = relays_[job.id];
   auto& waiters = relay.gets[key];
@@ -97,6 +120,20 @@ void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
   relay_get(to, job, inner, out);
 }
 
+// The value of a set-once key that came from upstream: kept for this
+// generation (a relay holds at most what the coordinator's store quota
+// lets it hold).
+void NodeLinks::keep(RelayState& r, const LinkPending& p, const proto::Envelope& env) {
+  std::string key = kept_key(p.key);
+  const Job* job = jobs_.find(p.job);
+  if (key.empty() || !job || static_cast<MsgType>(env.type) != MsgType::kValue) return;
+  if (r.kept_generation != job->generation) {
+    r.kept.clear();
+    r.kept_generation = job->generation;
+  }
+  r.kept[key] = proto::Value::unpack(env.payload).value;
+}
+
 // The upstream answer to a relayed barrier or key wait: everyone below
 // gets it, under their own request ids.
 void NodeLinks::relay_answer(const LinkPending& p, const proto::Envelope& env,
@@ -115,6 +152,7 @@ void NodeLinks::relay_answer(const LinkPending& p, const proto::Envelope& env,
     waiters = std::move(g->second);
     rit->second.gets.erase(g);
     rit->second.gets_since.erase(p.key);
+    keep(rit->second, p, env);
   }
   for (const auto& w : waiters)
     out.push_back({w, proto::encode_object(w.request_id, env.type, env.payload), {}});

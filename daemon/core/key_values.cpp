@@ -33,6 +33,13 @@ size_t count_prefixed(const KeyValues& kv, const std::string& prefix) {
   return n;
 }
 
+void check_changeable(const KeyValues& kv, const std::string& key) {
+  if (!set_once(key) || !kv.contains(key)) return;
+  throw Error(ErrorCode::kConflict,
+              "key '" + key + "' is set once (keys under '" + std::string(kSetOncePrefix) +
+                  "' hold NCCL unique ids, which relays keep); it cannot be changed or deleted");
+}
+
 std::string missing_keys(const KeyValues& kv, const std::vector<std::string>& keys) {
   std::string missing;
   for (const auto& k : keys)

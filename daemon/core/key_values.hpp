@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "jobs/key_values.hpp"
@@ -20,6 +21,18 @@ int64_t add_to(KeyValues& kv, const std::string& key, int64_t delta);
 
 // How many keys start with prefix (all of them for "").
 size_t count_prefixed(const KeyValues& kv, const std::string& prefix);
+
+// Keys under this prefix are set once: the NCCL unique ids
+// (client/lib/nccl_ids.cpp publishes each with compare_set from unset). A
+// store refuses to change or delete one that has a value, so a relay may
+// keep what it fetched and answer later waits itself (cluster/relay.cpp).
+inline constexpr std::string_view kSetOncePrefix = "muster.nccl/";
+inline bool set_once(std::string_view key) {
+  return key.starts_with(kSetOncePrefix);
+}
+// Throws Error(kConflict) when key is set once and has a value: the
+// request that would change or delete it changes nothing.
+void check_changeable(const KeyValues& kv, const std::string& key);
 
 // The keys that are not set, quoted and comma-separated ("'a', 'b'").
 std::string missing_keys(const KeyValues& kv, const std::vector<std::string>& keys);

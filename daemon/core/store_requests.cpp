@@ -39,6 +39,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreAdd: {
       auto m = proto::StoreAdd::unpack(env.payload);
       Job& job = store_job(to, m.job);
+      check_changeable(job.kv, m.key);
       int64_t sum = sum_for_add(job.kv, m.key, m.delta);
       check_store_quota(job, quotas_, m.key, std::to_string(sum).size());
       job.kv.set(m.key, std::to_string(sum));
@@ -54,7 +55,8 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
         if (!m.expected.empty()) return reply(to, proto::Value{m.expected}, out);
         check_store_quota(job, quotas_, m.key, m.desired.size());
         job.kv.set(m.key, m.desired);
-      } else if (*now == m.expected) {
+      } else if (*now == m.expected && m.desired != *now) {
+        check_changeable(job.kv, m.key);
         check_store_quota(job, quotas_, m.key, m.desired.size());
         job.kv.set(m.key, m.desired);
       }
@@ -65,6 +67,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreDelete: {
       auto m = proto::StoreDelete::unpack(env.payload);
       Job& job = store_job(to, m.job);
+      check_changeable(job.kv, m.key);
       reply(to, proto::Bool{job.kv.erase(m.key)}, out);
       return;
     }
@@ -92,6 +95,7 @@ void State::key_changed(Job& job, std::vector<Outgoing>& out) {
 
 void State::set_key(const ReplyTo& to, Job& job, const std::string& key, std::string value,
                     std::vector<Outgoing>& out) {
+  check_changeable(job.kv, key);
   check_store_quota(job, quotas_, key, value.size());
   job.kv.set(key, std::move(value));
   reply(to, proto::Ok{}, out);

@@ -32,6 +32,8 @@
 // A failed broadcast prints `bcast_error=<code> <message>` and exits 3.
 // coord-restart DIR SIZE: the steps of tests/test_coord_restart.cpp (see
 //   coord_restart below).
+// regets N: N more gets of the NCCL id of "world" (as a late rank's would
+//   be), each compared with the first: `regets=ok` or `regets=WRONG`.
 // store-api: torch's newer Store API across nodes (append, multi_set/get,
 //   num_keys, list_keys, queues, a queue_pop parked before the push on
 //   another node): `api=ok`, or `api=WRONG <what>`.
@@ -349,6 +351,15 @@ int main(int argc, char** argv) {
                             argc > 4 ? std::stoi(argv[4]) : 1000,
                             argc > 5 && std::string(argv[5]) == "sync");
     if (mode == "store-api") return store_api(c, r);
+    if (mode == "regets" && argc > 2) {
+      // A late rank's gets of an NCCL id its node already fetched.
+      const std::string key = "muster.nccl/" + std::to_string(r.generation) + "/world/1/0";
+      bool same = true;
+      for (int i = std::stoi(argv[2]); i > 0; --i) same = same && c.get(key) == id;
+      std::printf("regets=%s\n", same ? "ok" : "WRONG");
+      std::fflush(stdout);
+      c.barrier("regot", std::chrono::seconds(30));
+    }
     if (mode == "coord-restart" && argc > 3)
       return coord_restart(c, r, argv[2], std::stoull(argv[3]));
     if (hold) {
