@@ -147,3 +147,42 @@ TEST_CASE("one uid's 1,000 clients all keep their replies while the cache has ro
     CHECK(c.check(client("mRANK" + std::to_string(i), 0, 1), 42, &again) ==
           ReplyCache::Seen::kAnswered);
 }
+
+TEST_CASE("a coordinator of 12,500 nodes answers each node's resent request once") {
+  // 100,000 ranks of 8: one peer link (uid -1) per node. Each must find its
+  // reply when it resends after a coordinator restart (a join applied twice
+  // would restart the world), however many local clients come and go.
+  ReplyCache c;
+  for (int i = 0; i < 12500; ++i) answer(c, client("PNODE" + std::to_string(i), -1, 2), "world");
+  for (int i = 0; i < 3 * static_cast<int>(ReplyCache::kMaxClients); ++i)
+    answer(c, client("mLOCAL" + std::to_string(i), 1000 + i % 3, 1), "local");
+  std::string again;
+  int kept = 0;
+  for (int i = 0; i < 12500; ++i)
+    kept += c.check(client("PNODE" + std::to_string(i), -1, 2), 42, &again) ==
+            ReplyCache::Seen::kAnswered;
+  CHECK(kept == 12500);
+  CHECK(again == "world");
+  // The peers pushed out no local client either: the last kMaxClients are kept.
+  const int last = 3 * static_cast<int>(ReplyCache::kMaxClients) - 1;
+  CHECK(c.check(client("mLOCAL" + std::to_string(last), 1000 + last % 3, 1), 42, &again) ==
+        ReplyCache::Seen::kAnswered);
+}
+
+TEST_CASE("peer links are bounded in number and in reply bytes, the oldest forgotten first") {
+  ReplyCache c;
+  std::string again;
+  for (int i = 0; i <= static_cast<int>(ReplyCache::kMaxPeers); ++i)
+    answer(c, client("PNODE" + std::to_string(i), -1, 2), "w");
+  CHECK(c.check(client("PNODE0", -1, 2), 42, &again) == ReplyCache::Seen::kNew);
+  CHECK(c.check(client("PNODE1", -1, 2), 42, &again) == ReplyCache::Seen::kAnswered);
+
+  ReplyCache big;
+  const std::string reply(ReplyCache::kMaxFrameBytes, 'r');
+  const size_t fit = ReplyCache::kMaxPeerBytes / reply.size();
+  for (size_t i = 0; i <= fit; ++i) answer(big, client("PBIG" + std::to_string(i), -1, 2), reply);
+  CHECK(big.check(client("PBIG0", -1, 2), 42, &again) == ReplyCache::Seen::kNew);
+  CHECK(big.check(client("PBIG1", -1, 2), 42, &again) == ReplyCache::Seen::kAnswered);
+  CHECK(big.check(client("PBIG" + std::to_string(fit), -1, 2), 42, &again) ==
+        ReplyCache::Seen::kAnswered);
+}

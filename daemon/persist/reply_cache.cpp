@@ -145,25 +145,46 @@ void ReplyCache::remember(const std::string& client, int64_t uid, Entry e) {
   if (it->second.uid != uid) return;  // never another uid's (check() refuses them)
   auto& entries = it->second.entries;
   // A request id answered again (reused for other bytes) replaces the old.
+  for (const auto& x : entries)
+    if (x.request_id == e.request_id) count(it->second, x, false);
   entries.erase(std::remove_if(entries.begin(), entries.end(),
                                [&](const Entry& x) { return x.request_id == e.request_id; }),
                 entries.end());
+  count(it->second, e, true);
   entries.push_back(std::move(e));
-  if (entries.size() > (uid == -1 ? kPerPeer : kPerClient)) entries.erase(entries.begin());
+  if (entries.size() > (uid == -1 ? kPerPeer : kPerClient)) {
+    count(it->second, entries.front(), false);
+    entries.erase(entries.begin());
+  }
   touch(client, it->second);
   evict();
 }
 
+void ReplyCache::count(Client& c, const Entry& e, bool add) {
+  const uint64_t n = e.frame.size();
+  c.bytes = add ? c.bytes + n : c.bytes - n;
+  if (c.uid == -1) peer_bytes_ = add ? peer_bytes_ + n : peer_bytes_ - n;
+}
+
+size_t ReplyCache::peers() const {
+  auto it = by_uid_.find(-1);
+  return it == by_uid_.end() ? 0 : it->second.size();
+}
+
 void ReplyCache::evict() {
+  evict_local();
+  evict_peers();
+}
+
+void ReplyCache::evict_local() {
   // Only when the cache is full, least recently used first; a uid holding
   // more than its share gives up its own clients first (one that churns
   // routing ids pushes out no one else's), and a client with a parked
   // request is never dropped: its routing id stays bound to its uid until
-  // that is answered.
-  while (clients_.size() > kMaxClients) {
-    // Peer daemons' links (uid -1) are few, one per node and coordinator,
-    // and hold the replies their resends after a coordinator restart need:
-    // never the uid that gives up its own first.
+  // that is answered. Peer daemons' links (uid -1) count apart
+  // (evict_peers): a coordinator of thousands of nodes pushes out no local
+  // client, and no local client a node's join.
+  while (clients_.size() - peers() > kMaxClients) {
     auto biggest =
         std::max_element(by_uid_.begin(), by_uid_.end(), [](const auto& a, const auto& b) {
           return (a.first == -1 ? 0 : a.second.size()) < (b.first == -1 ? 0 : b.second.size());
@@ -172,9 +193,21 @@ void ReplyCache::evict() {
         biggest != by_uid_.end() && biggest->first != -1 && biggest->second.size() > kMaxPerUid
             ? biggest->second
             : by_use_;
+    auto victim = std::find_if(order.begin(), order.end(), [&](const auto& kv) {
+      const Client& c = clients_.at(kv.second);
+      return c.uid != -1 && c.pending == 0;
+    });
+    if (victim == order.end()) return;  // all parked: bounded by what waits may cost
+    drop(std::string(victim->second));
+  }
+}
+
+void ReplyCache::evict_peers() {
+  while (peers() > kMaxPeers || peer_bytes_ > kMaxPeerBytes) {
+    const auto& order = by_uid_.at(-1);
     auto victim = std::find_if(order.begin(), order.end(),
                                [&](const auto& kv) { return clients_.at(kv.second).pending == 0; });
-    if (victim == order.end()) return;  // all parked: bounded by what waits may cost
+    if (victim == order.end()) return;
     drop(std::string(victim->second));
   }
 }
@@ -186,6 +219,7 @@ void ReplyCache::drop(const std::string& client) {
   auto u = by_uid_.find(it->second.uid);
   u->second.erase(it->second.last_used);
   if (u->second.empty()) by_uid_.erase(u);
+  if (it->second.uid == -1) peer_bytes_ -= it->second.bytes;
   clients_.erase(it);
 }
 

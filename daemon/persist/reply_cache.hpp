@@ -46,8 +46,17 @@ class ReplyCache {
   // requests of all its node's ranks at once: it resends every one still
   // unanswered when its link to a restarted coordinator reconnects.
   static constexpr size_t kPerPeer = 256;
-  // Clients remembered; the least recently active are forgotten first.
+  // Local clients remembered; the least recently active are forgotten first.
   static constexpr size_t kMaxClients = 1024;
+  // Peer daemons' links remembered, apart from the local clients: one per
+  // node of the jobs this daemon coordinates (12,500 for 100,000 ranks of
+  // 8), each of which must find its join answered once when it resends it
+  // after a coordinator restart. Bounded in number and in reply bytes, the
+  // least recently active forgotten first.
+  static constexpr size_t kMaxPeers = 65536;
+  static constexpr size_t kMaxPeerBytes = size_t{256} << 20;
+  // What a saved state may hold (persist/state_codec.cpp).
+  static constexpr size_t kMaxSaved = kMaxClients * kPerClient + kMaxPeers * kPerPeer;
   // A uid's share: when the cache is full, a uid holding more gives up its
   // own clients first, so one that churns routing ids pushes out no one
   // else's (whose resends would then be applied twice). Below the limit a
@@ -110,6 +119,7 @@ class ReplyCache {
     uint32_t pending = 0;        // its requests still being worked on
     std::vector<Entry> entries;  // oldest first
     uint64_t last_used = 0;
+    uint64_t bytes = 0;  // of its entries' replies
   };
   struct Pending {
     uint16_t type = 0;
@@ -118,8 +128,13 @@ class ReplyCache {
     uint64_t conn = 0;  // the connection that asked last (ReplyTo::conn)
   };
   void remember(const std::string& client, int64_t uid, Entry e);
-  // Down to kMaxClients (reply_cache.cpp says which go first).
+  // Down to kMaxClients local clients and kMaxPeers peers (reply_cache.cpp
+  // says which go first).
   void evict();
+  void evict_local();
+  void evict_peers();
+  size_t peers() const;
+  void count(Client& c, const Entry& e, bool add);
   void drop(const std::string& client);
   void touch(const std::string& client, Client& c);
 
@@ -128,6 +143,7 @@ class ReplyCache {
   std::map<int64_t, std::map<uint64_t, std::string>> by_uid_;  // the same, per uid
   std::map<std::pair<std::string, uint64_t>, Pending> pending_;
   uint64_t clock_ = 0;
+  uint64_t peer_bytes_ = 0;  // the peers' entries' replies
   std::vector<Fresh> fresh_;
 };
 

@@ -304,7 +304,7 @@ Loaded decode_snapshot(const std::string& bytes) {
   check(l);
   check_leases(top, l);
   if (version >= 3) l.marks = decode_marks(top);
-  const auto& replies = top.array("replies", ReplyCache::kMaxClients * ReplyCache::kPerPeer);
+  const auto& replies = top.array("replies", ReplyCache::kMaxSaved);
   for (uint32_t i = 0; i < replies.size; ++i) {
     bool usable = false;
     auto r = decode_reply(replies.ptr[i], "state.replies[" + std::to_string(i) + "]", &usable);
