@@ -55,7 +55,15 @@ struct RelayBarrier {
   Clock::time_point since = Clock::now();  // the first arrival
   bool stuck_logged = false;               // its stuck line (--stuck-after) was written
 };
+// A child's request that came before this node's own World (the
+// coordinator sends the Worlds of a round at once; a child may hear first):
+// held until the World comes, then handled as if it came then.
+struct EarlyRequest {
+  ReplyTo to;
+  std::string frame;  // the request, encoded again
+};
 struct RelayState {
+  std::vector<EarlyRequest> early;                   // at most kMaxEarly
   std::map<std::string, RelayBarrier> barriers;      // by name
   std::map<std::string, std::vector<ReplyTo>> gets;  // by coalescing key
   // When the first wait for each coalescing key began, and whether its

@@ -229,6 +229,7 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
     auto e = proto::ErrorReply::unpack(env.payload);
     if (found && found->cluster) found->cluster.reset();
     fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
+    relay_fail(p.job, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
     return;
   }
   auto w = proto::World::unpack(env.payload);
@@ -256,6 +257,7 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
                                   std::to_string(w.rank_offset + job.local_world_size - 1) +
                                   " of " + std::to_string(w.world_size));
   out.push_back({p.to, proto::encode(p.to.request_id, w)});
+  relay_early(job.id, out);
 }
 
 // What the coordinator says of this node's jobs in answer to a heartbeat.

@@ -136,6 +136,12 @@ class NodeLinks {
   void keep(RelayState& r, const LinkPending& p, const proto::Envelope& env);
   void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                   std::vector<Outgoing>& out);
+  // Handles the children's requests that came before our World (or one of
+  // a generation we had not reached yet), now that it came.
+  void relay_early(const std::string& job, std::vector<Outgoing>& out);
+  // Children's requests held for one job, at most (each child of the tree
+  // sends a few: its barrier and key waits).
+  static constexpr size_t kMaxEarly = 4096;
 
   JobTable& jobs_;
   std::function<bool(const std::string&, const std::string&)> here_;

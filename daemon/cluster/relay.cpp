@@ -98,9 +98,19 @@ void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
     id = fwd->job, generation = fwd->generation;
   }
   Job* found = jobs_.find(id);
-  if (!found || !found->cluster || !found->cluster->formed)
+  if (!found || !found->cluster)
     throw Error(ErrorCode::kUnknownJob, "this daemon relays no job '" + id + "'");
   Job& job = *found;
+  if (!job.cluster->formed || generation > job.generation) {
+    // Our World (of that generation) is on its way: the child heard first.
+    auto& early = relays_[id].early;
+    if (early.size() >= kMaxEarly)
+      throw Error(ErrorCode::kUnavailable, "this daemon holds " + std::to_string(early.size()) +
+                                               " requests of job '" + id +
+                                               "' already, waiting for its world");
+    early.push_back({to, proto::encode_object(to.request_id, env.type, env.payload)});
+    return;
+  }
   if (job.generation != generation)
     throw Error(ErrorCode::kStaleGeneration,
                 "request from generation " + std::to_string(generation) + " refused: job '" + id +
@@ -158,10 +168,23 @@ void NodeLinks::relay_answer(const LinkPending& p, const proto::Envelope& env,
     out.push_back({w, proto::encode_object(w.request_id, env.type, env.payload), {}});
 }
 
+void NodeLinks::relay_early(const std::string& job, std::vector<Outgoing>& out) {
+  auto rit = relays_.find(job);
+  if (rit == relays_.end() || rit->second.early.empty()) return;
+  for (auto& e : std::exchange(rit->second.early, {})) {
+    try {
+      relay_from_child(e.to, proto::decode_envelope(e.frame.data(), e.frame.size()), out);
+    } catch (const Error& err) {
+      fail(e.to, err.code(), err.what(), out);
+    }
+  }
+}
+
 void NodeLinks::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                            std::vector<Outgoing>& out) {
   auto rit = relays_.find(job);
   if (rit == relays_.end()) return;
+  for (const auto& e : rit->second.early) fail(e.to, code, why, out);
   for (auto& [name, b] : rit->second.barriers)
     for (const auto& w : b.waiters) fail(w, code, why, out);
   for (auto& [key, ws] : rit->second.gets)
