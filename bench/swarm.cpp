@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 #include <zmq.hpp>
 
@@ -29,6 +28,7 @@ using proto::MsgType;
 enum Id : uint64_t { kHello = 1, kJoin, kBeat, kPublish, kGet, kBarrier, kLeave };
 
 constexpr int64_t kWaitMs = 120000;
+constexpr int kResendMs = 2000;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -43,43 +43,45 @@ class SwarmNode {
         sock_(ctx, zmq::socket_type::dealer),
         rank_(rank),
         id_("swarm-" + std::to_string(rank)) {
-    sock_.set(zmq::sockopt::linger, 0);
+    setup(sock_, "S" + std::to_string(rank));
     sock_.connect(s.coordinator);
   }
   // Barriers and key waits go to the parent the World named, as a node
   // daemon's do (a connection of their own, made when the World came).
   void parent(const std::string& endpoint) {
     up_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
-    up_->set(zmq::sockopt::linger, 0);
+    setup(*up_, "U" + std::to_string(rank_));
     up_->connect("tcp://" + endpoint);
   }
   bool relayed() const { return up_ != nullptr; }
+  // keep: an answer is awaited, and the request goes again until it comes.
   template <class M>
-  void send(uint64_t id, const M& m) {
+  void send(uint64_t id, const M& m, bool keep = true) {
     std::string f = proto::encode(id, m);
     sock_.send(zmq::buffer(f), zmq::send_flags::none);
+    if (keep) sent_[id] = std::move(f);
   }
+  // Every request still unanswered goes again (the slice's nodes are
+  // independent daemons: each would resend its own, not only the one this
+  // thread happens to wait for).
+  void resend() {
+    for (const auto& [id, f] : sent_) sock_.send(zmq::buffer(f), zmq::send_flags::dontwait);
+    for (const auto& [id, f] : sent_up_)
+      (up_ ? *up_ : sock_).send(zmq::buffer(f), zmq::send_flags::dontwait);
+  }
+  std::vector<std::unique_ptr<SwarmNode>>* slice = nullptr;  // for resend()
   template <class M>
   void send_up(uint64_t id, const M& m) {
-    sent_up_ = proto::encode(id, m);
-    (up_ ? *up_ : sock_).send(zmq::buffer(sent_up_), zmq::send_flags::none);
+    sent_up_[id] = proto::encode(id, m);
+    (up_ ? *up_ : sock_).send(zmq::buffer(sent_up_[id]), zmq::send_flags::none);
   }
   // The answer to request `id` (answers to others, a heartbeat's, are
   // dropped on the way); an error reply is thrown.
-  proto::Envelope await(uint64_t id, MsgType want) { return await_on(sock_, id, want); }
-  // The same upstream. A relay that has not had its own World yet knows no
-  // such job: asked again shortly, as the relay's World is on its way.
+  proto::Envelope await(uint64_t id, MsgType want) { return await_on(sock_, sent_, id, want); }
+  // The same upstream. A relay that has not had its own World yet holds
+  // the request until it has (daemon/cluster/relay.cpp).
   proto::Envelope await_up(uint64_t id, MsgType want) {
-    for (int attempt = 0;; ++attempt) {
-      try {
-        return await_on(up_ ? *up_ : sock_, id, want);
-      } catch (const Refused& e) {
-        if (!up_ || e.code != static_cast<uint16_t>(ErrorCode::kUnknownJob) || attempt > 2000)
-          throw;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        up_->send(zmq::buffer(sent_up_), zmq::send_flags::none);
-      }
-    }
+    return await_on(up_ ? *up_ : sock_, sent_up_, id, want);
   }
   const std::string& node_id() const { return id_; }
   uint32_t rank() const { return rank_; }
@@ -90,12 +92,28 @@ class SwarmNode {
     Refused(uint16_t c, const std::string& m) : std::runtime_error(m), code(c) {}
     uint16_t code;
   };
-  proto::Envelope await_on(zmq::socket_t& sock, uint64_t id, MsgType want) {
-    for (;;) {
+  // As a node daemon's links: a routing id of its own, kept across
+  // reconnects, so that a request sent again is answered once (the
+  // daemons' reply caches), and a request unanswered for a while is sent
+  // again: a connection the daemon closed (plain TCP that sent nothing
+  // within 5 s, when this machine is too busy to send it sooner) took it.
+  static void setup(zmq::socket_t& sock, const std::string& routing_id) {
+    sock.set(zmq::sockopt::linger, 0);
+    sock.set(zmq::sockopt::routing_id, zmq::buffer(routing_id));
+    sock.set(zmq::sockopt::rcvtimeo, kResendMs);
+  }
+  proto::Envelope await_on(zmq::socket_t& sock, std::map<uint64_t, std::string>& sent, uint64_t id,
+                           MsgType want) {
+    for (int waited = 0;;) {
       zmq::message_t msg;
-      if (!sock.recv(msg)) throw std::runtime_error("recv failed");
+      if (!sock.recv(msg)) {
+        if ((waited += kResendMs) > kWaitMs) throw std::runtime_error(id_ + ": no answer");
+        for (auto& n : *slice) n->resend();
+        continue;
+      }
       auto env = proto::decode_envelope(msg.data(), msg.size());
       if (env.request_id != id) continue;
+      sent.erase(id);
       if (env.type == static_cast<uint16_t>(MsgType::kErrorReply)) {
         auto e = proto::ErrorReply::unpack(env.payload);
         throw Refused(e.code, id_ + ": error " + std::to_string(e.code) + ": " + e.message);
@@ -110,7 +128,7 @@ class SwarmNode {
   zmq::context_t& ctx_;
   zmq::socket_t sock_;
   std::unique_ptr<zmq::socket_t> up_;
-  std::string sent_up_;  // the last request sent upstream, to send again
+  std::map<uint64_t, std::string> sent_, sent_up_;  // by request id, to send again
   uint32_t rank_;
   std::string id_;
 };
@@ -153,11 +171,14 @@ void wire_up(const SwarmSlice& s, std::vector<std::unique_ptr<SwarmNode>>& nodes
     n->generation = w.generation;
     if (!w.parent.empty()) n->parent(w.parent);
     // A node's first heartbeat follows its world (daemon/cluster/heartbeat.cpp).
-    n->send(kBeat, proto::Heartbeat{n->node_id(), {proto::JobGeneration{s.job, w.generation}}});
+    n->send(kBeat, proto::Heartbeat{n->node_id(), {proto::JobGeneration{s.job, w.generation}}},
+            false);
     if (n->rank() == 0)
-      n->send(kPublish, forward(s, w.generation,
-                                proto::StoreCompareSet{s.job, kNcclKey, "", std::string(128, 'i'),
-                                                       std::nullopt}));
+      n->send(
+          kPublish,
+          forward(s, w.generation,
+                  proto::StoreCompareSet{s.job, kNcclKey, "", std::string(128, 'i'), std::nullopt}),
+          false);
     n->send_up(kGet,
                forward(s, w.generation, proto::StoreGet{s.job, kNcclKey, kWaitMs, std::nullopt},
                        n->relayed()));
@@ -195,6 +216,7 @@ int run_slice(const SwarmSlice& s, int start_fd, int ready_fd) {
   try {
     for (uint32_t i = 0; i < s.count; ++i)
       nodes.push_back(std::make_unique<SwarmNode>(ctx, s, s.first + i));
+    for (auto& n : nodes) n->slice = &nodes;
     // Connected and admitted before the clock starts.
     for (auto& n : nodes) n->send(kHello, proto::Heartbeat{n->node_id(), {}});
     for (auto& n : nodes) n->await(kHello, MsgType::kHeartbeatAck);
