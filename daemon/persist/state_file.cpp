@@ -58,17 +58,17 @@ bool StateFile::reserve(size_t request_bytes, bool job_change, bool peer, std::s
   // its header does not fit), and the records' framing.
   size_t header = job_change ? std::max<size_t>(largest_header_, 16 * 1024) : largest_header_;
   size_t n = 2 * request_bytes + header + 512;
-  // A peer's request may rewrite the rounds' records (what they may grow
-  // to, round_room, once per save) and a join adds a node (kNodeBytes).
+  // Any change may rewrite the rounds' records (what they may grow to,
+  // round_room, claimed once per save): a peer's join or leave, and as much
+  // the coordinating node's own ranks, whose requests reach its
+  // coordinator in process. A peer's join adds a node (kNodeBytes).
   // Claimed per request, a round of 12,500 nodes reserved 23 GB of tmpfs
   // in one batch of joins.
-  if (peer) {
-    n += kNodeBytes;
-    if (!round_room_claimed_) n += rounds_room_;
-  }
+  if (peer) n += kNodeBytes;
+  if (!round_room_claimed_) n += rounds_room_;
   std::string cause;
   if (log_.reserve(n, &cause)) {
-    round_room_claimed_ = round_room_claimed_ || peer;
+    round_room_claimed_ = true;
     return true;
   }
   *why = "musterd cannot save this change: no room in its state directory " + dir_ + " (" + cause +

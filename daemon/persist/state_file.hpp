@@ -61,7 +61,8 @@ class StateFile {
 
   // Room on disk for what handling a request of `request_bytes` may write
   // (job_change: it may rewrite a job's slots, a join or a reserve; peer: a
-  // peer daemon's, which may rewrite the coordinator's rounds). False, with
+  // peer daemon's, which may add a node to a round; any change may rewrite
+  // the coordinator's rounds). False, with
   // the sentence for the client in *why, when there is none.
   bool reserve(size_t request_bytes, bool job_change, bool peer, std::string* why);
   // A save failed where only a new snapshot can carry the next one: the
