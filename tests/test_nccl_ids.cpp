@@ -84,6 +84,13 @@ TEST_CASE("an NCCL id, once published, cannot be changed or deleted by any store
   refused("multi_set", [&] { c.multi_set({"muster-free", key}, {"a", "b"}); });
   refused("queue_push", [&] { c.queue_push(key, "x"); });
   refused("queue_pop", [&] { c.queue_pop(key, 0ms); });
+  // No set-once key is a queue, set or not: a pop parked on one would
+  // change it when a value came.
+  for (const std::string unset : {"muster.nccl/no-queue"}) {
+    CHECK_THROWS_WITH(c.queue_pop(unset, 100ms), Catch::Contains("cannot be a queue"));
+    CHECK_THROWS_WITH(c.queue_push(unset, "x"), Catch::Contains("cannot be a queue"));
+    CHECK_FALSE(c.try_get(unset));
+  }
   // multi_set changed nothing, not even its other key.
   CHECK_FALSE(c.try_get("muster-free"));
   // What does not change it still works: a compare_set that does not match

@@ -53,6 +53,13 @@ TEST_CASE("a child's barrier that reaches its relay before the relay's World wai
 
   // Node 1's first barrier, at the relay whose job still forms.
   test::RawClient up(relay.peer_endpoint(), "node-1-up");
+  // What a relay never passes on is refused at once, not held.
+  auto bad = proto::StoreSet{};
+  bad.job = job;
+  bad.key = "k";
+  bad.value = "v";
+  CHECK(up.ask(proto::encode(9, proto::Forward{job, 0, proto::encode(0, bad), true}), 5s)
+            .rfind("error=unknown_type", 0) == 0);
   up.send(proto::encode(1, proto::BarrierUp{job, 0, "values-published", 1, 60000, /*relay=*/true}));
   CHECK(up.recv(1500ms) == "no reply");  // held, not refused
 

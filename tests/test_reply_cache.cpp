@@ -179,7 +179,7 @@ TEST_CASE("peer links are bounded in number and in reply bytes, the oldest forgo
 
   ReplyCache big;
   const std::string reply(ReplyCache::kMaxFrameBytes, 'r');
-  const size_t fit = ReplyCache::kMaxPeerBytes / reply.size();
+  const size_t fit = ReplyCache::kMaxPeerBytes / (reply.size() + ReplyCache::kEntryOverhead);
   for (size_t i = 0; i <= fit; ++i) answer(big, client("PBIG" + std::to_string(i), -1, 2), reply);
   CHECK(big.check(client("PBIG0", -1, 2), 42, &again) == ReplyCache::Seen::kNew);
   CHECK(big.check(client("PBIG1", -1, 2), 42, &again) == ReplyCache::Seen::kAnswered);

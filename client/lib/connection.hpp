@@ -77,12 +77,18 @@ class Connection {
     send_frame(id, encode(id));
     return id;
   }
-  // Sends a request nobody will await (best effort: not resent).
+  // Sends a request nobody will await (best effort: not resent, and
+  // dropped rather than waited for when it cannot go at once; callers
+  // use it on their way out of a failure).
   template <class M>
   void post(const M& msg) {
     auto frame = proto::encode(next_id_++, msg);
     zmq::message_t m(frame.data(), frame.size());
-    send_now(m);
+    try {
+      (void)sock_.send(m, zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      // EINTR or worse: it was best effort
+    }
   }
 
   // The reply to request id, of the given type, or the daemon's error

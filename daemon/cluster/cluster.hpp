@@ -63,7 +63,8 @@ struct EarlyRequest {
   std::string frame;  // the request, encoded again
 };
 struct RelayState {
-  std::vector<EarlyRequest> early;                   // at most kMaxEarly
+  std::vector<EarlyRequest> early;  // at most kMaxEarly, of kMaxEarlyBytes
+  size_t early_bytes = 0;
   std::map<std::string, RelayBarrier> barriers;      // by name
   std::map<std::string, std::vector<ReplyTo>> gets;  // by coalescing key
   // When the first wait for each coalescing key began, and whether its

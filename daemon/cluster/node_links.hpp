@@ -142,6 +142,7 @@ class NodeLinks {
   // Children's requests held for one job, at most (each child of the tree
   // sends a few: its barrier and key waits).
   static constexpr size_t kMaxEarly = 4096;
+  static constexpr size_t kMaxEarlyBytes = size_t{16} << 20;
 
   JobTable& jobs_;
   std::function<bool(const std::string&, const std::string&)> here_;

@@ -97,18 +97,34 @@ void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
     fwd = proto::Forward::unpack(env.payload);
     id = fwd->job, generation = fwd->generation;
   }
+  // What a relay passes on at all, checked before it may be held.
+  std::optional<proto::Envelope> inner;
+  if (fwd) {
+    inner = proto::decode_envelope(fwd->frame.data(), fwd->frame.size());
+    auto t = static_cast<MsgType>(inner->type);
+    if (t != MsgType::kStoreGet && t != MsgType::kStoreWait)
+      throw Error(ErrorCode::kUnknownType, std::string("a relay passes on key waits only, not '") +
+                                               proto::type_name(inner->type) + "'");
+    codec::MapReader r(inner->payload, proto::type_name(inner->type));
+    if (proto::read_job_id(r) != id)
+      throw Error(ErrorCode::kPermissionDenied,
+                  "a request relayed for job '" + id + "' may not touch another job");
+  }
   Job* found = jobs_.find(id);
   if (!found || !found->cluster)
     throw Error(ErrorCode::kUnknownJob, "this daemon relays no job '" + id + "'");
   Job& job = *found;
   if (!job.cluster->formed || generation > job.generation) {
     // Our World (of that generation) is on its way: the child heard first.
-    auto& early = relays_[id].early;
-    if (early.size() >= kMaxEarly)
-      throw Error(ErrorCode::kUnavailable, "this daemon holds " + std::to_string(early.size()) +
-                                               " requests of job '" + id +
-                                               "' already, waiting for its world");
-    early.push_back({to, proto::encode_object(to.request_id, env.type, env.payload)});
+    RelayState& r = relays_[id];
+    std::string frame = proto::encode_object(to.request_id, env.type, env.payload);
+    if (r.early.size() >= kMaxEarly || r.early_bytes + frame.size() > kMaxEarlyBytes)
+      throw Error(ErrorCode::kUnavailable,
+                  "this daemon holds " + std::to_string(r.early.size()) + " requests (" +
+                      std::to_string(r.early_bytes) + " bytes) of job '" + id +
+                      "' already, waiting for its world; send it again later");
+    r.early_bytes += frame.size();
+    r.early.push_back({to, std::move(frame)});
     return;
   }
   if (job.generation != generation)
@@ -118,16 +134,7 @@ void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
   if (job.cluster->phase == ClusterPhase::kBroken)
     throw Error(ErrorCode::kPeerExited, "job '" + id + "' cannot go on: " + job.cluster->message);
   if (up) return relay_barrier(to, job, up->name, up->count, -1, up->timeout_ms, out);
-  auto inner = proto::decode_envelope(fwd->frame.data(), fwd->frame.size());
-  auto t = static_cast<MsgType>(inner.type);
-  if (t != MsgType::kStoreGet && t != MsgType::kStoreWait)
-    throw Error(ErrorCode::kUnknownType, std::string("a relay passes on key waits only, not '") +
-                                             proto::type_name(inner.type) + "'");
-  codec::MapReader r(inner.payload, proto::type_name(inner.type));
-  if (proto::read_job_id(r) != id)
-    throw Error(ErrorCode::kPermissionDenied,
-                "a request relayed for job '" + id + "' may not touch another job");
-  relay_get(to, job, inner, out);
+  relay_get(to, job, *inner, out);
 }
 
 // The value of a set-once key that came from upstream: kept for this
@@ -162,15 +169,20 @@ void NodeLinks::relay_answer(const LinkPending& p, const proto::Envelope& env,
     waiters = std::move(g->second);
     rit->second.gets.erase(g);
     rit->second.gets_since.erase(p.key);
-    keep(rit->second, p, env);
   }
   for (const auto& w : waiters)
     out.push_back({w, proto::encode_object(w.request_id, env.type, env.payload), {}});
+  if (p.kind == LinkPending::Kind::kRelayGet) try {
+      keep(rit->second, p, env);
+    } catch (const Error&) {
+      // not a value after all: answered as it is, not kept
+    }
 }
 
 void NodeLinks::relay_early(const std::string& job, std::vector<Outgoing>& out) {
   auto rit = relays_.find(job);
   if (rit == relays_.end() || rit->second.early.empty()) return;
+  rit->second.early_bytes = 0;
   for (auto& e : std::exchange(rit->second.early, {})) {
     try {
       relay_from_child(e.to, proto::decode_envelope(e.frame.data(), e.frame.size()), out);

@@ -40,6 +40,13 @@ void check_changeable(const KeyValues& kv, const std::string& key) {
                   "' hold NCCL unique ids, which relays keep); it cannot be changed or deleted");
 }
 
+void check_not_queue(const std::string& key) {
+  if (!set_once(key)) return;
+  throw Error(ErrorCode::kConflict, "key '" + key + "' is set once (keys under '" +
+                                        std::string(kSetOncePrefix) +
+                                        "' hold NCCL unique ids); it cannot be a queue");
+}
+
 std::string missing_keys(const KeyValues& kv, const std::vector<std::string>& keys) {
   std::string missing;
   for (const auto& k : keys)

@@ -33,6 +33,9 @@ inline bool set_once(std::string_view key) {
 // Throws Error(kConflict) when key is set once and has a value: the
 // request that would change or delete it changes nothing.
 void check_changeable(const KeyValues& kv, const std::string& key);
+// Throws Error(kConflict) for a set-once key, set or not: a queue's pop
+// changes its key when it is answered, which may be long after the check.
+void check_not_queue(const std::string& key);
 
 // The keys that are not set, quoted and comma-separated ("'a', 'b'").
 std::string missing_keys(const KeyValues& kv, const std::vector<std::string>& keys);

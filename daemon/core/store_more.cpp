@@ -89,13 +89,13 @@ void State::store_more_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreQueuePush: {
       auto m = proto::StoreQueuePush::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      check_changeable(job.kv, m.key);
+      check_not_queue(m.key);
       return set_key(to, job, m.key, queue_after_push(job.kv, m.key, m.value), out);
     }
     case MsgType::kStoreQueuePop: {
       auto m = proto::StoreQueuePop::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      check_changeable(job.kv, m.key);
+      check_not_queue(m.key);
       if (auto item = queue_pop(job.kv, m.key)) return reply(to, proto::Value{*item}, out);
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kNotFound, "queue '" + m.key + "' of job '" + m.job + "' is empty");

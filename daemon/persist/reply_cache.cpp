@@ -161,7 +161,9 @@ void ReplyCache::remember(const std::string& client, int64_t uid, Entry e) {
 }
 
 void ReplyCache::count(Client& c, const Entry& e, bool add) {
-  const uint64_t n = e.frame.size();
+  // The entry's own memory too (its fields, the vector's slot, the
+  // string's header): many small replies weigh more than their bytes.
+  const uint64_t n = e.frame.size() + kEntryOverhead;
   c.bytes = add ? c.bytes + n : c.bytes - n;
   if (c.uid == -1) peer_bytes_ = add ? peer_bytes_ + n : peer_bytes_ - n;
 }

@@ -55,6 +55,7 @@ class ReplyCache {
   // least recently active forgotten first.
   static constexpr size_t kMaxPeers = 65536;
   static constexpr size_t kMaxPeerBytes = size_t{256} << 20;
+  static constexpr size_t kEntryOverhead = 96;  // counted per entry with its reply
   // What a saved state may hold (persist/state_codec.cpp).
   static constexpr size_t kMaxSaved = kMaxClients * kPerClient + kMaxPeers * kPerPeer;
   // A uid's share: when the cache is full, a uid holding more gives up its
