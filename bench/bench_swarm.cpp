@@ -324,7 +324,8 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_swarm MUSTERD [--runs R] [--width W] [--tree-only] [RANKS...]\n");
+    std::fprintf(stderr,
+                 "usage: bench_swarm MUSTERD [--runs R] [--width W] [--tree-only] [RANKS...]\n");
     return 2;
   }
   try {

@@ -119,9 +119,9 @@ void Connection::send_frame(uint64_t id, zmq::message_t frame) {
 }
 
 void Connection::send_now(zmq::message_t& msg) {
-  // Never a blocking send: libzmq does not reconnect a connection the daemon
-  // refused at its handshake, which leaves the DEALER without a peer, and a
-  // send then blocks for good. Refused, the caller is told so; a queue that
+  // Never a blocking send: a connection the daemon refused at its handshake
+  // can leave the DEALER without a peer (seen under load, not every time),
+  // and a send then blocks for good. Refused, the caller is told so; a queue that
   // stays full (a stalled daemon) is waited for as a reply would be.
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + request_timeout_, patience = start + patience_;
