@@ -16,14 +16,15 @@
 //   coordinator_cpu_s   the coordinator's user + system CPU time in that span
 //   coordinator_rss_mib its peak resident memory (VmHWM, a fresh daemon per run)
 //   coordinator_msgs    peer requests it handled in that span
-//   teardown_msgs       then the nodes' node_leave
+//   teardown_msgs       then the nodes' node_leave (until the coordinator settled)
 //   teardown_s          until every swarm node's node_leave was answered
+//                       (by its relay, in the tree)
 //   slowest_node        the node whose barrier answer came last (0: a relay)
 // No anchor runs beside these rows: torch 1.13's TCPStore cannot hold 100K
-// clients here; the README quotes the published figures as such. Joins and
-// heartbeats go straight to the coordinator in both topologies (so its
-// messages are O(nodes) there); key waits and barriers are O(width) in the
-// tree.
+// clients here; the README quotes the published figures as such. Joins go
+// straight to the coordinator in both topologies (so its messages are
+// O(nodes) there); in the tree, heartbeats, key waits, barriers and leaves
+// go through the relays: O(width) at the coordinator.
 //
 //   bench_swarm MUSTERD [--runs R] [--width W] [--tree-only] [RANKS...]
 //       (multiples of 8; default 16384 32768 100000, R = 3, W = 64)

@@ -71,9 +71,10 @@ class SwarmNode {
   }
   std::vector<std::unique_ptr<SwarmNode>>* slice = nullptr;  // for resend()
   template <class M>
-  void send_up(uint64_t id, const M& m) {
-    sent_up_[id] = proto::encode(id, m);
-    (up_ ? *up_ : sock_).send(zmq::buffer(sent_up_[id]), zmq::send_flags::none);
+  void send_up(uint64_t id, const M& m, bool keep = true) {
+    std::string f = proto::encode(id, m);
+    (up_ ? *up_ : sock_).send(zmq::buffer(f), zmq::send_flags::none);
+    if (keep) sent_up_[id] = std::move(f);
   }
   // The answer to request `id` (answers to others, a heartbeat's, are
   // dropped on the way); an error reply is thrown.
@@ -170,9 +171,13 @@ void wire_up(const SwarmSlice& s, std::vector<std::unique_ptr<SwarmNode>>& nodes
                                " ranks, parent '" + w.parent + "')");
     n->generation = w.generation;
     if (!w.parent.empty()) n->parent(w.parent);
-    // A node's first heartbeat follows its world (daemon/cluster/heartbeat.cpp).
-    n->send(kBeat, proto::Heartbeat{n->node_id(), {proto::JobGeneration{s.job, w.generation}}},
-            false);
+    // A node's first heartbeat follows its world (daemon/cluster/beats.cpp):
+    // to its parent in the tree, which carries it up in its own.
+    proto::Heartbeat beat{n->node_id(), {proto::JobGeneration{s.job, w.generation}}, n->relayed()};
+    if (n->relayed())
+      n->send_up(kBeat, beat, false);
+    else
+      n->send(kBeat, beat, false);
     if (n->rank() == 0)
       n->send(
           kPublish,
@@ -235,8 +240,10 @@ int run_slice(const SwarmSlice& s, int start_fd, int ready_fd) {
   if (write(ready_fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) return 2;
   if (read(start_fd, &b, 1) != 1) return 2;
   try {
-    for (auto& n : nodes) n->send(kLeave, proto::NodeLeave{s.job, n->generation, n->node_id()});
-    for (auto& n : nodes) n->await(kLeave, MsgType::kOk);
+    // In the tree, to the parent, which passes the leaves on in batches.
+    for (auto& n : nodes)
+      n->send_up(kLeave, proto::NodeLeave{s.job, n->generation, n->node_id(), {}, n->relayed()});
+    for (auto& n : nodes) n->await_up(kLeave, MsgType::kOk);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_swarm: teardown: %s\n", e.what());
     return 1;

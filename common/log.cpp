@@ -29,6 +29,10 @@ void set_level(Level max) {
   g_max = static_cast<int>(max);
 }
 
+bool enabled(Level level) {
+  return static_cast<int>(level) <= g_max;
+}
+
 void set_sink(Sink sink) {
   g_sink = sink;
 }

@@ -47,6 +47,8 @@ inline Fields peer(std::string_view name, std::string_view job = {}) {
 }
 
 void set_level(Level max);
+// Whether a line of `level` is written (to skip building one that is not).
+bool enabled(Level level);
 bool parse_level(std::string_view name, Level& out);
 void write(Level level, std::string_view line);
 void write(Level level, const Fields& fields, std::string_view line);

@@ -148,10 +148,25 @@ void BarrierUp::fields(IO& io) {
 }
 
 template <class IO>
+void NodeHeard::fields(IO& io) {
+  node(io, node_id);
+  io.ms("age_ms", age_ms);
+}
+
+template <class IO>
+void NodeWait::fields(IO& io) {
+  node(io, node_id);
+  wait.fields(io);
+}
+
+template <class IO>
 void JobGeneration::fields(IO& io) {
   io.job(job);
   io.generation(generation);
   io.list("waits", waits, kMaxWaits, wire::kUnlessDefault);
+  io.list("below", below, kMaxNodes, wire::kUnlessDefault);
+  io.list("below_waits", below_waits, kMaxNodes, wire::kUnlessDefault);
+  io.strs("left", left, kMaxNodes, kMaxAddrBytes * 2, wire::kUnlessDefault);
 }
 
 template <class IO>
@@ -170,6 +185,7 @@ template <class IO>
 void Heartbeat::fields(IO& io) {
   node(io, node_id);
   io.list("jobs", jobs, kMaxJobsPerBeat);
+  io.boolean("relay", relay, wire::kUnlessDefault);
 }
 
 template <class IO>
@@ -179,6 +195,7 @@ void JobEvent::fields(IO& io) {
   io.str("state", state, 32);
   io.str("message", message, kMaxMessageBytes);
   forming.fields(io);
+  io.num("heard_ms", heard_ms, 0, limits::kMaxTimeoutMs, wire::kUnlessDefault);
 }
 
 template <class IO>
@@ -192,6 +209,8 @@ void RankExited::fields(IO& io) {
   io.generation(generation);
   io.num("rank", rank, 0, kMaxWorldSize - 1);
   io.str("why", why, kMaxMessageBytes);
+  io.ints("also", also, kMaxWorldSize, 0, kMaxWorldSize - 1, wire::kUnlessDefault);
+  io.boolean("relay", relay, wire::kUnlessDefault);
 }
 
 template <class IO>
@@ -199,6 +218,8 @@ void NodeLeave::fields(IO& io) {
   io.job(job);
   io.generation(generation);
   node(io, node_id);
+  io.strs("also", also, kMaxNodes, kMaxAddrBytes * 2, wire::kUnlessDefault);
+  io.boolean("relay", relay, wire::kUnlessDefault);
 }
 
 template <class IO>

@@ -111,6 +111,24 @@ struct BarrierUp {
   MUSTER_MESSAGE(BarrierUp);
 };
 
+// A node below a relay in the tree, as the relay last heard it (a
+// relayed Heartbeat carries its subtree's liveness up: PROTOCOL.md, "Many
+// nodes").
+struct NodeHeard {
+  std::string node_id;
+  int64_t age_ms = 0;  // how long ago the relay heard it
+  MUSTER_FIELDS;
+  bool operator==(const NodeHeard&) const = default;
+};
+// One wait of a node below, as its heartbeat said (a list of its own, not
+// inside NodeHeard: a frame nests at most limits::kMaxDepth deep).
+struct NodeWait {
+  std::string node_id;
+  WaitStatus wait;
+  MUSTER_FIELDS;
+  bool operator==(const NodeWait&) const = default;
+};
+
 struct JobGeneration {
   std::string job;
   uint64_t generation = 0;
@@ -118,15 +136,24 @@ struct JobGeneration {
   // missing ranks of this node only), for the coordinator's job-wide view
   // (JobWaits); optional on the wire.
   std::vector<WaitStatus> waits{};
+  // From a relay: the nodes of its subtree it heard from within the peer
+  // timeout, what their ranks wait in, and those whose part of the job
+  // ended (their node_leave, batched). Optional on the wire.
+  std::vector<NodeHeard> below{};
+  std::vector<NodeWait> below_waits{};
+  std::vector<std::string> left{};
   MUSTER_FIELDS;
   bool operator==(const JobGeneration&) const = default;
 };
 
 // Every quarter of the peer timeout, a daemon tells each coordinator it
-// works with which jobs it runs; silence means the node is lost.
+// works with which jobs it runs; silence means the node is lost. A node
+// with a parent in a formed world's relay tree sends it there instead
+// (relay set), and the parent's own heartbeat carries it up.
 struct Heartbeat {
   std::string node_id;
   std::vector<JobGeneration> jobs;
+  bool relay = false;  // optional on the wire
   MUSTER_MESSAGE(Heartbeat);
 };
 
@@ -153,6 +180,11 @@ struct JobEvent {
   std::string message;      // why, for humans
   // While state is forming and this node is in the round: who joined it.
   Forming forming{};
+  // From a relay: how long ago the coordinator's word reached the relay's
+  // end of the tree (0: the coordinator's own answer). "ask_coordinator"
+  // as the state: the relay cannot speak for that job; the node asks the
+  // coordinator itself. Optional on the wire.
+  int64_t heard_ms = 0;
   MUSTER_FIELDS;
   bool operator==(const JobEvent&) const = default;
 };
@@ -163,20 +195,29 @@ struct HeartbeatAck {
 };
 
 // A daemon tells the coordinator that a rank of a multi-node job ended, so
-// barriers waiting for it fail now rather than at their timeout.
+// barriers waiting for it fail now rather than at their timeout. Ranks
+// that end within moments of each other go in one (`also`), and through
+// the parent in the relay tree (relay set), which passes them on in its
+// own batch.
 struct RankExited {
   std::string job;
   uint64_t generation = 0;
   uint32_t rank = 0;
   std::string why;
+  std::vector<int64_t> also{};  // more ranks that ended (optional on the wire)
+  bool relay = false;           // optional on the wire
   MUSTER_MESSAGE(RankExited);
 };
 
-// A node's part of the job ended (all its ranks are gone).
+// A node's part of the job ended (all its ranks are gone). Sent to its
+// parent in the relay tree (relay set), which passes it on in a batch:
+// in its heartbeat's `left`, or in its own NodeLeave's `also`.
 struct NodeLeave {
   std::string job;
   uint64_t generation = 0;
   std::string node_id;
+  std::vector<std::string> also{};  // nodes below that left too (optional on the wire)
+  bool relay = false;               // optional on the wire
   MUSTER_MESSAGE(NodeLeave);
 };
 

@@ -10,11 +10,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/reply.hpp"
 #include "jobs/job.hpp"
 #include "muster/error.hpp"
+#include "protocol/cluster_messages.hpp"
 #include "protocol/messages.hpp"
 
 namespace muster::daemon {
@@ -29,6 +31,7 @@ struct LinkPending {
     kRelayBarrier,  // this node's subtree entered a barrier
     kRelayGet,      // one key wait for every rank of the subtree waiting on it
     kJobWaits,      // a local status asked for the job's waits across its nodes
+    kRelayNotice,   // a leave or rank_exited sent to the parent (key: the coordinator)
   } kind = Kind::kForward;
   ReplyTo to;  // the local client to answer (forward, rendezvous)
   std::string job;
@@ -36,6 +39,9 @@ struct LinkPending {
   // heartbeat: the generation each job had when it was sent (an answer
   // about an older generation says nothing about the current one)
   std::map<std::string, uint64_t> asked = {};
+  // heartbeat: how many of each job's relayed leaves (RelayState::left) it
+  // carried; they are passed on once it is answered.
+  std::map<std::string, size_t> left_sent = {};
   // The request as sent, to send again when the link reconnects (a
   // restarted coordinator lost it); empty for heartbeats (a new one goes
   // soon) and broadcast chunks (MiBs: failed with `restarted` instead).
@@ -44,6 +50,7 @@ struct LinkPending {
   // Handled in process by the coordinator in this daemon (State::loop_back):
   // never on a connection, so never sent again.
   bool here = false;
+  Clock::time_point sent = Clock::now();
 };
 
 // A node's relay for one job: barrier arrivals and key waits of its ranks
@@ -75,6 +82,35 @@ struct RelayState {
   // late rank or child, is answered here without going upstream again.
   std::map<std::string, std::string> kept;  // key -> the value reply's payload
   uint64_t kept_generation = 0;
+  // The nodes below (children, and theirs as the children's heartbeats
+  // said) heard from within the peer timeout, and those whose part of the
+  // job ended since this node's last heartbeat (relay_beats.cpp): both go
+  // up in its next one, so the coordinator hears O(width) heartbeats.
+  struct Heard {
+    Clock::time_point at;
+    std::vector<proto::WaitStatus> waits;
+  };
+  std::map<std::string, Heard> below;  // by node id
+  std::vector<std::string> left;
+  uint64_t below_generation = 0;  // of what below, left and exited hold
+  // Ranks of this node and below that ended, not passed on yet: they go
+  // upstream as one RankExited once the first has waited kExitedBatch.
+  std::vector<int64_t> exited;
+  std::string exited_why;
+  Clock::time_point exited_first;
+};
+
+// Leaves of children that came after this node's own part of a job ended
+// (its ranks may end first): passed on in batches while it lingers.
+struct LateLeaves {
+  std::string coordinator;
+  std::string parent;  // where they go ("": to the coordinator)
+  uint64_t generation = 0;
+  std::vector<std::string> left;
+  std::vector<int64_t> exited;  // ranks below that ended
+  std::string exited_why;
+  Clock::time_point first;  // of those in left and exited: a batch goes 200 ms after
+  Clock::time_point until;  // takes no more after this
 };
 
 // The coordinator's answer to a local status's job_waits: the job-wide
@@ -87,6 +123,9 @@ struct JobWaitsAnswer {
 
 struct Link {
   Clock::time_point last_heard = Clock::now();
+  // The oldest heartbeat on this link not answered yet (none: nullopt):
+  // a parent that lets one wait half the peer timeout is passed over.
+  std::optional<Clock::time_point> beat_unanswered;
   Clock::time_point next_beat = Clock::now();
   bool lost = false;
   std::map<uint64_t, LinkPending> pending;  // by the request id we sent
@@ -125,6 +164,30 @@ inline RoundNode* find_node(std::vector<RoundNode>& v, const std::string& id) {
   return nullptr;
 }
 
+// find_node of a round's nodes through an index (a relay's heartbeat names
+// thousands of them): an entry is checked before it is used; a node found
+// only by the scan (the nodes changed) rebuilds the index.
+using NodeIndex = std::unordered_map<std::string, size_t>;
+inline RoundNode* find_member(std::vector<RoundNode>& v, NodeIndex& index, const std::string& id) {
+  if (auto it = index.find(id);
+      it != index.end() && it->second < v.size() && v[it->second].node_id == id)
+    return &v[it->second];
+  RoundNode* n = find_node(v, id);
+  if (n) {
+    index.clear();
+    for (size_t i = 0; i < v.size(); ++i) index.emplace(v[i].node_id, i);
+  }
+  return n;
+}
+
+// The waits of the nodes below a relay, by node id, from its heartbeat.
+inline std::map<std::string, std::vector<proto::WaitStatus>> waits_by_node(
+    const proto::JobGeneration& jg) {
+  std::map<std::string, std::vector<proto::WaitStatus>> out;
+  for (const auto& w : jg.below_waits) out[w.node_id].push_back(w.wait);
+  return out;
+}
+
 // A request inside a Forward may touch only the job the Forward was checked
 // for (State::forward_in): a node admitted to one job cannot reach another.
 inline void check_forwarded(const std::string& job, const std::string& forwarding) {
@@ -148,6 +211,7 @@ struct CoordJob {
   int64_t last_call_ms = 0;
   std::optional<Clock::time_point> last_call;  // open round: close then
   std::vector<RoundNode> nodes;                // this round's
+  NodeIndex index;                             // of nodes (find_member), not saved
   std::vector<RoundNode> waiting;              // arrived after it closed
   std::map<std::string, uint32_t> previous;    // node_id -> last node rank
   Job store;                                   // global kv + barriers

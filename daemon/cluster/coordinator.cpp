@@ -81,35 +81,57 @@ CoordJob& Coordinator::live_round(const std::string& job, uint64_t generation,
 }
 
 void Coordinator::rank_exited(const proto::RankExited& m, std::vector<Outgoing>& out) {
+  if (log::enabled(log::Level::kDebug))
+    log::debug(log::job(m.job), "job=" + m.job + " rank_exited: rank " + std::to_string(m.rank) +
+                                    " and " + std::to_string(m.also.size()) + " more");
   auto it = rounds_.find(m.job);
   if (it != rounds_.end() && it->second.closed && it->second.generation == m.generation &&
       m.rank < it->second.store.global_world_size) {
     Job& store = it->second.store;
     store.exited_ranks.insert(m.rank);
+    for (int64_t r : m.also)  // ended with it (a batch, from a relay)
+      if (r < store.global_world_size) store.exited_ranks.insert(static_cast<uint32_t>(r));
     OutAnswers a(out);
-    store_.fail_barriers(store, std::to_string(m.rank) + " " + m.why, a);
+    std::string more =
+        m.also.empty() ? "" : " (and " + std::to_string(m.also.size()) + " more rank(s))";
+    store_.fail_barriers(store, std::to_string(m.rank) + " " + m.why + more, a);
   }
 }
 
 void Coordinator::node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& out) {
   auto it = rounds_.find(m.job);
-  if (it != rounds_.end()) {
-    CoordJob& cj = it->second;
-    if (RoundNode* n = find_node(cj.nodes, m.node_id); n && cj.generation == m.generation) {
-      n->left = true;
-      log::info(log::peer(n->node_id, m.job), "job=" + m.job + " " + node_name(*n) + " is done");
-    }
-    bool all_left =
-        std::all_of(cj.nodes.begin(), cj.nodes.end(), [](const RoundNode& n) { return n.left; });
-    if (cj.closed && all_left && cj.waiting.empty()) {
-      fail_store_waiters(cj.store, ErrorCode::kPeerExited,
-                         "job '" + m.job + "' ended on every node", out);
-      log::info(log::job(m.job), "job=" + m.job + " (coordinated here) ended on every node");
-      round_ended(m.job, cj, Clock::now());
-      rounds_.erase(it);
-      save_wanted_ = true;
-    }
-  }
+  if (it == rounds_.end()) return;
+  if (log::enabled(log::Level::kDebug))
+    log::debug(log::job(m.job), "job=" + m.job + " node_leave from " + m.node_id + " with " +
+                                    std::to_string(m.also.size()) + " more node(s)");
+  // Its own leave, and those it passes on for nodes below it (relays).
+  mark_left(it->second, m.job, m.generation, m.node_id);
+  for (const auto& id : m.also) mark_left(it->second, m.job, m.generation, id);
+  maybe_ended(m.job, out);
+}
+
+bool Coordinator::mark_left(CoordJob& cj, const std::string& job, uint64_t generation,
+                            const std::string& node_id) {
+  RoundNode* n = find_member(cj.nodes, cj.index, node_id);
+  if (!n || n->left || cj.generation != generation) return false;
+  n->left = true;
+  log::info(log::peer(n->node_id, job), "job=" + job + " " + node_name(*n) + " is done");
+  return true;
+}
+
+void Coordinator::maybe_ended(const std::string& job, std::vector<Outgoing>& out) {
+  auto it = rounds_.find(job);
+  if (it == rounds_.end()) return;
+  CoordJob& cj = it->second;
+  bool all_left =
+      std::all_of(cj.nodes.begin(), cj.nodes.end(), [](const RoundNode& n) { return n.left; });
+  if (!cj.closed || !all_left || !cj.waiting.empty()) return;
+  fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + job + "' ended on every node",
+                     out);
+  log::info(log::job(job), "job=" + job + " (coordinated here) ended on every node");
+  round_ended(job, cj, Clock::now());
+  rounds_.erase(it);
+  save_wanted_ = true;
 }
 
 void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,

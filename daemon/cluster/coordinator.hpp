@@ -77,7 +77,7 @@ class Coordinator {
   void node_join(const ReplyTo& to, const proto::NodeJoin& m,
                  const std::map<std::string, Job>& local_jobs, std::vector<Outgoing>& out);
   void barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out);
-  proto::HeartbeatAck heartbeat(const proto::Heartbeat& m);
+  proto::HeartbeatAck heartbeat(const proto::Heartbeat& m, std::vector<Outgoing>& out);
   // The job's open barriers and key waits across all its nodes, from what
   // each node's last heartbeat said (coord_waits.cpp).
   proto::JobWaitsReply job_waits(const proto::JobWaits& m) const;
@@ -113,6 +113,13 @@ class Coordinator {
   proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
                             uint64_t generation) const;
   void close_round(CoordJob& cj, std::vector<Outgoing>& out);
+  // A relay's heartbeat: its subtree's liveness and leaves (heartbeat.cpp).
+  bool relayed(CoordJob& cj, const proto::JobGeneration& jg, Clock::time_point now);
+  // A node's part of the job ended (true when that is news); the round
+  // ends once every node's has.
+  bool mark_left(CoordJob& cj, const std::string& job, uint64_t generation,
+                 const std::string& node_id);
+  void maybe_ended(const std::string& job, std::vector<Outgoing>& out);
   // The round's new world is formed: what the generation before left goes.
   void generation_formed(CoordJob& cj, std::vector<Outgoing>& out);
   std::vector<proto::WaitStatus> merged_waits(const CoordJob& cj) const;

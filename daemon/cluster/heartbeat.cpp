@@ -62,9 +62,10 @@ proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id
   return e;
 }
 
-proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m) {
+proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m, std::vector<Outgoing>& out) {
   proto::HeartbeatAck ack;
   auto now = Clock::now();
+  std::vector<std::string> ended;  // jobs whose last nodes left in this heartbeat
   for (const auto& jg : m.jobs) {
     auto it = rounds_.find(jg.job);
     if (it == rounds_.end()) {
@@ -73,19 +74,49 @@ proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m) {
       continue;
     }
     CoordJob& cj = it->second;
-    if (RoundNode* n = find_node(cj.nodes, m.node_id)) {
+    // Which nodes the coordinator hears itself once a world is formed (the
+    // rest through relays): for people tuning --tree-width, and for tests.
+    if (cj.closed && log::enabled(log::Level::kDebug))
+      log::debug(log::job(jg.job), "job=" + jg.job + " heartbeat from " + m.node_id +
+                                       " for generation " + std::to_string(jg.generation) +
+                                       " of the formed world: " + std::to_string(jg.below.size()) +
+                                       " node(s) heard below, " + std::to_string(jg.left.size()) +
+                                       " left");
+    if (RoundNode* n = find_member(cj.nodes, cj.index, m.node_id)) {
       heard(cj);
       n->last_seen = now;
       // What its ranks wait in, for job_waits (coord_waits.cpp).
       if (cj.closed && jg.generation == cj.generation) {
         n->waits = jg.waits;
         n->waits_at = now;
+        if (relayed(cj, jg, now)) ended.push_back(jg.job);
       }
     }
     if (RoundNode* n = find_node(cj.waiting, m.node_id)) n->last_seen = now;
     ack.events.push_back(event_for(cj, jg.job, m.node_id, jg.generation));
   }
+  for (const auto& job : ended) maybe_ended(job, out);
   return ack;
+}
+
+// What a relay's heartbeat says of the nodes below it (for a closed round
+// of that generation, from one of its nodes): when each was last heard,
+// what its ranks wait in, and whose part ended. True when some left.
+bool Coordinator::relayed(CoordJob& cj, const proto::JobGeneration& jg, Clock::time_point now) {
+  auto waits = waits_by_node(jg);
+  for (const auto& b : jg.below) {
+    RoundNode* n = find_member(cj.nodes, cj.index, b.node_id);
+    if (!n) continue;
+    auto at = now - std::chrono::milliseconds(b.age_ms);
+    if (at <= n->last_seen) continue;
+    n->last_seen = at;
+    auto w = waits.find(b.node_id);
+    n->waits = w == waits.end() ? std::vector<proto::WaitStatus>{} : std::move(w->second);
+    n->waits_at = at;
+  }
+  bool any = false;
+  for (const auto& id : jg.left) any |= mark_left(cj, jg.job, jg.generation, id);
+  return any;
 }
 
 void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out) {

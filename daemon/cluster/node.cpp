@@ -198,8 +198,12 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
       case LinkPending::Kind::kRendezvous:
         return world_arrived(p, env, out);
       case LinkPending::Kind::kHeartbeat:
-        return heartbeat_answered(p, env, out);
+        l.beat_unanswered.reset();
+        return heartbeat_answered(link, p, env, out);
       case LinkPending::Kind::kNotice:
+        return;
+      case LinkPending::Kind::kRelayNotice:
+        if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) notice_direct(p, out);
         return;
       case LinkPending::Kind::kRelayBarrier:
       case LinkPending::Kind::kRelayGet:
@@ -246,6 +250,7 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
   c.rank_offset = w.rank_offset;
   c.world_size = w.world_size;
   c.parent = w.parent;
+  c.beat_direct = false;  // a new tree: its parent is tried first
   c.subtree_ranks = w.subtree_ranks ? w.subtree_ranks : job.local_world_size;
   c.phase = ClusterPhase::kRunning;
   c.message.clear();
@@ -258,40 +263,6 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
                                   " of " + std::to_string(w.world_size));
   out.push_back({p.to, proto::encode(p.to.request_id, w)});
   relay_early(job.id, out);
-}
-
-// What the coordinator says of this node's jobs in answer to a heartbeat.
-void NodeLinks::heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
-                                   std::vector<Outgoing>& out) {
-  if (static_cast<MsgType>(env.type) != MsgType::kHeartbeatAck) return;
-  for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events) {
-    Job* job = jobs_.find(e.job);
-    if (!job || !job->cluster) continue;
-    ClusterInfo& c = *job->cluster;
-    if (!c.formed) {  // the World will say how it ends; until then, who is there
-      if (e.state == "forming" && e.forming.max_nodes > 0)
-        forming_[e.job] = {e.forming, Clock::now()};
-      continue;
-    }
-    if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != job->generation)
-      continue;  // asked about a generation that is over here
-    if (to_string(c.phase) != e.state && e.state != "running")
-      log::notice(log::job(e.job), "job=" + e.job + " is " + e.state + ": " + e.message);
-    // "unknown": the coordinator has no such job (it restarted, say). A word
-    // of a newer coordinator that this daemon does not know changes nothing.
-    if (e.state == "unknown")
-      c.phase = ClusterPhase::kBroken;
-    else if (auto phase = cluster_phase_from_string(e.state))
-      c.phase = *phase;
-    c.message = e.message;
-    // Waits relayed for a world that is over would never be answered.
-    // (Waiting nodes end the world only once a member restarts.)
-    if (c.phase == ClusterPhase::kBroken)
-      relay_fail(e.job, ErrorCode::kPeerExited,
-                 "job '" + e.job + "' generation " + std::to_string(job->generation) +
-                     " cannot go on: " + e.message,
-                 out);
-  }
 }
 
 void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out) {
@@ -355,59 +326,47 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
       for (const auto& w : b.waiters) fail(w, ErrorCode::kPeerExited, why_all, out);
     rit->second.barriers.clear();
   }
-  proto::RankExited m{job.id, job.generation, job.cluster->rank_offset + local_rank, why};
-  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  // Told upstream with the ranks that end with it (notices.cpp).
+  queue_exited(job, job.cluster->rank_offset + local_rank, why);
 }
 
 void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   forming_.erase(job.id);
   if (!job.cluster) return;
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
+  // The leaves below not passed on yet go with ours.
+  std::vector<std::string> also;
+  if (auto rit = relays_.find(job.id); rit != relays_.end()) {
+    if (rit->second.below_generation == job.generation) {
+      if (job.cluster->formed) send_exited(job, rit->second, out);  // before the leave
+      also = std::move(rit->second.left);
+    }
+    relays_.erase(rit);
+  }
   // A rendezvous still waiting for its world has nobody left to answer.
   auto lit = links_.find(job.cluster->coordinator);
   if (lit != links_.end())
     std::erase_if(lit->second.pending, [&](const auto& kv) {
       return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == job.id;
     });
-  proto::NodeLeave m{job.id, job.generation, node_id_};
-  send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
-}
-
-void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  for (auto lit = links_.begin(); lit != links_.end();) {
-    const std::string& link = lit->first;
-    Link& l = lit->second;
-    std::vector<proto::JobGeneration> mine;
-    for (const auto& [id, job] : jobs_)
-      if (job.cluster && job.cluster->coordinator == link)
-        mine.push_back({id, job.generation, waits(job, now)});
-    bool waiting = std::any_of(l.pending.begin(), l.pending.end(), [](const auto& kv) {
-      return kv.second.kind != LinkPending::Kind::kHeartbeat &&
-             kv.second.kind != LinkPending::Kind::kNotice;
-    });
-    if (mine.empty() && !waiting) {
-      // Nothing left to do with this coordinator: forget it (the server
-      // closes the connection once no Outgoing names it any more).
-      if (now - l.last_heard > peer_timeout_ || l.pending.empty()) {
-        lit = links_.erase(lit);
-        continue;
-      }
-    }
-    // Silence means something only where heartbeats go (a coordinator); a
-    // parent in the tree answers when its subtree is done, which may take
-    // long, and its loss reaches us through the coordinator.
-    if (!mine.empty() && !l.lost && now - l.last_heard > peer_timeout_) link_lost(link, l, out);
-    if (now >= l.next_beat && !mine.empty()) {
-      l.next_beat = now + peer_timeout_ / 4;
-      // Only the newest heartbeat's answer matters.
-      std::erase_if(l.pending,
-                    [](const auto& kv) { return kv.second.kind == LinkPending::Kind::kHeartbeat; });
-      LinkPending beat{LinkPending::Kind::kHeartbeat, {}, {}};
-      for (const auto& jg : mine) beat.asked[jg.job] = jg.generation;
-      send_link(link, std::move(beat), proto::Heartbeat{node_id_, mine}, out);
-    }
-    ++lit;
-  }
+  const ClusterInfo& c = *job.cluster;
+  proto::NodeLeave m{job.id, job.generation, node_id_, std::move(also)};
+  if (!c.formed)
+    return (void)send_link(c.coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  // Children whose leaves come after ours are passed on for a while.
+  const bool direct = c.parent.empty() || c.beat_direct;
+  late_[job.id] = {c.coordinator,
+                   direct ? "" : c.parent,
+                   job.generation,
+                   {},
+                   {},
+                   {},
+                   {},
+                   Clock::now() + peer_timeout_};
+  if (direct)
+    return (void)send_link(c.coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  m.relay = true;
+  send_link(c.parent, {LinkPending::Kind::kRelayNotice, {}, job.id, c.coordinator}, m, out);
 }
 
 }  // namespace muster::daemon

@@ -34,7 +34,8 @@ class NodeLinks {
 
   const std::string& node_id() const { return node_id_; }
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
-  bool active() const { return !links_.empty(); }
+  // Links to keep, or children's leaves to pass on once this node's part ended.
+  bool active() const { return !links_.empty() || !late_.empty(); }
   // The links to coordinators, by host:port (for the metrics).
   const std::map<std::string, Link>& links() const { return links_; }
   // Whether `link` is the coordinator of `job` in this same daemon, with
@@ -54,6 +55,13 @@ class NodeLinks {
   proto::JobEvent cluster_state(const std::string& job) const;
   // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
   void relay_from_child(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // A child daemon's Heartbeat or NodeLeave (relay set), taken into this
+  // node's next heartbeat (beats.cpp). A job this node cannot speak for is
+  // answered "ask_coordinator" (heartbeat) or refused (leave): the child
+  // tells the coordinator itself.
+  proto::HeartbeatAck relay_heartbeat(const proto::Heartbeat& m);
+  void relay_leave(const proto::NodeLeave& m);
+  void relay_exited(const proto::RankExited& m, std::vector<Outgoing>& out);
   // A frame from the coordinator at `link` (the answer to something sent).
   // `held` keeps data alive (may be null): a bcast_chunk answer goes on
   // to the local rank as it is, its request id rewritten in place.
@@ -118,8 +126,22 @@ class NodeLinks {
                std::shared_ptr<void>& held, std::vector<Outgoing>& out);
   // The answers to a node's requests (on_link_frame).
   void world_arrived(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void heartbeat_answered(const LinkPending& p, const proto::Envelope& env,
+  void heartbeat_answered(const std::string& link, const LinkPending& p, const proto::Envelope& env,
                           std::vector<Outgoing>& out);
+  // Heartbeats (beats.cpp): this node's entry for a job, with what its
+  // relay heard from below; parents silent for half the peer timeout are
+  // passed over; leaves a parent refused or let wait go to the coordinator;
+  // children's leaves that came after this node's own are passed on.
+  proto::JobGeneration beat_entry(const Job& job, Clock::time_point now, LinkPending& beat);
+  void beat(const std::string& link, Link& l, const std::vector<const Job*>& jobs, bool relay,
+            Clock::time_point now, std::vector<Outgoing>& out);
+  void pass_over_silent(Clock::time_point now);
+  // Notices of what ended (notices.cpp), batched through the tree.
+  RelayState* relay_of(const std::string& job_id, uint64_t generation);
+  void queue_exited(Job& job, uint32_t rank, const char* why);
+  void send_exited(const Job& job, RelayState& r, std::vector<Outgoing>& out);
+  void notice_direct(const LinkPending& p, std::vector<Outgoing>& out);
+  void notices_tick(Clock::time_point now, std::vector<Outgoing>& out);
   void link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out);
 
   // Relay (relay.cpp): a node's barriers and key waits, once per subtree
@@ -148,6 +170,7 @@ class NodeLinks {
   std::function<bool(const std::string&, const std::string&)> here_;
   std::map<std::string, Link> links_;         // by coordinator host:port
   std::map<std::string, RelayState> relays_;  // by job id
+  std::map<std::string, LateLeaves> late_;    // by job id, of jobs ended here
   uint64_t next_link_id_ = 1;
   std::string node_id_;
   std::string node_name_;

@@ -24,18 +24,27 @@ void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
       if (b.relay) return cluster_->node.relay_from_child(to, env, out);
       return cluster_->coordinator.barrier_up(to, b, out);
     }
-    case MsgType::kHeartbeat:
-      return reply(to, cluster_->coordinator.heartbeat(proto::Heartbeat::unpack(env.payload)), out);
+    case MsgType::kHeartbeat: {
+      auto m = proto::Heartbeat::unpack(env.payload);
+      if (m.relay) return reply(to, cluster_->node.relay_heartbeat(m), out);
+      return reply(to, cluster_->coordinator.heartbeat(m, out), out);
+    }
     case MsgType::kJobWaits:
       return reply(to, cluster_->coordinator.job_waits(proto::JobWaits::unpack(env.payload)), out);
     case MsgType::kRankExited: {
       auto m = proto::RankExited::unpack(env.payload);
-      cluster_->coordinator.rank_exited(m, out);
+      if (m.relay)
+        cluster_->node.relay_exited(m, out);  // refused: thrown, an error reply
+      else
+        cluster_->coordinator.rank_exited(m, out);
       return reply(to, proto::Ok{}, out);
     }
     case MsgType::kNodeLeave: {
       auto m = proto::NodeLeave::unpack(env.payload);
-      cluster_->coordinator.node_leave(m, out);
+      if (m.relay)
+        cluster_->node.relay_leave(m);  // refused: thrown, an error reply
+      else
+        cluster_->coordinator.node_leave(m, out);
       return reply(to, proto::Ok{}, out);
     }
     default:

@@ -201,7 +201,15 @@ void NodeLinks::relay_fail(const std::string& job, ErrorCode code, const std::st
     for (const auto& w : b.waiters) fail(w, code, why, out);
   for (auto& [key, ws] : rit->second.gets)
     for (const auto& w : ws) fail(w, code, why, out);
-  relays_.erase(rit);
+  // What was heard from below stays: it goes up in the heartbeats (and
+  // the leaves with this node's own) whatever became of the waits.
+  RelayState& r = rit->second;
+  r.early.clear();
+  r.early_bytes = 0;
+  r.barriers.clear();
+  r.gets.clear();
+  r.gets_since.clear();
+  r.kept.clear();
   for (auto& [name, l] : links_)
     std::erase_if(l.pending, [&](const auto& kv) {
       return kv.second.job == job && (kv.second.kind == LinkPending::Kind::kRelayBarrier ||

@@ -77,7 +77,12 @@ struct ClusterInfo {
   // and how many ranks this node answers for (its own and its subtree's).
   std::string parent;
   uint32_t subtree_ranks = 0;
+  // Heartbeats and the node's leave go to the parent too, unless it fell
+  // silent or could not speak for the job: then to the coordinator, for
+  // the rest of this generation.
+  bool beat_direct = false;
   const std::string& upstream() const { return parent.empty() ? coordinator : parent; }
+  const std::string& beat_to() const { return formed && !beat_direct ? upstream() : coordinator; }
 };
 
 // A number no other Job object of this process has: the persister tells a

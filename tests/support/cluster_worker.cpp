@@ -32,6 +32,8 @@
 // A failed broadcast prints `bcast_error=<code> <message>` and exits 3.
 // coord-restart DIR SIZE: the steps of tests/test_coord_restart.cpp (see
 //   coord_restart below).
+// linger MS: after the last barrier, MS milliseconds more (heartbeats go
+//   on meanwhile), then a barrier `lingered` and a clean exit.
 // regets N: N more gets of the NCCL id of "world" (as a late rank's would
 //   be), each compared with the first: `regets=ok` or `regets=WRONG`.
 // store-api: torch's newer Store API across nodes (append, multi_set/get,
@@ -351,6 +353,12 @@ int main(int argc, char** argv) {
                             argc > 4 ? std::stoi(argv[4]) : 1000,
                             argc > 5 && std::string(argv[5]) == "sync");
     if (mode == "store-api") return store_api(c, r);
+    if (mode == "linger" && argc > 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::stoll(argv[2])));
+      c.barrier("lingered", std::chrono::seconds(30));
+      std::printf("lingered=ok\n");
+      return 0;
+    }
     if (mode == "regets" && argc > 2) {
       // A late rank's gets of an NCCL id its node already fetched.
       const std::string key = "muster.nccl/" + std::to_string(r.generation) + "/world/1/0";

@@ -186,9 +186,11 @@ TestDaemon::TestDaemon(std::vector<std::string> extra_args, std::map<std::string
                        std::vector<std::string> wrapper)
     : env_(std::move(env)) {
   argv_ = std::move(wrapper);
-  for (std::string a : {program("MUSTER_TEST_MUSTERD"), std::string("--runtime-dir"), dir_.path(),
-                        std::string("--log-level"), std::string("warning")})
+  for (std::string a : {program("MUSTER_TEST_MUSTERD"), std::string("--runtime-dir"), dir_.path()})
     argv_.push_back(a);
+  // Quiet, unless the test asks for another level.
+  if (std::find(extra_args.begin(), extra_args.end(), "--log-level") == extra_args.end())
+    argv_.insert(argv_.end(), {"--log-level", "warning"});
   // Never the machine's /etc/muster/musterd.conf, unless a test gives a file.
   if (std::find(extra_args.begin(), extra_args.end(), "--config") == extra_args.end())
     argv_.push_back("--no-config");
