@@ -90,7 +90,7 @@ TEST_CASE(
     "a formed world's heartbeats, ended ranks and leaves reach the coordinator through relays",
     "[cluster]") {
   Tree t;
-  auto runs = t.run("beats", {"linger", "3000"});  // 6 heartbeat periods of the 2 s timeout
+  auto runs = t.run("beats", {"linger", "4000"});  // 8 heartbeat periods of the 2 s timeout
   for (int i = 0; i < kNodes; ++i) {
     auto text = runs[i]->read_all(90s);
     INFO("node " << i << ":\n" << text);
@@ -105,14 +105,16 @@ TEST_CASE(
   INFO("coordinator log:\n" << text);
   REQUIRE(ended);
   const std::string beat = "heartbeat from ", leave = "node_leave from ";
-  // The coordinator's children beat every eighth of the timeout while they
+  // The coordinator's children beat every 16th of the timeout while they
   // hear from below: the log has them, so silence below is no accident.
-  CHECK(t.count(text, beat, 0) >= 4);
-  CHECK(t.count(text, beat, 1) >= 4);
+  CHECK(t.count(text, beat, 0) >= 8);
+  CHECK(t.count(text, beat, 1) >= 8);
   for (int i = 2; i < kNodes; ++i) {
     INFO("node " << i);
-    // At most one, sent before its World came and handled after the round closed.
-    CHECK(t.count(text, beat, i) <= 1);
+    // At most two: one sent before its World came and handled after the
+    // round closed, one its parent could not take before its own World.
+    // Beating the coordinator itself, it would send eight.
+    CHECK(t.count(text, beat, i) <= 2);
     CHECK(t.count(text, leave, i) == 0);
   }
   // Each rank's end was told exactly once, in batches.

@@ -80,6 +80,43 @@ TEST_CASE("a child's barrier that reaches its relay before the relay's World wai
   INFO(world);
   REQUIRE(world.find("reply=world") == 0);
   CHECK(world.find("node_rank=1") != std::string::npos);
+
+  // The relay takes its children's heartbeats and notices (beats.cpp,
+  // notices.cpp): it answers for its formed world, and refuses what no
+  // child of a world of 2 nodes could send, changing nothing.
+  {
+    test::RawClient child(relay.peer_endpoint(), "node-1-beats");
+    const auto npos = std::string::npos;
+    std::string ack;
+    uint64_t id = 20;
+    CHECK(test::eventually(
+        [&] {
+          ack = child.ask(proto::encode(id++, proto::Heartbeat{"node-1", {{job, 0}}, true}), 5s);
+          return ack.find("state=running") != npos;
+        },
+        20s));
+    INFO(ack);
+    // Of another generation, or with more nodes below than the world has:
+    // the child is told to ask the coordinator itself.
+    CHECK(child.ask(proto::encode(id++, proto::Heartbeat{"node-1", {{job, 7}}, true}), 5s)
+              .find("state=ask_coordinator") != npos);
+    proto::JobGeneration ghosts{job, 0};
+    for (int i = 0; i < 3; ++i) ghosts.below.push_back({"ghost-" + std::to_string(i), 0});
+    CHECK(child.ask(proto::encode(id++, proto::Heartbeat{"node-1", {ghosts}, true}), 5s)
+              .find("state=ask_coordinator") != npos);
+    // A rank outside the world, more ranks than it has, a job it has no
+    // world of: refused (the child then tells the coordinator itself).
+    proto::RankExited outside{job, 0, 5, "exited"};
+    outside.relay = true;
+    CHECK(child.ask(proto::encode(id++, outside), 5s).rfind("error=invalid_argument", 0) == 0);
+    proto::RankExited too_many{job, 0, 1, "exited"};
+    too_many.also.assign(5, 1);
+    too_many.relay = true;
+    CHECK(child.ask(proto::encode(id++, too_many), 5s).rfind("error=unavailable", 0) == 0);
+    proto::NodeLeave stray{"no-such-job", 0, "node-1"};
+    stray.relay = true;
+    CHECK(child.ask(proto::encode(id++, stray), 5s).rfind("error=unknown_job", 0) == 0);
+  }
   // What hello's rank 1 would do before its barrier: value/1 = 1*1+1, and
   // its arrival counted.
   auto set = proto::StoreSet{};

@@ -21,6 +21,10 @@ namespace {
 
 constexpr const char* kAskCoordinator = "ask_coordinator";
 
+// The waits of nodes below one heartbeat carries at most (each with up to
+// 8 ranks named is ~75 MessagePack objects: well inside a frame's budget).
+constexpr size_t kMaxBelowWaits = 4096;
+
 int64_t age_ms(Clock::duration d) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
   return std::clamp<int64_t>(ms, 0, muster::limits::kMaxTimeoutMs);
@@ -32,8 +36,22 @@ int64_t age_ms(Clock::duration d) {
 // answer to a heartbeat.
 void NodeLinks::heartbeat_answered(const std::string& link, const LinkPending& p,
                                    const proto::Envelope& env, std::vector<Outgoing>& out) {
+  if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
+    // A parent that refuses relayed heartbeats (too many below, say) is
+    // passed over as a silent one is.
+    for (const auto& [id, generation] : p.asked)
+      if (Job* job = jobs_.find(id); job && job->cluster && job->cluster->beat_to() == link &&
+                                     link != job->cluster->coordinator) {
+        log::notice(log::job(id), "job=" + id + " relay " + link + " refused a heartbeat (" +
+                                      proto::ErrorReply::unpack(env.payload).message +
+                                      "): heartbeats go to the coordinator");
+        job->cluster->beat_direct = true;
+      }
+    return;
+  }
   if (static_cast<MsgType>(env.type) != MsgType::kHeartbeatAck) return;
   const auto now = Clock::now();
+  std::vector<const Job*> ask;  // jobs the parent could not speak for
   for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events) {
     Job* job = jobs_.find(e.job);
     if (!job || !job->cluster) continue;
@@ -46,18 +64,22 @@ void NodeLinks::heartbeat_answered(const std::string& link, const LinkPending& p
     if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != job->generation)
       continue;  // asked about a generation that is over here
     if (e.state == kAskCoordinator) {
-      if (!c.beat_direct)
-        log::info(log::job(e.job), "job=" + e.job + " relay " + link + " cannot speak for it (" +
-                                       e.message + "): heartbeats go to the coordinator");
-      c.beat_direct = true;
+      // Its World may be on the way (the coordinator sends a round's at
+      // once): the coordinator hears this one, the parent is tried again.
+      log::debug(log::job(e.job), "job=" + e.job + " relay " + link + " cannot speak for it (" +
+                                      e.message + "): this heartbeat goes to the coordinator");
+      ask.push_back(job);
       continue;
     }
-    // The children's leaves this heartbeat carried are passed on.
+    // The children's leaves this heartbeat carried are passed on (those
+    // an earlier answer passed on already are not counted twice).
     auto rit = relays_.find(e.job);
     if (auto s = p.left_sent.find(e.job); s != p.left_sent.end() && rit != relays_.end() &&
                                           rit->second.below_generation == job->generation) {
-      auto& left = rit->second.left;
-      left.erase(left.begin(), left.begin() + std::min(s->second, left.size()));
+      RelayState& r = rit->second;
+      size_t k = s->second > r.left_base ? std::min(s->second - r.left_base, r.left.size()) : 0;
+      r.left.erase(r.left.begin(), r.left.begin() + k);
+      r.left_base += k;
     }
     // A parent's answer says when its end of the tree last heard the
     // coordinator: that is how fresh this node's word of it is.
@@ -82,6 +104,12 @@ void NodeLinks::heartbeat_answered(const std::string& link, const LinkPending& p
                      " cannot go on: " + e.message,
                  out);
   }
+  if (!ask.empty()) {
+    std::map<std::string, std::vector<const Job*>> by_coordinator;
+    for (const Job* job : ask) by_coordinator[job->cluster->coordinator].push_back(job);
+    for (const auto& [coordinator, jobs] : by_coordinator)
+      beat(coordinator, links_[coordinator], jobs, false, now, out);
+  }
 }
 
 proto::HeartbeatAck NodeLinks::relay_heartbeat(const proto::Heartbeat& m) {
@@ -100,16 +128,21 @@ proto::HeartbeatAck NodeLinks::relay_heartbeat(const proto::Heartbeat& m) {
     if (r.below_generation != job->generation) {
       r.below.clear();
       r.left.clear();
+      r.left_base = 0;
+      r.exited.clear();
       r.below_generation = job->generation;
     }
-    // At most a world's nodes below: past that, the child asks the
-    // coordinator itself (a relay holds no more than it could need).
-    if (r.below.size() + jg.below.size() >= proto::kMaxNodes) {
+    // At most a world's nodes below, and their leaves: past that, the
+    // child asks the coordinator itself (a relay holds no more than it
+    // could need).
+    if (r.below.size() + jg.below.size() > c.num_nodes ||
+        r.left.size() + jg.left.size() > c.num_nodes) {
       ack.events.push_back({jg.job, jg.generation, kAskCoordinator,
-                            "this relay holds " + std::to_string(r.below.size()) + " nodes"});
+                            "this relay holds " + std::to_string(r.below.size()) +
+                                " nodes below and " + std::to_string(r.left.size()) + " leaves"});
       continue;
     }
-    r.below[m.node_id] = {now, jg.waits};
+    r.below[m.node_id] = {now, jg.waits};  // at most kMaxWaits (the wire's bound)
     auto waits = waits_by_node(jg);
     for (const auto& b : jg.below) {
       auto at = now - std::chrono::milliseconds(b.age_ms);
@@ -118,10 +151,10 @@ proto::HeartbeatAck NodeLinks::relay_heartbeat(const proto::Heartbeat& m) {
       h.at = at;
       auto w = waits.find(b.node_id);
       h.waits = w == waits.end() ? std::vector<proto::WaitStatus>{} : std::move(w->second);
+      if (h.waits.size() > proto::kMaxWaits) h.waits.resize(proto::kMaxWaits);
     }
     for (const auto& id : jg.left) r.below.erase(id);
-    if (r.left.size() + jg.left.size() <= proto::kMaxNodes)
-      r.left.insert(r.left.end(), jg.left.begin(), jg.left.end());
+    r.left.insert(r.left.end(), jg.left.begin(), jg.left.end());
     auto coord = links_.find(c.coordinator);
     proto::JobEvent e{jg.job, job->generation, to_string(c.phase), c.message};
     e.heard_ms = age_ms(coord == links_.end() ? Clock::duration(peer_timeout_)
@@ -141,11 +174,13 @@ proto::JobGeneration NodeLinks::beat_entry(const Job& job, Clock::time_point now
   std::erase_if(r.below, [&](const auto& kv) { return now - kv.second.at > peer_timeout_; });
   for (const auto& [id, h] : r.below) {
     jg.below.push_back({id, age_ms(now - h.at)});
-    for (const auto& w : h.waits) jg.below_waits.push_back({id, w});
+    // Waits are advice for status (liveness is not): a frame's worth.
+    for (const auto& w : h.waits)
+      if (jg.below_waits.size() < kMaxBelowWaits) jg.below_waits.push_back({id, w});
   }
   // Sent again with every heartbeat until one carrying them is answered.
   jg.left = r.left;
-  if (!r.left.empty()) beat.left_sent[job.id] = r.left.size();
+  if (!r.left.empty()) beat.left_sent[job.id] = r.left_base + r.left.size();
   return jg;
 }
 
@@ -211,12 +246,16 @@ void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
     // reaches us through the coordinator.
     if (coordinates && !l.lost && now - l.last_heard > peer_timeout_) link_lost(link, l, out);
     if (bit != beats.end() && now >= l.next_beat) {
-      bool relays = false;  // heard from below: beat twice as often, its word is older
+      // Heard from below: beat four times as often, so that a node's word
+      // reaches the coordinator within the peer timeout through up to
+      // eleven relays (T/4 + 11 x T/16 < T; width 2 reaches 4,000 nodes
+      // in 11 levels, the default 16 more than any job).
+      bool relays = false;
       for (const auto& [relay, jobs] : bit->second)
         for (const Job* job : jobs)
           if (auto r = relays_.find(job->id); r != relays_.end() && !r->second.below.empty())
             relays = true;
-      l.next_beat = now + peer_timeout_ / (relays ? 8 : 4);
+      l.next_beat = now + peer_timeout_ / (relays ? 16 : 4);
       // Only the newest heartbeat's answer matters.
       std::erase_if(l.pending,
                     [](const auto& kv) { return kv.second.kind == LinkPending::Kind::kHeartbeat; });

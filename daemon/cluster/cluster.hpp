@@ -39,8 +39,8 @@ struct LinkPending {
   // heartbeat: the generation each job had when it was sent (an answer
   // about an older generation says nothing about the current one)
   std::map<std::string, uint64_t> asked = {};
-  // heartbeat: how many of each job's relayed leaves (RelayState::left) it
-  // carried; they are passed on once it is answered.
+  // heartbeat: up to where (RelayState::left_base + count) it carried each
+  // job's relayed leaves; they are passed on once it is answered.
   std::map<std::string, size_t> left_sent = {};
   // The request as sent, to send again when the link reconnects (a
   // restarted coordinator lost it); empty for heartbeats (a new one goes
@@ -92,6 +92,7 @@ struct RelayState {
   };
   std::map<std::string, Heard> below;  // by node id
   std::vector<std::string> left;
+  size_t left_base = 0;           // how many left went before left[0] (passed on)
   uint64_t below_generation = 0;  // of what below, left and exited hold
   // Ranks of this node and below that ended, not passed on yet: they go
   // upstream as one RankExited once the first has waited kExitedBatch.
@@ -106,6 +107,7 @@ struct LateLeaves {
   std::string coordinator;
   std::string parent;  // where they go ("": to the coordinator)
   uint64_t generation = 0;
+  uint32_t num_nodes = 0, world_size = 0;  // of that generation: bounds
   std::vector<std::string> left;
   std::vector<int64_t> exited;  // ranks below that ended
   std::string exited_why;

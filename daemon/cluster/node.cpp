@@ -234,6 +234,7 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
     if (found && found->cluster) found->cluster.reset();
     fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
     relay_fail(p.job, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
+    relays_.erase(p.job);  // no world: nothing below to pass on either
     return;
   }
   auto w = proto::World::unpack(env.payload);
@@ -327,7 +328,7 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
     rit->second.barriers.clear();
   }
   // Told upstream with the ranks that end with it (notices.cpp).
-  queue_exited(job, job.cluster->rank_offset + local_rank, why);
+  queue_exited(job, job.cluster->rank_offset + local_rank, why, out);
 }
 
 void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
@@ -355,14 +356,13 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
     return (void)send_link(c.coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
   // Children whose leaves come after ours are passed on for a while.
   const bool direct = c.parent.empty() || c.beat_direct;
-  late_[job.id] = {c.coordinator,
-                   direct ? "" : c.parent,
-                   job.generation,
-                   {},
-                   {},
-                   {},
-                   {},
-                   Clock::now() + peer_timeout_};
+  LateLeaves& late = late_[job.id] = {};
+  late.coordinator = c.coordinator;
+  late.parent = direct ? "" : c.parent;
+  late.generation = job.generation;
+  late.num_nodes = c.num_nodes;
+  late.world_size = c.world_size;
+  late.until = Clock::now() + peer_timeout_;
   if (direct)
     return (void)send_link(c.coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
   m.relay = true;

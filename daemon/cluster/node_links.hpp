@@ -138,7 +138,7 @@ class NodeLinks {
   void pass_over_silent(Clock::time_point now);
   // Notices of what ended (notices.cpp), batched through the tree.
   RelayState* relay_of(const std::string& job_id, uint64_t generation);
-  void queue_exited(Job& job, uint32_t rank, const char* why);
+  void queue_exited(Job& job, uint32_t rank, const char* why, std::vector<Outgoing>& out);
   void send_exited(const Job& job, RelayState& r, std::vector<Outgoing>& out);
   void notice_direct(const LinkPending& p, std::vector<Outgoing>& out);
   void notices_tick(Clock::time_point now, std::vector<Outgoing>& out);

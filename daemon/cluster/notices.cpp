@@ -21,11 +21,22 @@ constexpr auto kExitedBatch = std::chrono::milliseconds(50);
 // Leaves of children after this node's own are gathered this long.
 constexpr auto kLateBatch = std::chrono::milliseconds(200);
 
+// At most the world's ranks are held (a child's batch past that, or with
+// ranks outside the world, is refused: it tells the coordinator itself).
 void add_exited(std::vector<int64_t>& exited, std::string& why, Clock::time_point& first,
-                int64_t rank, const std::vector<int64_t>& also, const std::string& reason) {
-  if (exited.size() + 1 + also.size() > proto::kMaxWorldSize)
+                int64_t rank, const std::vector<int64_t>& also, const std::string& reason,
+                uint32_t world_size) {
+  if (exited.size() + 1 + also.size() > world_size)
     throw Error(ErrorCode::kUnavailable, "this relay holds " + std::to_string(exited.size()) +
                                              " ended ranks already; tell the coordinator");
+  auto check = [&](int64_t r) {
+    if (r >= world_size)
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          "rank " + std::to_string(r) + " is not in a world of " + std::to_string(world_size));
+  };
+  check(rank);
+  for (int64_t r : also) check(r);
   if (exited.empty()) {
     first = Clock::now();
     why = reason;
@@ -46,6 +57,7 @@ RelayState* NodeLinks::relay_of(const std::string& job_id, uint64_t generation) 
   if (r.below_generation != generation) {
     r.below.clear();
     r.left.clear();
+    r.left_base = 0;
     r.exited.clear();
     r.below_generation = generation;
   }
@@ -54,7 +66,9 @@ RelayState* NodeLinks::relay_of(const std::string& job_id, uint64_t generation) 
 
 void NodeLinks::relay_leave(const proto::NodeLeave& m) {
   std::vector<std::string>* left = nullptr;
+  size_t limit = proto::kMaxNodes;
   if (RelayState* r = relay_of(m.job, m.generation)) {
+    limit = jobs_.find(m.job)->cluster->num_nodes;
     r->below.erase(m.node_id);
     for (const auto& id : m.also) r->below.erase(id);
     left = &r->left;
@@ -62,13 +76,14 @@ void NodeLinks::relay_leave(const proto::NodeLeave& m) {
                                           it->second.generation == m.generation &&
                                           Clock::now() < it->second.until) {
     left = &it->second.left;
+    limit = it->second.num_nodes;
     if (left->empty() && it->second.exited.empty()) it->second.first = Clock::now();
   }
   if (!left)
     throw Error(ErrorCode::kUnknownJob, "this daemon relays no job '" + m.job + "' at generation " +
                                             std::to_string(m.generation) +
                                             "; tell the coordinator");
-  if (left->size() + 1 + m.also.size() > proto::kMaxNodes)
+  if (left->size() + 1 + m.also.size() > limit)
     throw Error(ErrorCode::kUnavailable, "this relay holds " + std::to_string(left->size()) +
                                              " leaves of job '" + m.job +
                                              "' already; tell the coordinator");
@@ -78,7 +93,8 @@ void NodeLinks::relay_leave(const proto::NodeLeave& m) {
 
 void NodeLinks::relay_exited(const proto::RankExited& m, std::vector<Outgoing>& out) {
   if (RelayState* r = relay_of(m.job, m.generation)) {
-    add_exited(r->exited, r->exited_why, r->exited_first, m.rank, m.also, m.why);
+    add_exited(r->exited, r->exited_why, r->exited_first, m.rank, m.also, m.why,
+               jobs_.find(m.job)->cluster->world_size);
     // No barrier of this subtree can complete now.
     std::string why = "barrier of job '" + m.job + "' cannot complete: rank " +
                       std::to_string(m.rank) + " " + m.why;
@@ -96,13 +112,20 @@ void NodeLinks::relay_exited(const proto::RankExited& m, std::vector<Outgoing>& 
   LateLeaves& late = it->second;
   Clock::time_point first = late.first;
   bool fresh = late.left.empty() && late.exited.empty();
-  add_exited(late.exited, late.exited_why, first, m.rank, m.also, m.why);
+  add_exited(late.exited, late.exited_why, first, m.rank, m.also, m.why, late.world_size);
   if (fresh) late.first = first;
 }
 
-void NodeLinks::queue_exited(Job& job, uint32_t rank, const char* why) {
+void NodeLinks::queue_exited(Job& job, uint32_t rank, const char* why, std::vector<Outgoing>& out) {
   RelayState* r = relay_of(job.id, job.generation);
-  if (r) add_exited(r->exited, r->exited_why, r->exited_first, rank, {}, why);
+  if (!r) return;
+  try {
+    add_exited(r->exited, r->exited_why, r->exited_first, rank, {}, why, job.cluster->world_size);
+  } catch (const Error&) {
+    // Full of what children sent: this node's own goes as it is, now.
+    proto::RankExited m{job.id, job.generation, rank, why};
+    send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+  }
 }
 
 // The ended ranks of a job gathered here go upstream: to the parent (the

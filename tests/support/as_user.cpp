@@ -78,6 +78,12 @@ std::string describe(const std::string& frame) {
                " num_nodes=" + std::to_string(w.num_nodes) +
                " world_size=" + std::to_string(w.world_size);
       }
+      case proto::MsgType::kHeartbeatAck: {
+        std::string out = "reply=heartbeat_ack";
+        for (const auto& e : proto::HeartbeatAck::unpack(env.payload).events)
+          out += " job=" + e.job + " state=" + e.state + " heard_ms=" + std::to_string(e.heard_ms);
+        return out;
+      }
       case proto::MsgType::kBcastChunk: {
         auto c = proto::BcastChunk::unpack(env.payload);
         return "reply=bcast_chunk index=" + std::to_string(c.index) +
