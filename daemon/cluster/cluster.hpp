@@ -168,7 +168,9 @@ inline RoundNode* find_node(std::vector<RoundNode>& v, const std::string& id) {
 
 // find_node of a round's nodes through an index (a relay's heartbeat names
 // thousands of them): an entry is checked before it is used; a node found
-// only by the scan (the nodes changed) rebuilds the index.
+// only by the scan (the nodes changed) rebuilds the index. For a closed
+// round (its nodes stay put); an open one grows with every join, and a
+// rebuild per lookup there cost more than the scans (member() below).
 using NodeIndex = std::unordered_map<std::string, size_t>;
 inline RoundNode* find_member(std::vector<RoundNode>& v, NodeIndex& index, const std::string& id) {
   if (auto it = index.find(id);
@@ -232,5 +234,10 @@ struct CoordJob {
   // so for the peer timeout; meanwhile it keeps no embedded daemon alive.
   std::optional<Clock::time_point> restored_quiet;
 };
+
+// A node of the round: through the index once the round is closed.
+inline RoundNode* member(CoordJob& cj, const std::string& id) {
+  return cj.closed ? find_member(cj.nodes, cj.index, id) : find_node(cj.nodes, id);
+}
 
 }  // namespace muster::daemon

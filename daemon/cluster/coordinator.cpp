@@ -112,7 +112,7 @@ void Coordinator::node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& o
 
 bool Coordinator::mark_left(CoordJob& cj, const std::string& job, uint64_t generation,
                             const std::string& node_id) {
-  RoundNode* n = find_member(cj.nodes, cj.index, node_id);
+  RoundNode* n = member(cj, node_id);
   if (!n || n->left || cj.generation != generation) return false;
   n->left = true;
   log::info(log::peer(n->node_id, job), "job=" + job + " " + node_name(*n) + " is done");

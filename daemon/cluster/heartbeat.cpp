@@ -82,7 +82,7 @@ proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m, std::vecto
                                        " of the formed world: " + std::to_string(jg.below.size()) +
                                        " node(s) heard below, " + std::to_string(jg.left.size()) +
                                        " left");
-    if (RoundNode* n = find_member(cj.nodes, cj.index, m.node_id)) {
+    if (RoundNode* n = member(cj, m.node_id)) {
       heard(cj);
       n->last_seen = now;
       // What its ranks wait in, for job_waits (coord_waits.cpp).
@@ -105,7 +105,7 @@ proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m, std::vecto
 bool Coordinator::relayed(CoordJob& cj, const proto::JobGeneration& jg, Clock::time_point now) {
   auto waits = waits_by_node(jg);
   for (const auto& b : jg.below) {
-    RoundNode* n = find_member(cj.nodes, cj.index, b.node_id);
+    RoundNode* n = member(cj, b.node_id);
     if (!n) continue;
     auto at = now - std::chrono::milliseconds(b.age_ms);
     if (at <= n->last_seen) continue;
