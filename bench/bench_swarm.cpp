@@ -141,6 +141,11 @@ Result run_once(const std::string& musterd, const std::string& base, uint32_t ra
         musterd, base + "/" + job + "-relay" + std::to_string(i),
         std::vector<std::string>{"--peer-bind", "127.0.0.1", "--peer-port", "0"}, "120"));
   for (auto& d : relay_daemons) d->wait_ready();
+  std::vector<std::string> relay_peers;  // host:port
+  for (auto& d : relay_daemons) {
+    std::string ep = d->peer_endpoint();
+    relay_peers.push_back(ep.substr(ep.find("://") + 3));
+  }
   // The slices fork before this process starts the relay nodes' threads.
   std::vector<Slice> slices;
   for (uint32_t first = relays; first < nodes; first += kNodesPerSlice) {
@@ -151,7 +156,9 @@ Result run_once(const std::string& musterd, const std::string& base, uint32_t ra
                                 nodes,
                                 kRanksPerNode,
                                 static_cast<int64_t>(getuid()),
-                                relays > 0};
+                                relays > 0,
+                                relay_peers,
+                                width};
     slices.push_back(fork_slice(s));
   }
   Daemon coord(musterd, base + "/coord-" + job,

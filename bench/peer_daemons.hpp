@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -106,6 +107,16 @@ class Daemon {
   }
   const std::string& endpoint() const { return endpoint_; }
   pid_t pid() const { return pid_; }
+  // Where it takes peers (tcp://host:port), as it wrote it once listening.
+  std::string peer_endpoint() const {
+    std::string ep;
+    for (int i = 0; i < 400 && ep.empty(); ++i) {
+      std::ifstream(dir_ + "/peer-endpoint") >> ep;
+      if (ep.empty()) std::this_thread::sleep_for(milliseconds(25));
+    }
+    if (ep.empty()) throw std::runtime_error("musterd in " + dir_ + " wrote no peer-endpoint");
+    return ep;
+  }
 
  private:
   std::string dir_, endpoint_;

@@ -47,11 +47,14 @@ class SwarmNode {
     sock_.connect(s.coordinator);
   }
   // Barriers and key waits go to the parent the World named, as a node
-  // daemon's do (a connection of their own, made when the World came).
+  // daemon's do (a connection of their own, made when the World came, or
+  // the one its join went through when that is the parent).
   void parent(const std::string& endpoint) {
+    if (endpoint == up_endpoint_) return;
     up_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
     setup(*up_, "U" + std::to_string(rank_));
     up_->connect("tcp://" + endpoint);
+    up_endpoint_ = endpoint;
   }
   bool relayed() const { return up_ != nullptr; }
   // keep: an answer is awaited, and the request goes again until it comes.
@@ -129,6 +132,7 @@ class SwarmNode {
   zmq::context_t& ctx_;
   zmq::socket_t sock_;
   std::unique_ptr<zmq::socket_t> up_;
+  std::string up_endpoint_;                         // host:port up_ is connected to
   std::map<uint64_t, std::string> sent_, sent_up_;  // by request id, to send again
   uint32_t rank_;
   std::string id_;
@@ -159,11 +163,12 @@ void wire_up(const SwarmSlice& s, std::vector<std::unique_ptr<SwarmNode>>& nodes
     j.master_addr = "127.0.0.1";
     j.master_port = 29500;
     j.owner_uid = uid;
-    n->send(kJoin, j);
+    j.relay = n->relayed();  // through the relay it said hello to
+    n->send_up(kJoin, j);
   }
   const uint32_t world = s.nodes * s.ranks_per_node;
   for (auto& n : nodes) {
-    auto w = proto::World::unpack(n->await(kJoin, MsgType::kWorld).payload);
+    auto w = proto::World::unpack(n->await_up(kJoin, MsgType::kWorld).payload);
     if (w.node_rank != n->rank() || w.world_size != world ||
         w.rank_offset != n->rank() * s.ranks_per_node || (!s.tree && !w.parent.empty()))
       throw std::runtime_error(n->node_id() + ": a wrong world (node " +
@@ -225,6 +230,17 @@ int run_slice(const SwarmSlice& s, int start_fd, int ready_fd) {
     // Connected and admitted before the clock starts.
     for (auto& n : nodes) n->send(kHello, proto::Heartbeat{n->node_id(), {}});
     for (auto& n : nodes) n->await(kHello, MsgType::kHeartbeatAck);
+    // In the tree, the relay that will be its parent (the relays hold node
+    // ranks 0..R-1 and the first positions: node n >= width has position
+    // n / width - 1 for parent; those below width are the coordinator's
+    // children), which takes its join.
+    for (auto& n : nodes)
+      if (!s.relays.empty() && n->rank() >= s.width) {
+        n->parent(s.relays.at(n->rank() / s.width - 1));
+        n->send_up(kHello, proto::Heartbeat{n->node_id(), {}, true});
+      }
+    for (auto& n : nodes)
+      if (n->relayed()) n->await_up(kHello, MsgType::kHeartbeatAck);
   } catch (const std::exception& e) {
     fail(e);
   }

@@ -1,7 +1,8 @@
 // The swarm of bench_swarm: one process speaks the peer protocol as many
 // node daemons at once, each with its own connection to the coordinating
 // daemon, each bringing what a node daemon of R ranks sends for a wire-up:
-// node_join (answered with the world), its first heartbeat, one upstream
+// node_join (answered with the world; in a tree, through its relay, as
+// `muster run --join-via` sends it), its first heartbeat, one upstream
 // get of the NCCL unique id for all its ranks (node 0 publishes it first,
 // as its rank 0 would, with compare_set), one barrier_up with the count of
 // its ranks, and at the end node_leave. Swarm nodes do not listen for
@@ -17,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace muster::bench {
 
@@ -28,6 +30,11 @@ struct SwarmSlice {
   uint32_t ranks_per_node = 8;
   int64_t owner_uid = 0;
   bool tree = false;  // expect a parent (a relay daemon) in each World
+  // The relay daemons' peer endpoints (tcp://host:port), by node rank, and
+  // the tree's width: a leaf joins through the relay the tree will make
+  // its parent (--join-via), which batches its children's joins.
+  std::vector<std::string> relays = {};
+  uint32_t width = 0;
 };
 
 // Written by a slice's process to its result pipe (plain bytes).

@@ -80,7 +80,7 @@ TEST_CASE(
   }
   CHECK(open == std::set<std::string>{"ping", "status"});
   CHECK(peer == std::set<std::string>{"ping", "node_join", "forward", "heartbeat", "rank_exited",
-                                      "node_leave", "barrier_up", "job_waits"});
+                                      "node_leave", "barrier_up", "job_waits", "node_joins"});
 }
 
 TEST_CASE("every type the decoder accepts has a row, and no two rows share a name") {

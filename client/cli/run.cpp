@@ -60,6 +60,7 @@ Placement place(const std::string& endpoint, const RunOptions& o, const std::str
   if (o.coordinator.empty()) return p;
   muster::RendezvousOptions r;
   r.coordinator = o.coordinator;
+  r.via = o.join_via;
   r.node_rank = o.node_rank;
   r.min_nodes = o.min_nodes;
   r.max_nodes = o.max_nodes;

@@ -193,6 +193,9 @@ std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
        "joined, with an elastic --nnodes", &RunOptions::last_call_s), seconds(o.last_call_s)},
     {"rdzv-timeout", 0, "SECONDS", with_default("seconds to wait for the world to form before "
        "giving up", &RunOptions::rdzv_timeout_s), seconds(o.rdzv_timeout_s)},
+    {"join-via", 0, "HOST:PORT", "send this node's join to the musterd there (another node's "
+       "--peer-port, a relay) which passes it on with other nodes' joins in one message; if it "
+       "cannot, the join goes to the coordinator", text(o.join_via)},
     {"simulate-gpus", 0, "N", embedded(", pretend N GPUs exist (demos, tests)"),
        [&o](const std::string& v) { o.simulate_gpus = static_cast<int>(bounded(v, -1, 1024)); }},
     {"peer-key-file", 0, "FILE", embedded(" for a multi-node job: its CURVE key pair (from "

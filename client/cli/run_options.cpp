@@ -126,6 +126,17 @@ void apply_rendezvous(RunOptions& o, const RawOptions& raw) {
         std::stoi(port) > 65535)
       throw std::runtime_error("--rdzv-endpoint must be HOST:PORT, got '" + o.coordinator + "'");
   }
+  if (!o.join_via.empty()) {
+    auto colon = o.join_via.rfind(':');
+    std::string port = colon == std::string::npos ? "" : o.join_via.substr(colon + 1);
+    if (o.coordinator.empty() || !valid_host(o.join_via.substr(0, colon)) || port.empty() ||
+        port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) < 1 || std::stoi(port) > 65535)
+      throw std::runtime_error(
+          "--join-via must be HOST:PORT of another node's musterd, with "
+          "--rdzv-endpoint; got '" +
+          o.join_via + "'");
+  }
   // On node 0 of a multi-node job, --master-addr is this node's address.
   if (o.max_nodes > 1 && o.local_addr.empty() && o.node_rank == 0) o.local_addr = o.master_addr;
   if (o.max_nodes == 1 && o.master_addr.empty()) o.master_addr = "127.0.0.1";

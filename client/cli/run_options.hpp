@@ -47,6 +47,7 @@ struct RunOptions {
   uint32_t min_nodes = 1;
   uint32_t max_nodes = 1;
   std::string coordinator;
+  std::string join_via;       // host:port of a relay that batches joins ("" = none)
   int node_rank = -1;         // fixed node order when >= 0
   double last_call_s = 30.0;  // after MIN nodes joined, wait this long for more
   double rdzv_timeout_s = 600.0;

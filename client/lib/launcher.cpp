@@ -23,9 +23,16 @@ void attach(Client& client, const std::string& job, const std::vector<int64_t>& 
 }
 
 World rendezvous(Client& client, const std::string& job, const RendezvousOptions& o) {
-  proto::Rendezvous m{job,          o.coordinator,       o.node_rank,       o.min_nodes,
-                      o.max_nodes,  o.last_call.count(), o.timeout.count(), o.master_addr,
-                      o.master_port};
+  proto::Rendezvous m{job,
+                      o.coordinator,
+                      o.node_rank,
+                      o.min_nodes,
+                      o.max_nodes,
+                      o.last_call.count(),
+                      o.timeout.count(),
+                      o.master_addr,
+                      o.master_port,
+                      o.via};
   // The daemon answers when the world forms or the timeout passes there.
   auto w = detail::session_of(client).call<proto::World>(m, o.timeout + std::chrono::seconds(5));
   return {w.generation,

@@ -95,6 +95,7 @@ void Rendezvous::fields(IO& io) {
       throw Error(ErrorCode::kInvalidArgument, "rendezvous needs a coordinator host:port");
   });
   joining(io, *this);
+  endpoint(io, "via", via, wire::kUnlessDefault);
 }
 
 template <class IO>
@@ -113,6 +114,23 @@ void NodeJoin::fields(IO& io) {
       if (ch < 0x20 || ch == 0x7f)
         throw Error(ErrorCode::kInvalidArgument, "node_name has a control character");
   });
+  io.boolean("relay", relay, wire::kUnlessDefault);
+}
+
+template <class IO>
+void Framed::fields(IO& io) {
+  io.bin("frame", frame, kMaxBatchedFrameBytes);
+}
+
+template <class IO>
+void NodeJoins::fields(IO& io) {
+  io.job(job);
+  io.list("joins", joins, kMaxBatchedJoins);
+}
+
+template <class IO>
+void Replies::fields(IO& io) {
+  io.list("replies", replies, kMaxBatchedJoins);
 }
 
 template <class IO>
@@ -316,6 +334,8 @@ MUSTER_CODEC(JobWaits)
 MUSTER_CODEC(JobWaitsReply)
 MUSTER_CODEC(RankExited)
 MUSTER_CODEC(NodeLeave)
+MUSTER_CODEC(NodeJoins)
+MUSTER_CODEC(Replies)
 MUSTER_CODEC(ClusterState)
 MUSTER_CODEC(ClusterStateReply)
 MUSTER_CODEC(BcastPush)

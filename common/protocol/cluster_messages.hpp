@@ -33,6 +33,10 @@ struct Rendezvous {
   int64_t timeout_ms = 0;    // give up when no world formed in time
   std::string master_addr;   // this node's address, MASTER_ADDR when it is node 0
   int64_t master_port = 0;
+  // host:port of a node daemon (a relay that listens for peers) that
+  // takes this node's join to the coordinator in a batch with others;
+  // empty = straight to the coordinator. Optional on the wire.
+  std::string via{};
   MUSTER_MESSAGE(Rendezvous);
 };
 
@@ -64,7 +68,40 @@ struct NodeJoin {
   // rounds only into a round that one of the same runs joins: a new launch
   // under the same job id starts afresh. Optional on the wire.
   std::string run{};
+  // For the receiving daemon as a relay (it passes the join on in a
+  // NodeJoins batch), not as the coordinator. Optional on the wire.
+  bool relay = false;
   MUSTER_MESSAGE(NodeJoin);
+};
+
+// A batch of joins or of their answers holds at most this many frames,
+// each a NodeJoin, a World or an error reply (well under 4 KiB each).
+inline constexpr size_t kMaxBatchedJoins = 1024;
+inline constexpr size_t kMaxBatchedFrameBytes = 16384;
+
+// One whole envelope (request or reply) inside a batch.
+struct Framed {
+  std::string frame;
+  MUSTER_FIELDS;
+  bool operator==(const Framed&) const = default;
+};
+
+// A relay -> the coordinator: its children's NodeJoins of one job, each a
+// whole envelope under a request id of the relay's link. The coordinator
+// takes each as if it came alone (an error reply for one refused) and
+// answers the batch with Ok at once; the Worlds come when the round
+// closes, those for one relay together in a Replies.
+struct NodeJoins {
+  std::string job;
+  std::vector<Framed> joins;
+  MUSTER_MESSAGE(NodeJoins);
+};
+
+// Replies to several requests of one peer's link (request id 0): each
+// frame is the reply to its own request, as if it had come alone.
+struct Replies {
+  std::vector<Framed> replies;
+  MUSTER_MESSAGE(Replies);
 };
 
 // The world of one generation as one node sees it.

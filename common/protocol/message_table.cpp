@@ -45,6 +45,7 @@ constexpr MessageTraits kTable[] = {
   {kNodeLeave,         "node_leave",         P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kYes},
   {kBarrierUp,         "barrier_up",         P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kSaved},
   {kJobWaits,          "job_waits",          P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
+  {kNodeJoins,         "node_joins",         P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kBcastPush,         "bcast_push",         L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},
   {kBcastPull,         "bcast_pull",         L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},
   {kBcastLeave,        "bcast_leave",        L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},
@@ -70,6 +71,7 @@ constexpr MessageTraits kTable[] = {
   {kWorld,             "world",              R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kHeartbeatAck,      "heartbeat_ack",      R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kJobWaitsReply,     "job_waits_reply",    R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
+  {kReplies,           "replies",            R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kBcastChunk,        "bcast_chunk",        R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
   {kValues,            "values",             R,     kNoSender, Area::kReply,   N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
 };

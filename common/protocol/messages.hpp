@@ -46,6 +46,7 @@ enum class MsgType : uint16_t {
   kNodeLeave = 44,
   kBarrierUp = 45,
   kJobWaits = 46,
+  kNodeJoins = 47,
   // broadcast across nodes (cluster_messages.hpp)
   kBcastPush = 50,
   kBcastPull = 51,
@@ -74,6 +75,7 @@ enum class MsgType : uint16_t {
   kWorld = 140,
   kHeartbeatAck = 142,
   kJobWaitsReply = 146,
+  kReplies = 147,
   kBcastChunk = 150,
   kValues = 160,
 };

@@ -57,8 +57,11 @@ void NodeLinks::heartbeat_answered(const std::string& link, const LinkPending& p
     if (!job || !job->cluster) continue;
     ClusterInfo& c = *job->cluster;
     if (!c.formed) {  // the World will say how it ends; until then, who is there
-      if (e.state == "forming" && e.forming.max_nodes > 0)
-        forming_[e.job] = {e.forming, Clock::now()};
+      if (e.state == "forming") {
+        if (e.forming.max_nodes > 0) forming_[e.job] = {e.forming, Clock::now()};
+      } else if (link == c.coordinator) {  // not of the round: a join lost at a relay?
+        maybe_join_direct(*job, now, out);
+      }
       continue;
     }
     if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != job->generation)
@@ -212,6 +215,7 @@ void NodeLinks::pass_over_silent(Clock::time_point now) {
 void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   pass_over_silent(now);
   notices_tick(now, out);
+  joins_tick(now, out);
   // Where each job's heartbeat goes (relay: to a parent, as its child).
   std::map<std::string, std::map<bool, std::vector<const Job*>>> beats;
   std::set<std::string> coordinators;

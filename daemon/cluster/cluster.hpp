@@ -32,6 +32,8 @@ struct LinkPending {
     kRelayGet,      // one key wait for every rank of the subtree waiting on it
     kJobWaits,      // a local status asked for the job's waits across its nodes
     kRelayNotice,   // a leave or rank_exited sent to the parent (key: the coordinator)
+    kRelayJoin,     // a child's join, inside a NodeJoins (its answer goes to the child)
+    kRelayJoins,    // a NodeJoins (inner: its joins' request ids)
   } kind = Kind::kForward;
   ReplyTo to;  // the local client to answer (forward, rendezvous)
   std::string job;
@@ -42,6 +44,7 @@ struct LinkPending {
   // heartbeat: up to where (RelayState::left_base + count) it carried each
   // job's relayed leaves; they are passed on once it is answered.
   std::map<std::string, size_t> left_sent = {};
+  std::vector<uint64_t> inner = {};
   // The request as sent, to send again when the link reconnects (a
   // restarted coordinator lost it); empty for heartbeats (a new one goes
   // soon) and broadcast chunks (MiBs: failed with `restarted` instead).
@@ -101,6 +104,14 @@ struct RelayState {
   Clock::time_point exited_first;
 };
 
+// Children's joins a relay holds for one job (cluster/joins.cpp): they go
+// to the coordinator as one NodeJoins once the first has waited kJoinBatch
+// (or, while this node's own rendezvous has not begun, until kJoinHold).
+struct HeldJoins {
+  std::vector<std::pair<ReplyTo, proto::NodeJoin>> joins;
+  Clock::time_point first;
+};
+
 // Leaves of children that came after this node's own part of a job ended
 // (its ranks may end first): passed on in batches while it lingers.
 struct LateLeaves {
@@ -151,6 +162,9 @@ struct RoundNode {
   // the round does not close before it has (its World would be lost).
   bool restored = false;
   std::string run;  // NodeJoin::run ("" = unknown)
+  // Its join came in a relay's NodeJoins: its World goes back in one
+  // Replies with the others of that relay (coord_joins.cpp).
+  bool batched = false;
   // What its last heartbeat said its own ranks wait in, and when.
   std::vector<proto::WaitStatus> waits{};
   Clock::time_point waits_at{};

@@ -27,7 +27,8 @@ void check_local_owner(const std::map<std::string, Job>& jobs, const proto::Node
                                                 std::to_string(m.owner_uid));
 }
 
-RoundNode round_node(const ReplyTo& to, const proto::NodeJoin& m, Clock::time_point now) {
+RoundNode round_node(const ReplyTo& to, const proto::NodeJoin& m, Clock::time_point now,
+                     bool batched) {
   return {.node_id = m.node_id,
           .name = m.node_name.empty() ? m.node_id : m.node_name,
           .to = to,
@@ -40,7 +41,8 @@ RoundNode round_node(const ReplyTo& to, const proto::NodeJoin& m, Clock::time_po
           .join_deadline = now + std::chrono::milliseconds(m.timeout_ms ? m.timeout_ms : 900000),
           .node_rank = 0,
           .left = false,
-          .run = m.run};
+          .run = m.run,
+          .batched = batched};
 }
 
 }  // namespace
@@ -136,7 +138,7 @@ void Coordinator::maybe_ended(const std::string& job, std::vector<Outgoing>& out
 
 void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
                             const std::map<std::string, Job>& local_jobs,
-                            std::vector<Outgoing>& out) {
+                            std::vector<Outgoing>& out, bool batched) {
   auto now = Clock::now();
   check_local_owner(local_jobs, m);
   auto [it, fresh] = rounds_.try_emplace(m.job);
@@ -167,7 +169,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     if (fresh) rounds_.erase(it);
     return;
   }
-  RoundNode n = round_node(to, m, now);
+  RoundNode n = round_node(to, m, now, batched);
   run_joined(m.job, m.run);
   if (cj.closed) {
     bool member = find_node(cj.nodes, m.node_id) != nullptr;
@@ -293,6 +295,7 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
                 " formed: " + std::to_string(n) + " node(s), world size " + std::to_string(offset) +
                 (tree ? ", relay tree of width " + std::to_string(tree_width_) : ", star"));
   auto now = Clock::now();
+  WorldsOut worlds;
   for (size_t r = 0; r < n; ++r) {
     RoundNode& node = *order[r];
     node.last_seen = now;
@@ -306,8 +309,9 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
                    order[0]->master_port,
                    tree && t.parent[r] >= 0 ? order[t.parent[r]]->peer_endpoint : "",
                    tree ? t.subtree[r] : node.nproc};
-    reply(node.to, w, out);
+    worlds.add(node, w, out);
   }
+  worlds.send(out);
 }
 
 void Coordinator::generation_formed(CoordJob& cj, std::vector<Outgoing>& out) {

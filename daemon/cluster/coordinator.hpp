@@ -74,8 +74,16 @@ class Coordinator {
 
   // Requests of node daemons. local_jobs: this daemon's own jobs (one of
   // the same name must belong to the same uid).
+  // batched: it came in a relay's NodeJoins (its World goes back with the
+  // others of that relay).
   void node_join(const ReplyTo& to, const proto::NodeJoin& m,
-                 const std::map<std::string, Job>& local_jobs, std::vector<Outgoing>& out);
+                 const std::map<std::string, Job>& local_jobs, std::vector<Outgoing>& out,
+                 bool batched = false);
+  // A relay's batch of its children's joins (coord_joins.cpp): each taken
+  // as if it came alone, under its own request id; one refused is answered
+  // with an error reply and changes nothing.
+  void node_joins(const ReplyTo& to, const proto::NodeJoins& m,
+                  const std::map<std::string, Job>& local_jobs, std::vector<Outgoing>& out);
   void barrier_up(const ReplyTo& to, const proto::BarrierUp& m, std::vector<Outgoing>& out);
   proto::HeartbeatAck heartbeat(const proto::Heartbeat& m, std::vector<Outgoing>& out);
   // The job's open barriers and key waits across all its nodes, from what
@@ -113,6 +121,13 @@ class Coordinator {
   proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
                             uint64_t generation) const;
   void close_round(CoordJob& cj, std::vector<Outgoing>& out);
+  // The Worlds of a closing round: alone, or (batched joins) in one
+  // Replies per relay connection.
+  struct WorldsOut {
+    std::map<std::string, std::pair<ReplyTo, proto::Replies>> batches;  // by routing id
+    void add(const RoundNode& node, const proto::World& w, std::vector<Outgoing>& out);
+    void send(std::vector<Outgoing>& out);
+  };
   // A relay's heartbeat: its subtree's liveness and leaves (heartbeat.cpp).
   bool relayed(CoordJob& cj, const proto::JobGeneration& jg, Clock::time_point now);
   // A node's part of the job ended (true when that is news); the round

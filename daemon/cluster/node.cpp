@@ -122,10 +122,16 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
   proto::NodeJoin j{m.job,       node_id_,       job.local_world_size, m.node_rank,   m.min_nodes,
                     m.max_nodes, m.last_call_ms, m.timeout_ms,         m.master_addr, m.master_port,
                     advertised,  job.owner_uid,  node_name_,           run_of(job)};
+  // Through a relay (joins.cpp), which batches its children's joins.
+  job.cluster->via = m.via == m.coordinator ? "" : m.via;
   log::info(log::peer(m.coordinator, m.job),
-            "job=" + m.job + " joins its world through " + m.coordinator + " (" +
+            "job=" + m.job + " joins its world through " + m.coordinator +
+                (job.cluster->via.empty() ? "" : " via " + job.cluster->via) + " (" +
                 std::to_string(m.min_nodes) + ".." + std::to_string(m.max_nodes) + " nodes)");
-  send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
+  if (job.cluster->via.empty())
+    return (void)send_link(m.coordinator, {LinkPending::Kind::kRendezvous, to, m.job}, j, out);
+  j.relay = true;
+  send_link(job.cluster->via, {LinkPending::Kind::kRendezvous, to, m.job, "via"}, j, out);
 }
 
 bool NodeLinks::joining(const std::string& job) const {
@@ -181,7 +187,8 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
   proto::Envelope env;
   try {
     env = proto::decode_envelope(data, size, true);  // bins point into data: used right here
-  } catch (const proto::EnvelopeError& e) {
+    if (static_cast<MsgType>(env.type) == MsgType::kReplies) return on_replies(link, env, out);
+  } catch (const Error& e) {
     log::warning(log::peer(link), "coordinator " + link + " sent a bad frame: " + e.what());
     return;
   }
@@ -209,6 +216,9 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
       case LinkPending::Kind::kRelayGet:
         relay_answer(p, env, out);
         return;
+      case LinkPending::Kind::kRelayJoin:
+      case LinkPending::Kind::kRelayJoins:
+        return join_answered(p, env, out);
       case LinkPending::Kind::kJobWaits:
         job_waits_.push_back({p.to, p.job, std::nullopt});
         if (static_cast<MsgType>(env.type) == MsgType::kJobWaitsReply)
@@ -227,8 +237,14 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
 // The coordinator's answer to a rendezvous: this node's place in the world.
 void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
                               std::vector<Outgoing>& out) {
-  forming_.erase(p.job);
   Job* found = jobs_.find(p.job);
+  if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
+    auto e = proto::ErrorReply::unpack(env.payload);
+    // A relay that could not pass the join on: the coordinator takes it.
+    if (p.key == "via" && found && found->cluster && !found->cluster->via.empty())
+      return join_direct(p, e.message, out);
+  }
+  forming_.erase(p.job);
   if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
     auto e = proto::ErrorReply::unpack(env.payload);
     if (found && found->cluster) found->cluster.reset();
@@ -252,6 +268,7 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
   c.world_size = w.world_size;
   c.parent = w.parent;
   c.beat_direct = false;  // a new tree: its parent is tried first
+  c.via.clear();
   c.subtree_ranks = w.subtree_ranks ? w.subtree_ranks : job.local_world_size;
   c.phase = ClusterPhase::kRunning;
   c.message.clear();
@@ -273,7 +290,8 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
   log::warning(log::peer(link), why);
   l.lost = true;
   for (auto& [id, p] : l.pending)
-    if (p.kind == LinkPending::Kind::kForward || p.kind == LinkPending::Kind::kRendezvous)
+    if (p.kind == LinkPending::Kind::kForward || p.kind == LinkPending::Kind::kRendezvous ||
+        p.kind == LinkPending::Kind::kRelayJoin)
       fail(p.to, ErrorCode::kPeerExited, why, out);
     else if (p.kind == LinkPending::Kind::kJobWaits)
       job_waits_.push_back({p.to, p.job, std::nullopt});
@@ -344,10 +362,10 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
     }
     relays_.erase(rit);
   }
-  // A rendezvous still waiting for its world has nobody left to answer.
-  auto lit = links_.find(job.cluster->coordinator);
-  if (lit != links_.end())
-    std::erase_if(lit->second.pending, [&](const auto& kv) {
+  // A rendezvous still waiting for its world (at the coordinator or at a
+  // relay) has nobody left to answer.
+  for (auto& [name, l] : links_)
+    std::erase_if(l.pending, [&](const auto& kv) {
       return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == job.id;
     });
   const ClusterInfo& c = *job.cluster;

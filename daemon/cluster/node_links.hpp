@@ -35,7 +35,7 @@ class NodeLinks {
   const std::string& node_id() const { return node_id_; }
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
   // Links to keep, or children's leaves to pass on once this node's part ended.
-  bool active() const { return !links_.empty() || !late_.empty(); }
+  bool active() const { return !links_.empty() || !late_.empty() || !joins_.empty(); }
   // The links to coordinators, by host:port (for the metrics).
   const std::map<std::string, Link>& links() const { return links_; }
   // Whether `link` is the coordinator of `job` in this same daemon, with
@@ -62,6 +62,9 @@ class NodeLinks {
   proto::HeartbeatAck relay_heartbeat(const proto::Heartbeat& m);
   void relay_leave(const proto::NodeLeave& m);
   void relay_exited(const proto::RankExited& m, std::vector<Outgoing>& out);
+  // A child daemon's NodeJoin (relay set): held, and passed on to the
+  // job's coordinator in a NodeJoins with the others (joins.cpp).
+  void relay_join(const ReplyTo& to, proto::NodeJoin m, std::vector<Outgoing>& out);
   // A frame from the coordinator at `link` (the answer to something sent).
   // `held` keeps data alive (may be null): a bcast_chunk answer goes on
   // to the local rank as it is, its request id rewritten in place.
@@ -143,6 +146,20 @@ class NodeLinks {
   void notice_direct(const LinkPending& p, std::vector<Outgoing>& out);
   void notices_tick(Clock::time_point now, std::vector<Outgoing>& out);
   void link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out);
+  // Joins through relays (joins.cpp): the batches a relay holds go out;
+  // a coordinator's Replies are taken frame by frame; a node whose join
+  // went through a relay that refused it, or that the coordinator has not
+  // heard of after kViaGrace, joins the coordinator itself.
+  void joins_tick(Clock::time_point now, std::vector<Outgoing>& out);
+  void flush_joins(const std::string& id, const Job& job, HeldJoins& h, std::vector<Outgoing>& out);
+  void on_replies(const std::string& link, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void join_answered(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
+  void join_direct(const LinkPending& p, const std::string& why, std::vector<Outgoing>& out);
+  void maybe_join_direct(const Job& job, Clock::time_point now, std::vector<Outgoing>& out);
+  static constexpr auto kJoinBatch = std::chrono::milliseconds(20);
+  static constexpr auto kJoinHold = std::chrono::seconds(2);
+  static constexpr auto kViaGrace = std::chrono::seconds(1);
+  static constexpr size_t kMaxHeldJoins = 8192;  // of all jobs
 
   // Relay (relay.cpp): a node's barriers and key waits, once per subtree
   // upstream.
@@ -171,6 +188,7 @@ class NodeLinks {
   std::map<std::string, Link> links_;         // by coordinator host:port
   std::map<std::string, RelayState> relays_;  // by job id
   std::map<std::string, LateLeaves> late_;    // by job id, of jobs ended here
+  std::map<std::string, HeldJoins> joins_;    // by job id: children's joins to pass on
   uint64_t next_link_id_ = 1;
   std::string node_id_;
   std::string node_name_;

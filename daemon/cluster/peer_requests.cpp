@@ -11,9 +11,14 @@ using proto::MsgType;
 void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
                          std::vector<Outgoing>& out) {
   switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kNodeJoin:
-      return cluster_->coordinator.node_join(to, proto::NodeJoin::unpack(env.payload), jobs_.all(),
-                                             out);
+    case MsgType::kNodeJoin: {
+      auto m = proto::NodeJoin::unpack(env.payload);
+      if (m.relay) return cluster_->node.relay_join(to, std::move(m), out);
+      return cluster_->coordinator.node_join(to, m, jobs_.all(), out);
+    }
+    case MsgType::kNodeJoins:
+      cluster_->coordinator.node_joins(to, proto::NodeJoins::unpack(env.payload), jobs_.all(), out);
+      return reply(to, proto::Ok{}, out);
     case MsgType::kForward: {
       auto f = proto::Forward::unpack(env.payload);
       if (f.relay) return cluster_->node.relay_from_child(to, env, out);

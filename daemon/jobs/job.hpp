@@ -81,6 +81,9 @@ struct ClusterInfo {
   // silent or could not speak for the job: then to the coordinator, for
   // the rest of this generation.
   bool beat_direct = false;
+  // Where this node's join went (a relay that batches joins), while its
+  // World has not come; "" = straight to the coordinator (cluster/joins.cpp).
+  std::string via;
   const std::string& upstream() const { return parent.empty() ? coordinator : parent; }
   const std::string& beat_to() const { return formed && !beat_direct ? upstream() : coordinator; }
 };

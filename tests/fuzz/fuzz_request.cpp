@@ -117,6 +117,9 @@ void check_reply(const Outgoing& o, const std::set<uint64_t>& ids) {
       case proto::MsgType::kJobWaitsReply:
         proto::JobWaitsReply::unpack(env.payload);
         break;
+      case proto::MsgType::kReplies:
+        proto::Replies::unpack(env.payload);
+        break;
       default:
         die(std::string("reply of non-reply type ") + proto::type_name(env.type));
     }
@@ -141,12 +144,12 @@ bool too_costly(const proto::Envelope& env) {
 // table without a case above stops the fuzzer at once, not only when a
 // random input first reaches the handler that sends it.
 constexpr proto::MsgType kUnpacked[] = {
-    proto::MsgType::kOk,         proto::MsgType::kErrorReply,   proto::MsgType::kPong,
-    proto::MsgType::kRankInfo,   proto::MsgType::kReserved,     proto::MsgType::kValue,
-    proto::MsgType::kInt,        proto::MsgType::kBool,         proto::MsgType::kStatusReply,
-    proto::MsgType::kShardReply, proto::MsgType::kSamplerPlace, proto::MsgType::kClusterStateReply,
-    proto::MsgType::kWorld,      proto::MsgType::kHeartbeatAck, proto::MsgType::kBcastChunk,
-    proto::MsgType::kValues,     proto::MsgType::kJobWaitsReply};
+    proto::MsgType::kOk,         proto::MsgType::kErrorReply,    proto::MsgType::kPong,
+    proto::MsgType::kRankInfo,   proto::MsgType::kReserved,      proto::MsgType::kValue,
+    proto::MsgType::kInt,        proto::MsgType::kBool,          proto::MsgType::kStatusReply,
+    proto::MsgType::kShardReply, proto::MsgType::kSamplerPlace,  proto::MsgType::kClusterStateReply,
+    proto::MsgType::kWorld,      proto::MsgType::kHeartbeatAck,  proto::MsgType::kBcastChunk,
+    proto::MsgType::kValues,     proto::MsgType::kJobWaitsReply, proto::MsgType::kReplies};
 
 void check_reply_rows() {
   for (const auto& row : proto::message_table()) {

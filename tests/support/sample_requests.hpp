@@ -85,6 +85,13 @@ inline std::optional<std::string> sample_request(proto::MsgType type, const std:
       return e(NodeLeave{job, 0, "node-x"});
     case MsgType::kJobWaits:
       return e(JobWaits{job, 0, "node-x"});
+    case MsgType::kNodeJoins:
+      // Two joins of a relay's children (v & 32: one of another job).
+      return e(NodeJoins{
+          job,
+          {{encode(7, NodeJoin{job, "node-y", 2, -1, 1, 2, 100, 1000, "127.0.0.1", 29500, "", 0})},
+           {encode(8, NodeJoin{v & 32 ? "other" : job, "node-z", 2, -1, 1, 2, 100, 1000,
+                               "127.0.0.1", 29500, "", 0})}}});
     case MsgType::kBarrierUp:
       return e(BarrierUp{job, 0, "b", 1, wait, (v & 16) != 0});
     case MsgType::kBcastPush:

@@ -53,6 +53,11 @@ struct RendezvousOptions {
   std::string master_addr;
   // The world's MASTER_PORT if this node becomes node 0; default 0.
   int master_port = 0;
+  // host:port of another node's musterd (its --peer-port) that passes this
+  // node's join on to the coordinator with other nodes' joins, in one
+  // message; default empty: straight to the coordinator. Should it not,
+  // the node joins the coordinator itself.
+  std::string via = {};
 };
 
 // The world a rendezvous formed.
