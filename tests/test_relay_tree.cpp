@@ -115,3 +115,38 @@ TEST_CASE("a coordinator sends each node its parent's endpoint and its subtree's
   CHECK(worlds[2].subtree_ranks == 8);
   CHECK(worlds[4].subtree_ranks == 4);
 }
+
+// node_join finds a node of the open round through an index it keeps exact
+// (cluster.hpp, open_member): every answer must be what a scan would say,
+// whatever changed the round's nodes behind the index.
+TEST_CASE("an open round's node index answers as a scan would") {
+  CoordJob cj;
+  auto scan_agrees = [&](const std::string& id) {
+    RoundNode* by_scan = find_node(cj.nodes, id);
+    RoundNode* by_index = open_member(cj, id);
+    return by_scan == by_index;
+  };
+  for (auto& n : nodes_of("LLLLLLLL")) {
+    CHECK(open_member(cj, n.node_id) == nullptr);
+    open_add(cj, n);
+  }
+  for (int i = 0; i < 8; ++i) CHECK(scan_agrees("n" + std::to_string(i)));
+  CHECK(scan_agrees("n8"));
+  // Nodes dropped for silence (heartbeat.cpp also clears the index; not
+  // needed: the size tells), then one joins again as node_join adds it.
+  std::erase_if(cj.nodes,
+                [](const RoundNode& n) { return n.node_id == "n2" || n.node_id == "n5"; });
+  for (int i = 0; i < 9; ++i) CHECK(scan_agrees("n" + std::to_string(i)));
+  RoundNode back = nodes_of("L")[0];
+  back.node_id = "n2";
+  REQUIRE(open_member(cj, "n2") == nullptr);
+  open_add(cj, back);
+  std::erase_if(cj.nodes, [](const RoundNode& n) { return n.node_id == "n7"; });
+  for (int i = 0; i < 9; ++i) CHECK(scan_agrees("n" + std::to_string(i)));
+  // A new round: nothing of the old one is found.
+  cj.nodes.clear();
+  CHECK(open_member(cj, "n0") == nullptr);
+  open_add(cj, back);
+  CHECK(open_member(cj, "n2") == &cj.nodes[0]);
+  CHECK(open_member(cj, "n0") == nullptr);
+}

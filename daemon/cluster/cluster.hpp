@@ -184,7 +184,8 @@ inline RoundNode* find_node(std::vector<RoundNode>& v, const std::string& id) {
 // thousands of them): an entry is checked before it is used; a node found
 // only by the scan (the nodes changed) rebuilds the index. For a closed
 // round (its nodes stay put); an open one grows with every join, and a
-// rebuild per lookup there cost more than the scans (member() below).
+// rebuild per lookup there cost more than the scans: node_join keeps the
+// index exact as it adds nodes instead (open_member below).
 using NodeIndex = std::unordered_map<std::string, size_t>;
 inline RoundNode* find_member(std::vector<RoundNode>& v, NodeIndex& index, const std::string& id) {
   if (auto it = index.find(id);
@@ -252,6 +253,30 @@ struct CoordJob {
 // A node of the round: through the index once the round is closed.
 inline RoundNode* member(CoordJob& cj, const std::string& id) {
   return cj.closed ? find_member(cj.nodes, cj.index, id) : find_node(cj.nodes, id);
+}
+
+// A node of an open round, for node_join, through the index it keeps
+// exact: every node it adds goes in (open_add), and a lookup rebuilds the
+// index when its size says the nodes changed behind it (dropped for
+// silence, a new round). A miss is then an answer, so a join costs O(1),
+// not a scan of the thousands that joined before (O(n^2) a round).
+inline RoundNode* open_member(CoordJob& cj, const std::string& id) {
+  auto rebuild = [&] {
+    cj.index.clear();
+    for (size_t i = 0; i < cj.nodes.size(); ++i) cj.index.emplace(cj.nodes[i].node_id, i);
+  };
+  if (cj.index.size() != cj.nodes.size()) rebuild();
+  auto it = cj.index.find(id);
+  if (it == cj.index.end())
+    return cj.index.size() == cj.nodes.size() ? nullptr : find_node(cj.nodes, id);
+  if (it->second < cj.nodes.size() && cj.nodes[it->second].node_id == id)
+    return &cj.nodes[it->second];
+  rebuild();
+  return find_node(cj.nodes, id);
+}
+inline void open_add(CoordJob& cj, RoundNode n) {
+  if (cj.index.size() == cj.nodes.size()) cj.index.emplace(n.node_id, cj.nodes.size());
+  cj.nodes.push_back(std::move(n));
 }
 
 }  // namespace muster::daemon

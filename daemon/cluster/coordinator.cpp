@@ -172,8 +172,8 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
   RoundNode n = round_node(to, m, now, batched);
   run_joined(m.job, m.run);
   if (cj.closed) {
-    bool member = find_node(cj.nodes, m.node_id) != nullptr;
-    if (!member && cj.broken.empty()) {
+    const bool in_round = member(cj, m.node_id) != nullptr;
+    if (!in_round && cj.broken.empty()) {
       // The world of this generation is formed: wait for the next one
       // (its members restart when they hear that nodes are waiting).
       if (RoundNode* w = find_node(cj.waiting, m.node_id))
@@ -202,14 +202,13 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     log::info(log::job(m.job),
               "job=" + m.job + " generation " + std::to_string(cj.generation) + " forms");
   }
-  if (RoundNode* old = find_node(cj.nodes, m.node_id))
+  if (RoundNode* old = open_member(cj, m.node_id))
     *old = std::move(n);
   else
-    cj.nodes.push_back(std::move(n));
+    open_add(cj, std::move(n));
   // Nodes that waited for this round join it, as far as it has room.
   while (!cj.waiting.empty() && cj.nodes.size() < cj.max_nodes) {
-    if (!find_node(cj.nodes, cj.waiting.front().node_id))
-      cj.nodes.push_back(std::move(cj.waiting.front()));
+    if (!open_member(cj, cj.waiting.front().node_id)) open_add(cj, std::move(cj.waiting.front()));
     cj.waiting.erase(cj.waiting.begin());
   }
   if (cj.nodes.size() >= cj.max_nodes && !awaiting_restored(cj)) return close_round(cj, out);

@@ -137,8 +137,9 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
             break;
           }
     } else {
-      // Nodes of a forming round that went silent or ran out of time.
-      std::erase_if(cj.nodes, [&](const RoundNode& n) {
+      // Nodes of a forming round that went silent or ran out of time (the
+      // index of who joined is rebuilt at the next join).
+      const size_t dropped = std::erase_if(cj.nodes, [&](const RoundNode& n) {
         if (now - n.last_seen > peer_timeout_) {
           log::warning(log::peer(n.node_id, id),
                        "job=" + id + " node " + n.node_id + " went silent during the rendezvous");
@@ -153,6 +154,7 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
         }
         return false;
       });
+      if (dropped) cj.index.clear();
       if (cj.nodes.size() < cj.min_nodes) cj.last_call.reset();
       bool full = cj.nodes.size() >= cj.max_nodes;  // held while restored nodes come back
       if ((full || (cj.last_call && now >= *cj.last_call)) && !awaiting_restored(cj))
