@@ -96,6 +96,9 @@ struct Nodes {
       REQUIRE(runs[i]->wait(10s) == 0);
       CHECK(text.find("store=ok") != std::string::npos);
       CHECK(text.find("nodes=" + std::to_string(n)) != std::string::npos);
+      // The world of the first round: no node joined twice (a restart).
+      CHECK(text.find("generation=0") != std::string::npos);
+      CHECK(text.find("generation=1") == std::string::npos);
     }
   }
 };
@@ -117,7 +120,8 @@ TEST_CASE("a relay that has no part of the job refuses to hold joins; the node j
           "[cluster]") {
   Nodes t(3);
   // Daemon 3 listens but runs nothing of the job: it holds node 2's join
-  // for 2 s, then refuses it; node 2 joins the coordinator itself.
+  // for 2 s, then refuses it (unavailable); node 2 joins the coordinator
+  // itself at once (its own fallback for a silent relay waits 3 s).
   TestDaemon idle({"--peer-plain", "--peer-bind", "127.0.0.1", "--peer-port", "0"});
   const std::string e = idle.peer_endpoint();
   t.run_all("refused", {{2, e.substr(e.find("://") + 3)}});

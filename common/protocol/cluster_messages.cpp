@@ -214,6 +214,7 @@ void JobEvent::fields(IO& io) {
   io.str("message", message, kMaxMessageBytes);
   forming.fields(io);
   io.num("heard_ms", heard_ms, 0, limits::kMaxTimeoutMs, wire::kUnlessDefault);
+  io.boolean("not_joined", not_joined, wire::kUnlessDefault);
 }
 
 template <class IO>

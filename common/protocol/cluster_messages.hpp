@@ -222,6 +222,9 @@ struct JobEvent {
   // as the state: the relay cannot speak for that job; the node asks the
   // coordinator itself. Optional on the wire.
   int64_t heard_ms = 0;
+  // From the coordinator: the node is neither in the job's round nor
+  // waiting for the next one (its join never came). Optional on the wire.
+  bool not_joined = false;
   MUSTER_FIELDS;
   bool operator==(const JobEvent&) const = default;
 };

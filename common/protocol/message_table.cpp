@@ -45,7 +45,7 @@ constexpr MessageTraits kTable[] = {
   {kNodeLeave,         "node_leave",         P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kYes},
   {kBarrierUp,         "barrier_up",         P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kSaved},
   {kJobWaits,          "job_waits",          P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
-  {kNodeJoins,         "node_joins",         P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kNo},
+  {kNodeJoins,         "node_joins",         P,     kDaemon,   Area::kPeer,    N,      N,     N,   ClaimedPids::kNone,        Kept::kSaved},
   {kBcastPush,         "bcast_push",         L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},
   {kBcastPull,         "bcast_pull",         L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},
   {kBcastLeave,        "bcast_leave",        L,     kOwner,    Area::kBcast,   N,      N,     Y,   ClaimedPids::kNone,        Kept::kYes},

@@ -59,8 +59,8 @@ void NodeLinks::heartbeat_answered(const std::string& link, const LinkPending& p
     if (!c.formed) {  // the World will say how it ends; until then, who is there
       if (e.state == "forming") {
         if (e.forming.max_nodes > 0) forming_[e.job] = {e.forming, Clock::now()};
-      } else if (link == c.coordinator) {  // not of the round: a join lost at a relay?
-        maybe_join_direct(*job, now, out);
+      } else if (link == c.coordinator && (e.not_joined || e.state == "unknown")) {
+        maybe_join_direct(*job, now, out);  // its join was lost at a relay?
       }
       continue;
     }

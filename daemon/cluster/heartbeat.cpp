@@ -59,6 +59,7 @@ proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id
                 std::to_string(cj.generation + 1);
   }
   e.state = to_string(phase);
+  e.not_joined = !member(cj.nodes) && !member(cj.waiting);
   return e;
 }
 

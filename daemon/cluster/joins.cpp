@@ -153,7 +153,9 @@ void NodeLinks::join_direct(const LinkPending& p, const std::string& why,
 
 // The coordinator answered this node's heartbeat for a job still forming
 // without naming it a member: if its join has been with a relay for
-// kViaGrace, the relay lost it (or died).
+// kViaGrace, the relay lost it (or died). Only an answer that says so
+// (not_joined, or no round at all): a member whose World is on its way
+// through the relay would break its generation by joining again.
 void NodeLinks::maybe_join_direct(const Job& job, Clock::time_point now,
                                   std::vector<Outgoing>& out) {
   if (!job.cluster || job.cluster->formed || job.cluster->via.empty()) return;
@@ -164,10 +166,26 @@ void NodeLinks::maybe_join_direct(const Job& job, Clock::time_point now,
     if (p.kind != LinkPending::Kind::kRendezvous || p.job != job.id || p.key != kVia ||
         now - p.sent < kViaGrace)
       continue;
-    LinkPending taken = std::move(it->second);
-    lit->second.pending.erase(it);
-    return join_direct(taken, "the coordinator has not heard of it", out);
+    // Kept: should the relay pass the join on after all, its World is
+    // taken as well as the coordinator's (world_arrived takes the first).
+    return join_direct(p, "the coordinator has not heard of it", out);
   }
+}
+
+void NodeLinks::drop_joins(const std::string& job, std::vector<Outgoing>& out) {
+  const std::string why = "this daemon's part of job '" + job +
+                          "' ended before its world formed; join the coordinator directly";
+  if (auto it = joins_.find(job); it != joins_.end()) {
+    for (const auto& [to, j] : it->second.joins) fail(to, ErrorCode::kUnavailable, why, out);
+    joins_.erase(it);
+  }
+  for (auto& [name, l] : links_)
+    std::erase_if(l.pending, [&](const auto& kv) {
+      const LinkPending& p = kv.second;
+      if (p.job != job) return false;
+      if (p.kind == LinkPending::Kind::kRelayJoin) fail(p.to, ErrorCode::kUnavailable, why, out);
+      return p.kind == LinkPending::Kind::kRelayJoin || p.kind == LinkPending::Kind::kRelayJoins;
+    });
 }
 
 }  // namespace muster::daemon

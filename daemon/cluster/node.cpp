@@ -240,8 +240,13 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
   Job* found = jobs_.find(p.job);
   if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
     auto e = proto::ErrorReply::unpack(env.payload);
-    // A relay that could not pass the join on: the coordinator takes it.
-    if (p.key == "via" && found && found->cluster && !found->cluster->via.empty())
+    // A relay that could not pass the join on: the coordinator takes it
+    // (its own refusals, passed on by the relay, stand). One that answers
+    // after this node went to the coordinator anyway says nothing more.
+    const auto code = static_cast<ErrorCode>(e.code);
+    if (p.key == "via" && found && found->cluster && found->cluster->via.empty()) return;
+    if (p.key == "via" && found && found->cluster &&
+        (code == ErrorCode::kUnavailable || code == ErrorCode::kPeerExited))
       return join_direct(p, e.message, out);
   }
   forming_.erase(p.job);
@@ -269,6 +274,12 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
   c.parent = w.parent;
   c.beat_direct = false;  // a new tree: its parent is tried first
   c.via.clear();
+  // The same join sent two ways (joins.cpp: through a relay, then to the
+  // coordinator): the first World counts.
+  for (auto& [name, l] : links_)
+    std::erase_if(l.pending, [&](const auto& kv) {
+      return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == p.job;
+    });
   c.subtree_ranks = w.subtree_ranks ? w.subtree_ranks : job.local_world_size;
   c.phase = ClusterPhase::kRunning;
   c.message.clear();
@@ -296,6 +307,15 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
     else if (p.kind == LinkPending::Kind::kJobWaits)
       job_waits_.push_back({p.to, p.job, std::nullopt});
   l.pending.clear();
+  // Joins sent through a relay to this coordinator wait for nothing now.
+  for (auto& [id, job] : jobs_)
+    if (job.cluster && job.cluster->coordinator == link && !job.cluster->formed)
+      for (auto& [name, other] : links_)
+        std::erase_if(other.pending, [&](const auto& kv) {
+          bool via = kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == id;
+          if (via) fail(kv.second.to, ErrorCode::kPeerExited, why, out);
+          return via;
+        });
   for (auto& [id, job] : jobs_)
     if (job.cluster && job.cluster->coordinator == link && job.cluster->formed) {
       job.cluster->phase = ClusterPhase::kBroken;
@@ -353,6 +373,7 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   forming_.erase(job.id);
   if (!job.cluster) return;
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
+  drop_joins(job.id, out);
   // The leaves below not passed on yet go with ours.
   std::vector<std::string> also;
   if (auto rit = relays_.find(job.id); rit != relays_.end()) {

@@ -156,9 +156,14 @@ class NodeLinks {
   void join_answered(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
   void join_direct(const LinkPending& p, const std::string& why, std::vector<Outgoing>& out);
   void maybe_join_direct(const Job& job, Clock::time_point now, std::vector<Outgoing>& out);
+  // This node's part of the job ended: the children's joins it holds or
+  // passed on are answered `unavailable` (they join the coordinator).
+  void drop_joins(const std::string& job, std::vector<Outgoing>& out);
   static constexpr auto kJoinBatch = std::chrono::milliseconds(20);
   static constexpr auto kJoinHold = std::chrono::seconds(2);
-  static constexpr auto kViaGrace = std::chrono::seconds(1);
+  // Longer than a relay holds a join: one that gave up on its relay does
+  // not meet its join again, passed on late.
+  static constexpr auto kViaGrace = std::chrono::seconds(3);
   static constexpr size_t kMaxHeldJoins = 8192;  // of all jobs
 
   // Relay (relay.cpp): a node's barriers and key waits, once per subtree
