@@ -152,8 +152,9 @@ proto::Forward forward(const SwarmSlice& s, uint64_t generation, const Inner& m,
 // NCCL id and pass a barrier. Fills r; throws on the first failure.
 void wire_up(const SwarmSlice& s, std::vector<std::unique_ptr<SwarmNode>>& nodes, SwarmReport& r) {
   const auto uid = s.owner_uid;
+  std::vector<proto::NodeJoin> joins;
   for (auto& n : nodes) {
-    proto::NodeJoin j;
+    proto::NodeJoin& j = joins.emplace_back();
     j.job = s.job;
     j.node_id = n->node_id();
     j.nproc = s.ranks_per_node;
@@ -167,8 +168,21 @@ void wire_up(const SwarmSlice& s, std::vector<std::unique_ptr<SwarmNode>>& nodes
     n->send_up(kJoin, j);
   }
   const uint32_t world = s.nodes * s.ranks_per_node;
-  for (auto& n : nodes) {
-    auto w = proto::World::unpack(n->await_up(kJoin, MsgType::kWorld).payload);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto& n = nodes[i];
+    proto::Envelope got;
+    try {
+      got = n->await_up(kJoin, MsgType::kWorld);
+    } catch (const std::runtime_error& e) {
+      if (!joins[i].relay) throw;
+      // The relay could not pass it on (daemon/cluster/joins.cpp): to the
+      // coordinator itself, as a node daemon's join goes then.
+      std::fprintf(stderr, "bench_swarm: %s: joins the coordinator directly\n", e.what());
+      joins[i].relay = false;
+      n->send(kJoin, joins[i]);
+      got = n->await(kJoin, MsgType::kWorld);
+    }
+    auto w = proto::World::unpack(got.payload);
     if (w.node_rank != n->rank() || w.world_size != world ||
         w.rank_offset != n->rank() * s.ranks_per_node || (!s.tree && !w.parent.empty()))
       throw std::runtime_error(n->node_id() + ": a wrong world (node " +

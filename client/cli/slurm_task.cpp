@@ -139,6 +139,7 @@ muster::Reservation lead_node(const RunOptions& o, const std::string& endpoint, 
   if (w.num_nodes > 1) {
     muster::RendezvousOptions r;
     r.coordinator = o.coordinator;
+    r.via = o.join_via;
     r.node_rank = o.node_rank;
     r.min_nodes = r.max_nodes = w.num_nodes;
     r.last_call = ms(o.last_call_s);

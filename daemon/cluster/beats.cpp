@@ -57,11 +57,7 @@ void NodeLinks::heartbeat_answered(const std::string& link, const LinkPending& p
     if (!job || !job->cluster) continue;
     ClusterInfo& c = *job->cluster;
     if (!c.formed) {  // the World will say how it ends; until then, who is there
-      if (e.state == "forming") {
-        if (e.forming.max_nodes > 0) forming_[e.job] = {e.forming, Clock::now()};
-      } else if (link == c.coordinator && (e.not_joined || e.state == "unknown")) {
-        maybe_join_direct(*job, now, out);  // its join was lost at a relay?
-      }
+      if (link == c.coordinator) forming_answered(*job, e, now, out);
       continue;
     }
     if (auto a = p.asked.find(e.job); a == p.asked.end() || a->second != job->generation)

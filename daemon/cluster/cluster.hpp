@@ -250,11 +250,6 @@ struct CoordJob {
   std::optional<Clock::time_point> restored_quiet;
 };
 
-// A node of the round: through the index once the round is closed.
-inline RoundNode* member(CoordJob& cj, const std::string& id) {
-  return cj.closed ? find_member(cj.nodes, cj.index, id) : find_node(cj.nodes, id);
-}
-
 // A node of an open round, for node_join, through the index it keeps
 // exact: every node it adds goes in (open_add), and a lookup rebuilds the
 // index when its size says the nodes changed behind it (dropped for
@@ -277,6 +272,12 @@ inline RoundNode* open_member(CoordJob& cj, const std::string& id) {
 inline void open_add(CoordJob& cj, RoundNode n) {
   if (cj.index.size() == cj.nodes.size()) cj.index.emplace(n.node_id, cj.nodes.size());
   cj.nodes.push_back(std::move(n));
+}
+
+// A node of the round, through the index (a forming round's thousands of
+// nodes each beat every quarter of the peer timeout).
+inline RoundNode* member(CoordJob& cj, const std::string& id) {
+  return cj.closed ? find_member(cj.nodes, cj.index, id) : open_member(cj, id);
 }
 
 }  // namespace muster::daemon

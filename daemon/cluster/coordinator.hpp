@@ -118,8 +118,10 @@ class Coordinator {
   void fail(const ReplyTo& to, ErrorCode code, const std::string& why, std::vector<Outgoing>& out) {
     send_error(out, to, code, why);
   }
-  proto::JobEvent event_for(const CoordJob& cj, const std::string& id, const std::string& node_id,
-                            uint64_t generation) const;
+  // in_nodes, in_waiting: whether the asking node is in the round's nodes
+  // and in its waiting list (found by the caller, through the index).
+  proto::JobEvent event_for(const CoordJob& cj, const std::string& id, bool in_nodes,
+                            bool in_waiting, uint64_t generation) const;
   void close_round(CoordJob& cj, std::vector<Outgoing>& out);
   // The Worlds of a closing round: alone, or (batched joins) in one
   // Replies per relay connection.

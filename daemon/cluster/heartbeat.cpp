@@ -28,26 +28,22 @@ proto::Forming forming(const CoordJob& cj) {
 
 }  // namespace
 
-proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id,
-                                       const std::string& node_id, uint64_t generation) const {
+proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id, bool in_nodes,
+                                       bool in_waiting, uint64_t generation) const {
   proto::JobEvent e{id, cj.generation, "", ""};
-  auto member = [&](const std::vector<RoundNode>& v) {
-    return std::any_of(v.begin(), v.end(),
-                       [&](const RoundNode& n) { return n.node_id == node_id; });
-  };
   // Nodes left in an older generation restart: as a failure, or (membership
   // change) not counted as one.
   ClusterPhase left_behind = cj.membership_change ? ClusterPhase::kWaiting : ClusterPhase::kBroken;
   ClusterPhase phase = ClusterPhase::kRunning;
   if (!cj.closed) {
-    phase = member(cj.nodes) ? ClusterPhase::kForming : left_behind;
+    phase = in_nodes ? ClusterPhase::kForming : left_behind;
     if (phase == ClusterPhase::kForming)
       e.forming = forming(cj);
     else
       e.message = "generation " + std::to_string(cj.generation) + " is forming without this node" +
                   (cj.broken.empty() ? "" : ": " + cj.broken);
-  } else if (generation != cj.generation || !member(cj.nodes)) {
-    phase = member(cj.waiting) ? ClusterPhase::kForming : left_behind;
+  } else if (generation != cj.generation || !in_nodes) {
+    phase = in_waiting ? ClusterPhase::kForming : left_behind;
     e.message = "generation " + std::to_string(generation) + " was replaced by generation " +
                 std::to_string(cj.generation);
   } else if (!cj.broken.empty()) {
@@ -59,7 +55,7 @@ proto::JobEvent Coordinator::event_for(const CoordJob& cj, const std::string& id
                 std::to_string(cj.generation + 1);
   }
   e.state = to_string(phase);
-  e.not_joined = !member(cj.nodes) && !member(cj.waiting);
+  e.not_joined = !in_nodes && !in_waiting;
   return e;
 }
 
@@ -83,7 +79,8 @@ proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m, std::vecto
                                        " of the formed world: " + std::to_string(jg.below.size()) +
                                        " node(s) heard below, " + std::to_string(jg.left.size()) +
                                        " left");
-    if (RoundNode* n = member(cj, m.node_id)) {
+    RoundNode* n = member(cj, m.node_id);
+    if (n) {
       heard(cj);
       n->last_seen = now;
       // What its ranks wait in, for job_waits (coord_waits.cpp).
@@ -93,8 +90,9 @@ proto::HeartbeatAck Coordinator::heartbeat(const proto::Heartbeat& m, std::vecto
         if (relayed(cj, jg, now)) ended.push_back(jg.job);
       }
     }
-    if (RoundNode* n = find_node(cj.waiting, m.node_id)) n->last_seen = now;
-    ack.events.push_back(event_for(cj, jg.job, m.node_id, jg.generation));
+    RoundNode* w = find_node(cj.waiting, m.node_id);
+    if (w) w->last_seen = now;
+    ack.events.push_back(event_for(cj, jg.job, n != nullptr, w != nullptr, jg.generation));
   }
   for (const auto& job : ended) maybe_ended(job, out);
   return ack;

@@ -58,6 +58,14 @@ void NodeLinks::relay_join(const ReplyTo& to, proto::NodeJoin m, std::vector<Out
 
 void NodeLinks::flush_joins(const std::string& id, const Job& job, HeldJoins& h,
                             std::vector<Outgoing>& out) {
+  // At most kMaxBatchedJoins a batch (the coordinator refuses more).
+  while (h.joins.size() > proto::kMaxBatchedJoins) {
+    HeldJoins part;
+    part.joins.assign(std::make_move_iterator(h.joins.begin()),
+                      std::make_move_iterator(h.joins.begin() + proto::kMaxBatchedJoins));
+    h.joins.erase(h.joins.begin(), h.joins.begin() + proto::kMaxBatchedJoins);
+    flush_joins(id, job, part, out);
+  }
   const std::string& coordinator = job.cluster->coordinator;
   proto::NodeJoins batch{id, {}};
   LinkPending bp{LinkPending::Kind::kRelayJoins, {}, id};
@@ -151,6 +159,18 @@ void NodeLinks::join_direct(const LinkPending& p, const std::string& why,
   send_link(c.coordinator, {LinkPending::Kind::kRendezvous, p.to, p.job}, j, out);
 }
 
+// The coordinator's word on a job of this node still forming: who is there
+// (cluster_state prints it), and whether it has this node's join at all.
+void NodeLinks::forming_answered(const Job& job, const proto::JobEvent& e, Clock::time_point now,
+                                 std::vector<Outgoing>& out) {
+  if (e.state == "forming") {
+    if (e.forming.max_nodes > 0) forming_[e.job] = {e.forming, now};
+    via_doubt_.erase(e.job);  // its join is there
+  } else if (e.not_joined || e.state == "unknown") {
+    maybe_join_direct(job, now, out);  // its join was lost at a relay?
+  }
+}
+
 // The coordinator answered this node's heartbeat for a job still forming
 // without naming it a member: if its join has been with a relay for
 // kViaGrace, the relay lost it (or died). Only an answer that says so
@@ -159,6 +179,10 @@ void NodeLinks::join_direct(const LinkPending& p, const std::string& why,
 void NodeLinks::maybe_join_direct(const Job& job, Clock::time_point now,
                                   std::vector<Outgoing>& out) {
   if (!job.cluster || job.cluster->formed || job.cluster->via.empty()) return;
+  // Counted from the first such answer: a coordinator that restarted (its
+  // open rounds come back empty) hears the relay's join again soon.
+  auto [doubt, fresh] = via_doubt_.try_emplace(job.id, now);
+  if (now - doubt->second < kViaGrace) return;
   auto lit = links_.find(job.cluster->via);
   if (lit == links_.end()) return;
   for (auto it = lit->second.pending.begin(); it != lit->second.pending.end(); ++it) {
@@ -185,6 +209,14 @@ void NodeLinks::drop_joins(const std::string& job, std::vector<Outgoing>& out) {
       if (p.job != job) return false;
       if (p.kind == LinkPending::Kind::kRelayJoin) fail(p.to, ErrorCode::kUnavailable, why, out);
       return p.kind == LinkPending::Kind::kRelayJoin || p.kind == LinkPending::Kind::kRelayJoins;
+    });
+}
+
+void NodeLinks::drop_rendezvous(const std::string& job) {
+  via_doubt_.erase(job);
+  for (auto& [name, l] : links_)
+    std::erase_if(l.pending, [&](const auto& kv) {
+      return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == job;
     });
 }
 

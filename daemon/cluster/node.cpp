@@ -2,6 +2,7 @@
 // coordinator, relaying store and barrier requests to it, heartbeats, and
 // noticing when the coordinator goes silent.
 #include <algorithm>
+#include <set>
 
 #include "cluster/node_links.hpp"
 #include "liveness/pidwatch.hpp"
@@ -13,6 +14,14 @@ namespace muster::daemon {
 using proto::MsgType;
 
 namespace {
+
+bool host_port(const std::string& e) {
+  auto colon = e.rfind(':');
+  return colon != std::string::npos && colon > 0 && colon + 1 < e.size() &&
+         e.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+         e.size() - colon <= 6 && std::stoi(e.substr(colon + 1)) > 0 &&
+         std::stoi(e.substr(colon + 1)) < 65536;
+}
 
 std::string seconds(std::chrono::milliseconds ms) {
   char buf[32];
@@ -102,15 +111,10 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
                 "this daemon cannot join multi-node jobs: " + peering_unavailable_);
   if (node_id_.empty())
     throw Error(ErrorCode::kInternal, "this daemon has no node id for multi-node jobs");
-  auto colon = m.coordinator.rfind(':');
-  bool port_ok = colon != std::string::npos && colon > 0 && colon + 1 < m.coordinator.size() &&
-                 m.coordinator.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
-                 m.coordinator.size() - colon <= 6 &&
-                 std::stoi(m.coordinator.substr(colon + 1)) > 0 &&
-                 std::stoi(m.coordinator.substr(colon + 1)) < 65536;
-  if (!port_ok)
-    throw Error(ErrorCode::kInvalidArgument,
-                "coordinator '" + m.coordinator + "' is not HOST:PORT with a port 1..65535");
+  for (const auto& [what, endpoint] : {std::pair{"coordinator", &m.coordinator}, {"via", &m.via}})
+    if ((endpoint != &m.via || !m.via.empty()) && !host_port(*endpoint))
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(what) + " '" + *endpoint + "' is not HOST:PORT with a port 1..65535");
   job.cluster = ClusterInfo{};
   job.cluster->coordinator = m.coordinator;
   // Children in the relay tree reach us where we listen; a wildcard bind
@@ -254,6 +258,7 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
     auto e = proto::ErrorReply::unpack(env.payload);
     if (found && found->cluster) found->cluster.reset();
     fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
+    drop_rendezvous(p.job);  // the same join sent the other way answers nobody now
     relay_fail(p.job, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
     relays_.erase(p.job);  // no world: nothing below to pass on either
     return;
@@ -276,10 +281,7 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
   c.via.clear();
   // The same join sent two ways (joins.cpp: through a relay, then to the
   // coordinator): the first World counts.
-  for (auto& [name, l] : links_)
-    std::erase_if(l.pending, [&](const auto& kv) {
-      return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == p.job;
-    });
+  drop_rendezvous(p.job);
   c.subtree_ranks = w.subtree_ranks ? w.subtree_ranks : job.local_world_size;
   c.phase = ClusterPhase::kRunning;
   c.message.clear();
@@ -300,11 +302,13 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
       seconds(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - l.last_heard));
   log::warning(log::peer(link), why);
   l.lost = true;
+  std::set<std::string> answered;  // jobs whose launcher heard of it already
   for (auto& [id, p] : l.pending)
     if (p.kind == LinkPending::Kind::kForward || p.kind == LinkPending::Kind::kRendezvous ||
-        p.kind == LinkPending::Kind::kRelayJoin)
+        p.kind == LinkPending::Kind::kRelayJoin) {
       fail(p.to, ErrorCode::kPeerExited, why, out);
-    else if (p.kind == LinkPending::Kind::kJobWaits)
+      if (p.kind == LinkPending::Kind::kRendezvous) answered.insert(p.job);
+    } else if (p.kind == LinkPending::Kind::kJobWaits)
       job_waits_.push_back({p.to, p.job, std::nullopt});
   l.pending.clear();
   // Joins sent through a relay to this coordinator wait for nothing now.
@@ -313,7 +317,8 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
       for (auto& [name, other] : links_)
         std::erase_if(other.pending, [&](const auto& kv) {
           bool via = kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == id;
-          if (via) fail(kv.second.to, ErrorCode::kPeerExited, why, out);
+          if (via && answered.insert(id).second)
+            fail(kv.second.to, ErrorCode::kPeerExited, why, out);
           return via;
         });
   for (auto& [id, job] : jobs_)
@@ -385,10 +390,7 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   }
   // A rendezvous still waiting for its world (at the coordinator or at a
   // relay) has nobody left to answer.
-  for (auto& [name, l] : links_)
-    std::erase_if(l.pending, [&](const auto& kv) {
-      return kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == job.id;
-    });
+  drop_rendezvous(job.id);
   const ClusterInfo& c = *job.cluster;
   proto::NodeLeave m{job.id, job.generation, node_id_, std::move(also)};
   if (!c.formed)

@@ -156,9 +156,14 @@ class NodeLinks {
   void join_answered(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
   void join_direct(const LinkPending& p, const std::string& why, std::vector<Outgoing>& out);
   void maybe_join_direct(const Job& job, Clock::time_point now, std::vector<Outgoing>& out);
+  void forming_answered(const Job& job, const proto::JobEvent& e, Clock::time_point now,
+                        std::vector<Outgoing>& out);
   // This node's part of the job ended: the children's joins it holds or
   // passed on are answered `unavailable` (they join the coordinator).
   void drop_joins(const std::string& job, std::vector<Outgoing>& out);
+  // Forgets every rendezvous of the job in flight, on any link (answered
+  // or moot), and when its join was last doubted.
+  void drop_rendezvous(const std::string& job);
   static constexpr auto kJoinBatch = std::chrono::milliseconds(20);
   static constexpr auto kJoinHold = std::chrono::seconds(2);
   // Longer than a relay holds a join: one that gave up on its relay does
@@ -194,6 +199,9 @@ class NodeLinks {
   std::map<std::string, RelayState> relays_;  // by job id
   std::map<std::string, LateLeaves> late_;    // by job id, of jobs ended here
   std::map<std::string, HeldJoins> joins_;    // by job id: children's joins to pass on
+  // By job id: since when the coordinator's answers say it has not heard
+  // of this node's join that went through a relay (maybe_join_direct).
+  std::map<std::string, Clock::time_point> via_doubt_;
   uint64_t next_link_id_ = 1;
   std::string node_id_;
   std::string node_name_;
