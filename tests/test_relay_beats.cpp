@@ -37,24 +37,7 @@ struct Tree {
   std::string log0 = logs.path() + "/coordinator.log";
   Tree() {
     c.nproc = "1";
-    for (int i = 0; i < kNodes; ++i) {
-      std::vector<std::string> args = {"--peer-plain",
-                                       "--peer-timeout",
-                                       "2",
-                                       "--peer-bind",
-                                       "127.0.0.1",
-                                       "--peer-port",
-                                       "0",
-                                       "--tree-width",
-                                       "2"};
-      std::map<std::string, std::string> env;
-      if (i == 0) {
-        args[6] = std::to_string(c.port);
-        args.insert(args.end(), {"--log-level", "debug"});
-        env["MUSTER_LOG_SINK"] = "file:" + log0;
-      }
-      c.daemons.push_back(std::make_unique<TestDaemon>(args, env));
-    }
+    add_listening(c, kNodes, "2", log0);
   }
   std::vector<std::unique_ptr<Process>> run(const std::string& job,
                                             const std::vector<std::string>& worker) {

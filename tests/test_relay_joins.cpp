@@ -42,24 +42,7 @@ struct Nodes {
   std::string log0 = logs.path() + "/coordinator.log";
   explicit Nodes(int n) {
     c.nproc = "1";
-    for (int i = 0; i < n; ++i) {
-      std::vector<std::string> args = {"--peer-plain",
-                                       "--peer-timeout",
-                                       "2",
-                                       "--peer-bind",
-                                       "127.0.0.1",
-                                       "--peer-port",
-                                       "0",
-                                       "--tree-width",
-                                       "4"};
-      std::map<std::string, std::string> env;
-      if (i == 0) {
-        args[6] = std::to_string(c.port);
-        args.insert(args.end(), {"--log-level", "debug"});
-        env["MUSTER_LOG_SINK"] = "file:" + log0;
-      }
-      c.daemons.push_back(std::make_unique<TestDaemon>(args, env));
-    }
+    add_listening(c, n, "4", log0);
   }
   std::string log() const {
     std::ifstream in(log0);

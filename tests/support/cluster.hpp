@@ -103,4 +103,29 @@ struct Cluster {
   }
 };
 
+// n daemons of a cluster that all listen for peers (--tree-width width),
+// daemon 0 on the cluster's port logging at debug level to log_file (its
+// lines name the node each relayed message came from).
+inline void add_listening(Cluster& c, int n, const std::string& width,
+                          const std::string& log_file) {
+  for (int i = 0; i < n; ++i) {
+    const bool coordinator = c.daemons.empty();
+    std::vector<std::string> args = {"--peer-plain",
+                                     "--peer-timeout",
+                                     "2",
+                                     "--peer-bind",
+                                     "127.0.0.1",
+                                     "--peer-port",
+                                     coordinator ? std::to_string(c.port) : "0",
+                                     "--tree-width",
+                                     width};
+    std::map<std::string, std::string> env;
+    if (coordinator) {
+      args.insert(args.end(), {"--log-level", "debug"});
+      env["MUSTER_LOG_SINK"] = "file:" + log_file;
+    }
+    c.daemons.push_back(std::make_unique<TestDaemon>(args, env));
+  }
+}
+
 }  // namespace muster::test
