@@ -312,15 +312,16 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
       job_waits_.push_back({p.to, p.job, std::nullopt});
   l.pending.clear();
   // Joins sent through a relay to this coordinator wait for nothing now.
-  for (auto& [id, job] : jobs_)
-    if (job.cluster && job.cluster->coordinator == link && !job.cluster->formed)
-      for (auto& [name, other] : links_)
-        std::erase_if(other.pending, [&](const auto& kv) {
-          bool via = kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == id;
-          if (via && answered.insert(id).second)
-            fail(kv.second.to, ErrorCode::kPeerExited, why, out);
-          return via;
-        });
+  for (auto& [job_id, job] : jobs_) {
+    if (!job.cluster || job.cluster->coordinator != link || job.cluster->formed) continue;
+    const std::string& id = job_id;  // a lambda may not capture a structured binding (clang)
+    for (auto& [name, other] : links_)
+      std::erase_if(other.pending, [&](const auto& kv) {
+        bool via = kv.second.kind == LinkPending::Kind::kRendezvous && kv.second.job == id;
+        if (via && answered.insert(id).second) fail(kv.second.to, ErrorCode::kPeerExited, why, out);
+        return via;
+      });
+  }
   for (auto& [id, job] : jobs_)
     if (job.cluster && job.cluster->coordinator == link && job.cluster->formed) {
       job.cluster->phase = ClusterPhase::kBroken;
