@@ -326,8 +326,34 @@ TEST_CASE("broadcast-across-nodes messages round-trip and check their chunking")
   CHECK(round_trip(pull) == pull);
   BcastLeave leave{"job", 3, 9, 5, 1, size, chunk, "gave up"};
   CHECK(round_trip(leave) == leave);
-  BcastChunk ch{4, 77, std::string(100, 'y')};
+  BcastChunk ch;
+  ch.index = 4, ch.sum = 77, ch.data = std::string(100, 'y');
   CHECK(round_trip(ch) == ch);
+  // A rank names its pool instead of carrying the bytes (PoolRef): then no
+  // bytes, and a chunk its daemon wrote there comes without them.
+  BcastPush by_pool = full;
+  by_pool.data.clear();
+  by_pool.pool = PoolRef{7, 11, 12345, 4096};
+  CHECK(round_trip(by_pool) == by_pool);
+  BcastPush both = by_pool;
+  both.data = full.data;
+  CHECK(code_of(encode(1, both), BcastPush{}) == ErrorCode::kInvalidArgument);
+  BcastPull into = pull;
+  into.pool = PoolRef{0, 1, 2, 0};  // fd 0 is a descriptor like any other
+  CHECK(round_trip(into) == into);
+  CHECK(round_trip(pull).pool.fd == std::nullopt);
+  BcastChunk written;
+  written.index = 4, written.sum = 77, written.written = true;
+  CHECK(round_trip(written) == written);
+  // The shared frame names its broadcast (BcastPull::shared).
+  BcastChunk shared = ch;
+  shared.job = "job", shared.generation = 3, shared.seq = 9, shared.root = 5;
+  CHECK(round_trip(shared) == shared);
+  BcastPull asks_shared = pull;
+  asks_shared.shared = true;
+  CHECK(round_trip(asks_shared) == asks_shared);
+  written.data = "x";
+  CHECK(code_of(encode(1, written), BcastChunk{}) == ErrorCode::kInvalidArgument);
   CHECK(std::string(type_name(static_cast<uint16_t>(MsgType::kBcastPush))) == "bcast_push");
   CHECK(std::string(type_name(static_cast<uint16_t>(MsgType::kBcastChunk))) == "bcast_chunk");
 

@@ -81,7 +81,25 @@ template <class IO, class M>
 void chunk_reply(IO& io, M& m) {
   io.num("index", m.index, 0, kMaxBcastSize);
   io.num("sum", m.sum, 0, UINT64_MAX);
+  io.boolean("written", m.written, wire::kUnlessDefault);
+  io.str("job", m.job, limits::kMaxJobIdBytes, wire::kUnlessDefault);
+  io.num("generation", m.generation, 0, UINT64_MAX, wire::kUnlessDefault);
+  io.num("seq", m.seq, 0, UINT64_MAX, wire::kUnlessDefault);
+  io.num("root", m.root, 0, kMaxWorldSize - 1, wire::kUnlessDefault);
   io.tail("data", m.data, kMaxBcastChunk);
+  io.check([&] {
+    if (m.written && !m.data.empty())
+      throw Error(ErrorCode::kInvalidArgument, "bcast_chunk written to a pool carries bytes");
+  });
+}
+
+// A rank's pool (PoolRef), absent unless it names one.
+template <class IO>
+void pool_ref(IO& io, PoolRef& r) {
+  io.num("pool_fd", r.fd, 0, INT32_MAX, wire::kUnlessDefault);
+  io.num("pool_dev", r.dev, 0, UINT64_MAX, wire::kUnlessDefault);
+  io.num("pool_ino", r.ino, 0, UINT64_MAX, wire::kUnlessDefault);
+  io.num("pool_offset", r.offset, 0, kMaxBcastSize * 2, wire::kUnlessDefault);
 }
 
 }  // namespace
@@ -151,8 +169,12 @@ template <class IO>
 void Forward::fields(IO& io) {
   io.job(job);
   io.generation(generation);
-  io.bin("frame", frame, limits::kMaxFrameBytes);
   io.boolean("relay", relay, wire::kUnlessDefault);
+  io.tail("frame", frame, limits::kMaxFrameBytes);  // last: see pack_head
+}
+
+void Forward::pack_head(codec::Packer& p, size_t bytes) const {
+  wire::pack_fields(p, *this, bytes);
 }
 
 template <class IO>
@@ -260,9 +282,13 @@ void push_fields(IO& io, M& m) {
   io.num("index", m.index, 0, chunks(m.size, m.chunk) - 1);
   io.num("sum", m.sum, 0, UINT64_MAX);
   io.ms("timeout_ms", m.timeout_ms);
+  pool_ref(io, m.pool);
   io.tail("data", m.data, kMaxBcastChunk);
   io.check([&] {
-    if (m.data.size() != std::min(m.chunk, m.size - m.index * m.chunk))
+    if (m.pool.set() && !m.data.empty())
+      throw Error(ErrorCode::kInvalidArgument,
+                  "bcast_push names a pool and carries bytes: one or the other");
+    if (!m.pool.set() && m.data.size() != std::min(m.chunk, m.size - m.index * m.chunk))
       throw Error(ErrorCode::kInvalidArgument,
                   "bcast_push chunk " + std::to_string(m.index) + " has " +
                       std::to_string(m.data.size()) + " bytes, not " +
@@ -296,6 +322,8 @@ void BcastPull::fields(IO& io) {
   io.num("index", index, 0, chunks(size, chunk) - 1);
   io.num("have", have, 0, index);
   io.ms("timeout_ms", timeout_ms);
+  pool_ref(io, pool);
+  io.boolean("shared", shared, wire::kUnlessDefault);
 }
 
 template <class IO>
@@ -304,7 +332,11 @@ void BcastChunk::fields(IO& io) {
 }
 
 void BcastChunk::pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes) {
-  wire::pack_fields(p, BcastChunk{index, sum, {}}, bytes);
+  wire::pack_fields(p, BcastChunk{index, sum, false, {}, 0, 0, 0, {}}, bytes);
+}
+
+void BcastChunk::pack_shared_head(codec::Packer& p, const BcastChunk& name, size_t bytes) {
+  wire::pack_fields(p, name, bytes);
 }
 
 template <class IO>

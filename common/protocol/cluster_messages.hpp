@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -133,6 +134,9 @@ struct Forward {
   // coordinator. Optional on the wire.
   bool relay = false;
   MUSTER_MESSAGE(Forward);
+  // Everything pack() writes but the frame's `bytes` bytes, which must
+  // follow: a daemon reads a chunk from a rank's pool into its frame once.
+  void pack_head(codec::Packer& p, size_t bytes) const;
 };
 
 // `count` ranks of a subtree entered barrier `name`: one message per
@@ -285,6 +289,19 @@ inline constexpr uint64_t kMinBcastChunk = 4096;
 inline constexpr uint64_t kMaxBcastChunk = 16u << 20;
 inline constexpr uint64_t kMaxBcastSize = uint64_t{1} << 44;
 
+// A local rank's broadcast pool (its memfd, client/lib/broadcast_pool.hpp),
+// which its own daemon reads a pushed chunk from, or writes a pulled chunk
+// into, so that the bytes do not cross the local socket twice. The daemon
+// opens /proc/<the sender's pid>/fd/<fd> and checks the file (see
+// cluster/pool_files.hpp); a daemon never sends one to another daemon.
+struct PoolRef {
+  std::optional<int32_t> fd;  // none: the bytes travel in the message
+  uint64_t dev = 0, ino = 0;
+  uint64_t offset = 0;  // where the broadcast's first byte is in the file
+  bool set() const { return fd.has_value(); }
+  bool operator==(const PoolRef&) const = default;
+};
+
 // The root's daemon relays one chunk; answered with ok once it fits the
 // coordinator's window (or an error: a node was lost, the wait timed out).
 struct BcastPush {
@@ -296,8 +313,9 @@ struct BcastPush {
   uint64_t chunk = 0;
   uint64_t index = 0;
   uint64_t sum = 0;        // the chunk's checksum (the root's algorithm; checked by the pullers)
-  std::string data;        // min(chunk, size - index * chunk) bytes
+  std::string data;        // min(chunk, size - index * chunk) bytes; none with pool
   int64_t timeout_ms = 0;  // how long the push may wait for room
+  PoolRef pool = {};       // from its rank only: the bytes are in this pool
   MUSTER_MESSAGE(BcastPush);
   // Everything pack() writes but data's `bytes` bytes, which must follow
   // (data itself is not used): the root writes a chunk into its frame once.
@@ -317,6 +335,7 @@ struct BcastPushView {
   uint64_t sum = 0;
   std::string_view data;
   int64_t timeout_ms = 0;
+  PoolRef pool = {};
   static BcastPushView unpack(const msgpack::object& o);
   MUSTER_FIELDS;
 };
@@ -335,22 +354,41 @@ struct BcastPull {
   uint64_t have = 0;
   uint64_t index = 0;
   int64_t timeout_ms = 0;
+  PoolRef pool = {};  // from its rank only: write the chunk into this pool
+  // From a node daemon only: answer with the chunk's one frame for every
+  // node (a bcast_chunk under request id 0 that names the broadcast), sent
+  // to each without a copy.
+  bool shared = false;
   MUSTER_MESSAGE(BcastPull);
 };
 
 struct BcastChunk {
   uint64_t index = 0;
   uint64_t sum = 0;
+  // The local daemon wrote the chunk into the puller's pool (BcastPull's
+  // pool): data is empty.
+  bool written = false;
+  // The shared frame (BcastPull::shared): the broadcast it is of.
+  std::string job = {};
+  uint64_t generation = 0, seq = 0;
+  uint32_t root = 0;
   std::string data;
   MUSTER_MESSAGE(BcastChunk);
   // Everything pack() writes but the data's `bytes` bytes, which must follow.
   static void pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes);
+  // The same for the shared frame (BcastPull::shared): named by its
+  // broadcast and chunk.
+  static void pack_shared_head(codec::Packer& p, const BcastChunk& name, size_t bytes);
 };
 
 // BcastChunk read in place: data points into the decoded frame.
 struct BcastChunkView {
   uint64_t index = 0;
   uint64_t sum = 0;
+  bool written = false;
+  std::string job = {};
+  uint64_t generation = 0, seq = 0;
+  uint32_t root = 0;
   std::string_view data;
   static BcastChunkView unpack(const msgpack::object& o);
   MUSTER_FIELDS;
