@@ -1,0 +1,127 @@
+// The broadcast pools of local ranks (see cluster/pool_files.hpp).
+#include "cluster/pool_files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+#include "muster/error.hpp"
+
+namespace muster::daemon {
+
+namespace {
+
+// libmuster's pools: memfd_create("muster.pool.<job>.r<rank>.<nonce>").
+constexpr std::string_view kPoolLink = "/memfd:muster.pool.";
+
+std::string text(int e) {
+  return std::strerror(e);
+}
+
+// Closes a descriptor when it goes out of scope, unless released.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+
+std::string self_fd(int fd) {
+  return "/proc/self/fd/" + std::to_string(fd);
+}
+
+}  // namespace
+
+PoolFile::~PoolFile() {
+  if (fd >= 0) ::close(fd);
+}
+
+void PoolFile::read(uint64_t at, char* dst, size_t n) const {
+  while (n) {
+    ssize_t k = ::pread(fd, dst, n, static_cast<off_t>(at));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) throw Error(ErrorCode::kInternal, "cannot read " + what + ": " + text(errno));
+    if (k == 0)
+      throw Error(ErrorCode::kInvalidArgument,
+                  what + " ends at byte " + std::to_string(at) + ", before the chunk it names");
+    dst += k, at += static_cast<uint64_t>(k), n -= static_cast<size_t>(k);
+  }
+}
+
+void PoolFile::write(uint64_t at, const char* src, size_t n) const {
+  while (n) {
+    ssize_t k = ::pwrite(fd, src, n, static_cast<off_t>(at));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0)
+      throw Error(errno == ENOSPC || errno == ENOMEM ? ErrorCode::kTooLarge : ErrorCode::kInternal,
+                  "cannot write " + what + ": " + text(k < 0 ? errno : EIO));
+    src += k, at += static_cast<uint64_t>(k), n -= static_cast<size_t>(k);
+  }
+}
+
+std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto::PoolRef& ref,
+                                          uint64_t end, bool write) {
+  const std::string path =
+      "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(ref.fd.value_or(-1));
+  const std::string what = "the rank's broadcast pool (" + path + ")";
+  if (pid <= 0 || uid < 0 || !ref.set())
+    throw Error(ErrorCode::kPermissionDenied,
+                "a broadcast pool is opened only for a local process that names one");
+  auto now = Clock::now();
+  auto it = std::find_if(open_.begin(), open_.end(), [&](const Entry& e) {
+    return e.pid == pid && e.fd == *ref.fd && e.dev == ref.dev && e.ino == ref.ino &&
+           e.write == write;
+  });
+  std::shared_ptr<PoolFile> file;
+  if (it != open_.end()) {
+    it->used = now;
+    file = it->file;
+  } else {
+    // Not opened yet: what the process holds as that fd, without opening it.
+    Fd at{::open(path.c_str(), O_PATH | O_CLOEXEC)};
+    if (at.fd < 0)
+      throw Error(ErrorCode::kPermissionDenied, "cannot reach " + what + ": " + text(errno));
+    struct stat st {};
+    char link[256];
+    ssize_t k = ::readlink(self_fd(at.fd).c_str(), link, sizeof link);
+    if (::fstat(at.fd, &st) != 0 || !S_ISREG(st.st_mode) || k <= 0 ||
+        std::string_view(link, static_cast<size_t>(k)).substr(0, kPoolLink.size()) != kPoolLink)
+      throw Error(ErrorCode::kPermissionDenied, what + " is not a broadcast pool of libmuster");
+    if (static_cast<uint64_t>(st.st_dev) != ref.dev || static_cast<uint64_t>(st.st_ino) != ref.ino)
+      throw Error(ErrorCode::kPermissionDenied, what + " is another file than the one announced");
+    if (static_cast<int64_t>(st.st_uid) != uid)
+      throw Error(ErrorCode::kPermissionDenied,
+                  what + " belongs to uid " + std::to_string(st.st_uid) + ", not the rank's");
+    // Opened through the descriptor just checked: the same file, whatever
+    // the process does with its fd meanwhile.
+    Fd f{::open(self_fd(at.fd).c_str(), (write ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY)};
+    if (f.fd < 0)
+      throw Error(ErrorCode::kPermissionDenied, "cannot open " + what + ": " + text(errno));
+    file = std::make_shared<PoolFile>();
+    file->fd = f.release();
+    file->what = what;
+    if (open_.size() >= kMaxOpen)
+      open_.erase(std::min_element(open_.begin(), open_.end(),
+                                   [](const Entry& a, const Entry& b) { return a.used < b.used; }));
+    open_.push_back({file, pid, *ref.fd, ref.dev, ref.ino, write, now});
+  }
+  struct stat st {};
+  if (::fstat(file->fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < end)
+    throw Error(ErrorCode::kInvalidArgument, what + " has " + std::to_string(st.st_size) +
+                                                 " bytes; the broadcast needs " +
+                                                 std::to_string(end));
+  return file;
+}
+
+void PoolFiles::expire(Clock::time_point now) {
+  std::erase_if(open_, [&](const Entry& e) { return now - e.used > kIdle; });
+}
+
+}  // namespace muster::daemon

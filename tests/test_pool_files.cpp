@@ -1,0 +1,155 @@
+// A rank's broadcast pool as its daemon opens it (daemon/cluster/
+// pool_files.cpp): the daemon may run as root, and the reference comes from
+// a local process, so everything but that process's own libmuster pool is
+// refused with a code and a sentence, and what the process does to its
+// file afterwards (shrink it, put another file under the same fd) never
+// reaches anything else or kills the daemon.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <string>
+
+#include "cluster/pool_files.hpp"
+#include "muster/error.hpp"
+
+using namespace muster;
+using namespace muster::daemon;
+
+namespace {
+
+constexpr size_t kSize = 3 << 20;
+
+struct Memfd {
+  int fd = -1;
+  proto::PoolRef ref;
+  explicit Memfd(const char* name, size_t size = kSize, uint64_t offset = 4096) {
+    fd = ::memfd_create(name, MFD_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
+    struct stat st {};
+    REQUIRE(::fstat(fd, &st) == 0);
+    ref = proto::PoolRef{fd, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                         offset};
+  }
+  ~Memfd() { ::close(fd); }
+};
+
+ErrorCode code_of(PoolFiles& files, int64_t pid, int64_t uid, const proto::PoolRef& ref,
+                  uint64_t end, bool write) {
+  try {
+    files.open(pid, uid, ref, end, write);
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).size() > 10);  // a sentence, not just a code
+    return e.code();
+  }
+  return ErrorCode::kOk;
+}
+
+}  // namespace
+
+TEST_CASE("a rank's own pool is read and written where the broadcast says", "[bcast][pool]") {
+  Memfd pool("muster.pool.job.r0.0123456789abcdef");
+  PoolFiles files;
+  const int64_t pid = ::getpid(), uid = ::getuid();
+  auto w = files.open(pid, uid, pool.ref, kSize, true);
+  const std::string bytes(1 << 20, 'q');
+  w->write(pool.ref.offset + 100, bytes.data(), bytes.size());
+  std::string back(bytes.size(), '\0');
+  REQUIRE(::pread(pool.fd, back.data(), back.size(), 4096 + 100) == ssize_t(back.size()));
+  CHECK(back == bytes);
+  auto r = files.open(pid, uid, pool.ref, kSize, false);
+  std::string again(bytes.size(), '\0');
+  r->read(pool.ref.offset + 100, again.data(), again.size());
+  CHECK(again == bytes);
+  // Kept for the next chunk: the same file, not opened again.
+  CHECK(files.open(pid, uid, pool.ref, kSize, true) == w);
+  CHECK(files.size() == 2);
+  files.expire(std::chrono::steady_clock::now() + PoolFiles::kIdle + std::chrono::seconds(1));
+  CHECK(files.size() == 0);
+}
+
+TEST_CASE("anything but the asking process's own libmuster pool is refused", "[bcast][pool]") {
+  Memfd pool("muster.pool.job.r0.0123456789abcdef");
+  PoolFiles files;
+  const int64_t pid = ::getpid(), uid = ::getuid();
+  // Not from a local process (an in-process caller, a peer).
+  CHECK(code_of(files, 0, uid, pool.ref, kSize, true) == ErrorCode::kPermissionDenied);
+  CHECK(code_of(files, pid, -1, pool.ref, kSize, true) == ErrorCode::kPermissionDenied);
+  // Another uid's pool (a memfd is its creator's).
+  CHECK(code_of(files, pid, uid + 1, pool.ref, kSize, true) == ErrorCode::kPermissionDenied);
+  // Another file than the one announced: its inode, its device.
+  auto other = pool.ref;
+  other.ino += 1;
+  CHECK(code_of(files, pid, uid, other, kSize, true) == ErrorCode::kPermissionDenied);
+  other = pool.ref;
+  other.dev += 1;
+  CHECK(code_of(files, pid, uid, other, kSize, true) == ErrorCode::kPermissionDenied);
+  // A descriptor the process does not hold.
+  other = pool.ref;
+  other.fd = 1 << 20;
+  CHECK(code_of(files, pid, uid, other, kSize, true) == ErrorCode::kPermissionDenied);
+  // A memfd that is not a pool of libmuster, and a plain file.
+  Memfd stranger("not-a-pool");
+  CHECK(code_of(files, pid, uid, stranger.ref, kSize, true) == ErrorCode::kPermissionDenied);
+  char path[] = "/tmp/muster-pool-test-XXXXXX";
+  int plain = ::mkstemp(path);
+  REQUIRE(plain >= 0);
+  ::unlink(path);
+  REQUIRE(::ftruncate(plain, kSize) == 0);
+  struct stat st {};
+  REQUIRE(::fstat(plain, &st) == 0);
+  proto::PoolRef file_ref{plain, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                          0};
+  CHECK(code_of(files, pid, uid, file_ref, kSize, true) == ErrorCode::kPermissionDenied);
+  // Another process's descriptor under the asking pid's name: pid 1's fd
+  // of the same number is not this file.
+  CHECK(code_of(files, 1, uid, pool.ref, kSize, true) == ErrorCode::kPermissionDenied);
+  // Smaller than the broadcast it is named for.
+  CHECK(code_of(files, pid, uid, pool.ref, kSize + 1, true) == ErrorCode::kInvalidArgument);
+  CHECK(files.size() == 1);  // only the pool itself was opened (then found too small)
+  ::close(plain);
+}
+
+TEST_CASE("what the process does to its pool afterwards reaches nothing else", "[bcast][pool]") {
+  Memfd pool("muster.pool.job.r0.0123456789abcdef");
+  PoolFiles files;
+  const int64_t pid = ::getpid(), uid = ::getuid();
+  auto f = files.open(pid, uid, pool.ref, kSize, false);
+  // Shrunk under the daemon: a short read is an error, not a SIGBUS.
+  REQUIRE(::ftruncate(pool.fd, 4096) == 0);
+  std::string buf(1 << 20, '\0');
+  try {
+    f->read(pool.ref.offset, buf.data(), buf.size());
+    FAIL("read past the end of a shrunk pool");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInvalidArgument);
+  }
+  CHECK(code_of(files, pid, uid, pool.ref, kSize, false) == ErrorCode::kInvalidArgument);
+  // Another file put under the same descriptor number: what was opened is
+  // still the pool it checked; the new file is never written.
+  REQUIRE(::ftruncate(pool.fd, kSize) == 0);
+  auto w = files.open(pid, uid, pool.ref, kSize, true);
+  char path[] = "/tmp/muster-pool-test-XXXXXX";
+  int plain = ::mkstemp(path);
+  REQUIRE(plain >= 0);
+  ::unlink(path);
+  int saved = ::dup(pool.fd);
+  REQUIRE(::dup2(plain, pool.fd) == pool.fd);
+  const std::string bytes(4096, 'z');
+  w->write(pool.ref.offset, bytes.data(), bytes.size());
+  struct stat st {};
+  REQUIRE(::fstat(plain, &st) == 0);
+  CHECK(st.st_size == 0);
+  std::string back(bytes.size(), '\0');
+  REQUIRE(::pread(saved, back.data(), back.size(), 4096) == ssize_t(back.size()));
+  CHECK(back == bytes);
+  // And a fresh open under that number now finds a plain file: refused.
+  PoolFiles fresh;
+  CHECK(code_of(fresh, pid, uid, pool.ref, kSize, true) == ErrorCode::kPermissionDenied);
+  ::close(plain);
+  ::close(saved);
+}
