@@ -1,3 +1,5 @@
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -18,6 +20,13 @@ extern "C" void on_signal(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Broadcast chunks (4 MiB frames, made and freed by the dozen per
+  // broadcast) come from the heap and go back to it, instead of each being
+  // a fresh mapping whose pages the kernel faults in and zeroes (as costly
+  // as the copy the chunk is made for). What is freed stays for the next
+  // broadcast, up to the trim threshold.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 128 << 20);
   std::optional<muster::daemon::Options> opts;
   try {
     opts = muster::daemon::parse_options(argc, argv);

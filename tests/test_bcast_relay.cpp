@@ -77,7 +77,9 @@ struct Coordinator {
   static std::vector<Reply> replies(const std::vector<Outgoing>& out) {
     std::vector<Reply> r;
     for (const auto& o : out) {
-      auto env = decode_envelope(o.frame.data(), o.frame.size());
+      // A shared chunk frame is sent as `body`, kept alive by `held`.
+      std::string_view f = o.frame.empty() ? o.body : std::string_view(o.frame);
+      auto env = decode_envelope(f.data(), f.size());
       Reply x;
       static_cast<test::ReplyHead&>(x) = test::reply_head(o, env);
       if (env.type == static_cast<uint16_t>(MsgType::kBcastChunk)) {
@@ -258,13 +260,48 @@ TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or 
   }
 }
 
-TEST_CASE("each node gets a chunk once: the last one takes the frame the others got copies of",
+TEST_CASE("shared pulls get the chunk's one frame, without a copy; others a frame of their own",
           "[bcast]") {
   Coordinator c;
   c.fwd("node0", push(0), 1);
+  std::vector<Outgoing> out;
+  auto send_out = [&](const std::string& node, BcastPull m, uint64_t id) {
+    m.shared = true;
+    auto frame = encode(id, Forward{"j", 0, encode(0, m)});
+    auto env = decode_envelope(frame.data(), frame.size());
+    ReplyTo to;
+    to.routing_id = node, to.from_peer = true, to.request_id = id;
+    c.s.handle(to, env, out);
+  };
+  send_out("node1", pull(1, 0, 0), 100);
+  send_out("node2", pull(2, 0, 0), 200);
+  REQUIRE(out.size() == 2);
+  // The same bytes in memory for both nodes, under request id 0, naming
+  // the broadcast and chunk (the node daemon finds its pull by them).
+  CHECK(out[0].frame.empty());
+  CHECK(out[0].body.data() == out[1].body.data());
+  CHECK(out[0].held == out[1].held);
+  auto r = Coordinator::replies(out);
+  for (uint32_t k = 0; k < 2; ++k) {
+    CHECK((r[k].to == "node" + std::to_string(k + 1) && r[k].id == 0 && is_chunk(r[k], 0)));
+    CHECK((r[k].chunk.job == "j" && r[k].chunk.seq == 1 && r[k].chunk.root == 1));
+  }
+  // A coordinator takes bytes, never a rank's pool (its daemon's to open).
+  BcastPull by_pool = pull(1, 0, 1);
+  by_pool.pool = PoolRef{3, 1, 2, 0};
+  CHECK(c.fwd("node1", by_pool, 101).at(0).code == ErrorCode::kInvalidArgument);
+  BcastPush push_pool = push(1);
+  push_pool.data.clear();
+  push_pool.pool = PoolRef{3, 1, 2, 0};
+  CHECK(c.fwd("node0", push_pool, 2).at(0).code == ErrorCode::kInvalidArgument);
+}
+
+TEST_CASE("each node gets a chunk once, under its own request id when not shared", "[bcast]") {
+  Coordinator c;
+  c.fwd("node0", push(0), 1);
   // Both nodes ask for chunk 0 while saying they hold nothing: it stays
-  // held. Node 1 gets a copy, node 2 (the last) the frame itself; each
-  // under its own request id, with the root's bytes and checksum.
+  // held. Each gets a frame of its own, under its own request id, with the
+  // root's bytes and checksum.
   auto r1 = c.fwd("node1", pull(1, 0, 0), 100);
   auto r2 = c.fwd("node2", pull(2, 0, 0), 200);
   REQUIRE(r1.size() == 1);

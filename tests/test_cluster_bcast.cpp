@@ -98,6 +98,10 @@ TEST_CASE("broadcast bytes identical everywhere: 4 nodes x 2 ranks, roots 0 and 
       uint64_t relayed = 0;
       std::sscanf(f["relayed"].c_str(), "%llu", reinterpret_cast<unsigned long long*>(&relayed));
       CHECK(relayed >= 3 * (2 * kSize + floats));
+      // Every node has two ranks, so each node's daemon wrote the chunks
+      // into its relay rank's pool: all of them went as the one shared
+      // frame (cluster/bcast_pools.cpp).
+      CHECK(f["shared"] == f["relayed"]);
       ++ranks;
     }
   }

@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "cluster/coordinator.hpp"
+#include "cluster/pool_files.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -16,28 +17,63 @@ namespace {
 
 constexpr uint64_t kWindowBytes = uint64_t{32} << 20;  // per broadcast, answered pushes
 
-// The bcast_chunk reply of a pushed chunk, its bytes copied once (out of
-// the push's frame), its request id left open: UINT64_MAX packs as 0xcf
-// and 8 bytes whatever the id, so each answer overwrites those 8 bytes.
-BcastRelay::Chunk chunk_of(const proto::BcastPushView& m, size_t nodes) {
+// A pushed chunk as its shared bcast_chunk frame (BcastRelay::Chunk), its
+// bytes copied once: out of the push's frame, or read from the root's pool
+// (`from`). Not zeroed first: every byte is written.
+BcastRelay::Chunk chunk_of(const proto::BcastPushView& m, size_t nodes, const PoolFile* from) {
+  const uint64_t bytes = from ? std::min(m.chunk, m.size - m.index * m.chunk) : m.data.size();
   codec::Buffer head;
   codec::Packer p(head);
-  proto::pack_envelope_head(p, UINT64_MAX, static_cast<uint16_t>(MsgType::kBcastChunk));
-  proto::BcastChunk::pack_head(p, m.index, m.sum, m.data.size());
+  proto::pack_envelope_head(p, 0, static_cast<uint16_t>(MsgType::kBcastChunk));
+  proto::BcastChunk name;
+  name.index = m.index, name.sum = m.sum, name.job = m.job, name.generation = m.generation;
+  name.seq = m.seq, name.root = m.root;
+  proto::BcastChunk::pack_shared_head(p, name, bytes);
   BcastRelay::Chunk c;
-  c.frame.reserve(head.size() + m.data.size());
-  c.frame.append(head.data(), head.size());
-  c.id_at = c.frame.find("\xcf\xff\xff\xff\xff\xff\xff\xff\xff");
-  if (c.id_at == std::string::npos)
-    throw Error(ErrorCode::kInternal, "bcast_chunk frame without a full-width request id");
-  c.frame.append(m.data);
-  c.bytes = m.data.size();
+  c.size = head.size() + bytes;
+  c.frame = std::shared_ptr<char[]>(new char[c.size]);
+  std::copy(head.data(), head.data() + head.size(), c.frame.get());
+  c.data_at = head.size();
+  if (from)
+    from->read(m.pool.offset + m.index * m.chunk, c.frame.get() + c.data_at, bytes);
+  else
+    std::copy(m.data.begin(), m.data.end(), c.frame.get() + c.data_at);
+  c.bytes = bytes;
+  c.sum = m.sum;
   c.served.assign(nodes, false);
   return c;
 }
 
+// A frame of its own for a pull that is not shared: its request id
+// full-width (0xcf and 8 bytes), so that a node daemon passes it on to its
+// rank as it came, with the rank's id in its place (NodeLinks::pass_on).
+std::string own_frame(const BcastRelay::Chunk& c, uint64_t index, uint64_t request_id) {
+  codec::Buffer head;
+  codec::Packer p(head);
+  proto::pack_envelope_head(p, UINT64_MAX, static_cast<uint16_t>(MsgType::kBcastChunk));
+  proto::BcastChunk::pack_head(p, index, c.sum, c.bytes);
+  std::string frame;
+  frame.reserve(head.size() + c.bytes);
+  frame.append(head.data(), head.size());
+  size_t id_at = frame.find("\xcf\xff\xff\xff\xff\xff\xff\xff\xff");
+  if (id_at == std::string::npos)
+    throw Error(ErrorCode::kInternal, "bcast_chunk frame without a full-width request id");
+  for (int b = 0; b < 8; ++b) frame[id_at + 1 + b] = static_cast<char>(request_id >> (56 - 8 * b));
+  frame.append(c.frame.get() + c.data_at, c.bytes);
+  return frame;
+}
+
 Clock::time_point deadline(int64_t ms) {
   return Clock::now() + std::chrono::milliseconds(ms);
+}
+
+// A rank's pool is its own daemon's to open (cluster/bcast_pools.cpp); a
+// coordinator takes bytes, from whichever node.
+void no_pool(const proto::PoolRef& pool, const char* what) {
+  if (pool.set())
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(what) + " names a rank's broadcast pool, which only the rank's own " +
+                    "daemon opens: a coordinator takes the bytes");
 }
 
 std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
@@ -139,27 +175,28 @@ BcastRelay& Coordinator::bcast_relay(CoordJob& cj, const std::string& job, uint6
   return r;
 }
 
-// The last node to be sent a chunk takes its frame; the others get copies.
-void Coordinator::bcast_serve(BcastRelay& r, const ReplyTo& to, uint32_t node, uint64_t index,
-                              BcastRelay::Chunk& c, std::vector<Outgoing>& out) {
-  if (c.frame.empty())  // every node had it: this node asks again
-    return fail(to, ErrorCode::kConflict,
-                "chunk " + std::to_string(index) + " was sent to every node already", out);
+// A shared pull is sent the chunk's one frame; another, a copy of its own.
+// The frame goes once every pulling node was sent it.
+void Coordinator::bcast_serve(BcastRelay& r, const BcastRelay::Parked& pull, BcastRelay::Chunk& c,
+                              std::vector<Outgoing>& out) {
+  if (!c.frame)  // every node had it: this node asks again
+    return fail(pull.to, ErrorCode::kConflict,
+                "chunk " + std::to_string(pull.index) + " was sent to every node already", out);
   bool last = false;
-  if (node < c.served.size() && !c.served[node]) {
-    c.served[node] = true;
+  if (pull.node < c.served.size() && !c.served[pull.node]) {
+    c.served[pull.node] = true;
     last = ++c.served_count == r.pullers;
   }
-  std::string frame;
-  if (last) {
-    frame = std::move(c.frame);
-    c.frame.clear();  // empty, whatever a moved-from string holds
+  if (pull.shared) {
+    r.shared += c.bytes;
+    Outgoing o{pull.to, {}};
+    o.held = c.frame;
+    o.body = std::string_view(c.frame.get(), c.size);
+    out.push_back(std::move(o));
   } else {
-    frame = c.frame;
+    out.push_back({pull.to, own_frame(c, pull.index, pull.to.request_id)});
   }
-  for (int b = 0; b < 8; ++b)
-    frame[c.id_at + 1 + b] = static_cast<char>(to.request_id >> (56 - 8 * b));
-  out.push_back({to, std::move(frame)});
+  if (last) c.frame.reset();
   r.relayed += c.bytes;
 }
 
@@ -200,15 +237,17 @@ void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoin
     fail(p.to, ErrorCode::kConflict, "the broadcast is over: this node left it", out);
   r.pulls.clear();
   // Statistics in the job's store (muster/ is the library's part of it).
-  const std::string kRelayed = "muster/bcast/relayed";
-  uint64_t before = 0;
-  if (const std::string* v = cj.store.kv.find(kRelayed))
-    std::from_chars(v->data(), v->data() + v->size(), before);  // 0 unless a count
-  cj.store.kv.set(kRelayed, std::to_string(before + r.relayed));
+  for (auto [key, n] :
+       {std::pair{"muster/bcast/relayed", r.relayed}, std::pair{"muster/bcast/shared", r.shared}}) {
+    uint64_t before = 0;
+    if (const std::string* v = cj.store.kv.find(key))
+      std::from_chars(v->data(), v->data() + v->size(), before);  // 0 unless a count
+    cj.store.kv.set(key, std::to_string(before + n));
+  }
   log::info("job=" + cj.store.id + " generation " + std::to_string(cj.generation) +
             ": broadcast from rank " + std::to_string(r.root) + ", " + std::to_string(r.size) +
-            " bytes, relayed " + std::to_string(r.relayed) + " bytes to " +
-            std::to_string(r.have.size() - 1) + " node(s)");
+            " bytes, relayed " + std::to_string(r.relayed) + " bytes (" + std::to_string(r.shared) +
+            " of them shared) to " + std::to_string(r.have.size() - 1) + " node(s)");
   OutAnswers a(out);
   store_.key_changed(cj.store, a);
 }
@@ -229,7 +268,9 @@ std::string Coordinator::BcastOf::name() const {
 }
 
 void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
-                             const std::string& forwarding, std::vector<Outgoing>& out) {
+                             const std::string& forwarding, std::vector<Outgoing>& out,
+                             const PoolFile* from) {
+  if (!from) no_pool(m.pool, "bcast_push");
   BcastOf b = bcast_of(m, forwarding, out);
   BcastRelay& r = b.r;
   if (r.root_done)
@@ -241,10 +282,10 @@ void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
                     " had room: wait for a push's answer before running further ahead");
   r.pushed = std::max(r.pushed, m.index + 1);
   if (m.index >= r.low && !r.held.count(m.index)) {
-    auto& c = r.held[m.index] = chunk_of(m, r.have.size());
+    auto& c = r.held[m.index] = chunk_of(m, r.have.size(), from);
     std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
       if (p.index != m.index) return false;
-      bcast_serve(r, p.to, p.node, m.index, c, out);
+      bcast_serve(r, p, c, out);
       return true;
     });
   }
@@ -257,6 +298,7 @@ void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
 
 void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
                              const std::string& forwarding, std::vector<Outgoing>& out) {
+  no_pool(m.pool, "bcast_pull");
   BcastOf b = bcast_of(m, forwarding, out);
   BcastRelay& r = b.r;
   if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
@@ -274,13 +316,14 @@ void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
                                           std::to_string(m.have) + " chunk(s)");
   have = std::max(have, m.have);
   bcast_advance(b.cj, r, out);
+  BcastRelay::Parked pull{to, m.index, deadline(m.timeout_ms), m.node_rank, m.shared};
   if (auto c = r.held.find(m.index); c != r.held.end()) {
-    bcast_serve(r, to, m.node_rank, m.index, c->second, out);
+    bcast_serve(r, pull, c->second, out);
   } else if (m.index < r.low) {
     throw Error(ErrorCode::kConflict, b.name() + ": chunk " + std::to_string(m.index) +
                                           " was dropped: every node said it holds it");
   } else {
-    r.pulls.push_back({to, m.index, deadline(m.timeout_ms), m.node_rank});
+    r.pulls.push_back(std::move(pull));
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,13 +27,16 @@ struct BcastRelay {
   uint32_t pullers = 0;  // nodes that pull (all but the root's)
   uint64_t size = 0, chunk = 0, chunks = 0;
   uint64_t window = 0;  // in chunks
-  // A chunk as the bcast_chunk frame that answers its pulls, made once;
-  // each answer puts its request id in (at id_at, 8 bytes, big-endian).
-  // The last node to pull it takes the frame itself, the others a copy.
+  // A chunk as one bcast_chunk frame, made once: the shared frame (request
+  // id 0, named by its broadcast) that answers every node's shared pull
+  // (BcastPull::shared), sent to each without a copy; a pull that is not
+  // shared gets a frame of its own, a copy.
   struct Chunk {
-    std::string frame;
-    size_t id_at = 0;
-    uint64_t bytes = 0;        // of the chunk
+    std::shared_ptr<char[]> frame;  // null once every node was sent it
+    size_t size = 0;                // of frame
+    size_t data_at = 0;             // where the chunk's bytes start in it
+    uint64_t bytes = 0;             // of the chunk
+    uint64_t sum = 0;
     std::vector<bool> served;  // by node rank
     uint32_t served_count = 0;
   };
@@ -44,6 +48,7 @@ struct BcastRelay {
     uint64_t index = 0;
     Clock::time_point deadline;
     uint32_t node = 0;
+    bool shared = false;  // a pull: BcastPull::shared
   };
   std::vector<Parked> pushes;  // answered when their chunk fits the window
   std::vector<Parked> pulls;   // answered when their chunk arrives
@@ -53,6 +58,7 @@ struct BcastRelay {
   ErrorCode failed = ErrorCode::kOk;
   std::string why;       // when failed
   uint64_t relayed = 0;  // bytes sent to pulling nodes
+  uint64_t shared = 0;   // of them, as the shared frame (into ranks' pools)
 };
 
 // One job's broadcasts, of its current generation.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,6 +21,8 @@
 #include "protocol/messages.hpp"
 
 namespace muster::daemon {
+
+struct PoolFile;  // cluster/pool_files.hpp
 
 // A request this node sent to a coordinator, waiting for its answer.
 struct LinkPending {
@@ -54,6 +57,11 @@ struct LinkPending {
   // never on a connection, so never sent again.
   bool here = false;
   Clock::time_point sent = Clock::now();
+  // A bcast_pull that named its rank's pool: the chunk (into_index, of
+  // into_bytes) goes into that file at into_at, not to the rank
+  // (cluster/bcast_pools.cpp).
+  std::shared_ptr<PoolFile> into = {};
+  uint64_t into_at = 0, into_index = 0, into_bytes = 0;
 };
 
 // A node's relay for one job: barrier arrivals and key waits of its ranks

@@ -96,8 +96,10 @@ class Coordinator {
   void node_leave(const proto::NodeLeave& m, std::vector<Outgoing>& out);
   // Broadcast requests, inside a Forward for `forwarding` (the only job
   // they may touch).
+  // from: the root's pool, which holds the chunk's bytes (its rank named
+  // it, and this daemon is the root's: State::bcast_here).
   void bcast_push(const ReplyTo& to, const proto::BcastPushView& m, const std::string& forwarding,
-                  std::vector<Outgoing>& out);
+                  std::vector<Outgoing>& out, const PoolFile* from = nullptr);
   void bcast_pull(const ReplyTo& to, const proto::BcastPull& m, const std::string& forwarding,
                   std::vector<Outgoing>& out);
   void bcast_leave(const ReplyTo& to, const proto::BcastLeave& m, const std::string& forwarding,
@@ -180,8 +182,8 @@ class Coordinator {
                   std::vector<Outgoing>& out);
   void bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out);
   // Answers node's pull of chunk `index` (held) under to's request id.
-  void bcast_serve(BcastRelay& r, const ReplyTo& to, uint32_t node, uint64_t index,
-                   BcastRelay::Chunk& c, std::vector<Outgoing>& out);
+  void bcast_serve(BcastRelay& r, const BcastRelay::Parked& pull, BcastRelay::Chunk& c,
+                   std::vector<Outgoing>& out);
   void bcast_tick(Clock::time_point now, std::vector<Outgoing>& out);
 
   Store& store_;

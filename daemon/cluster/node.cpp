@@ -86,9 +86,10 @@ bool NodeLinks::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
     relay_get(to, job, env, out);
     return true;
   }
-  proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
   LinkPending p{LinkPending::Kind::kForward, to, job.id};
   p.bcast = t->area == proto::Area::kBcast;
+  if (p.bcast && forward_bcast(to, job, env, p, out)) return true;
+  proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
   send_link(c.coordinator, std::move(p), f, out);
   return true;
 }
@@ -196,13 +197,22 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
     log::warning(log::peer(link), "coordinator " + link + " sent a bad frame: " + e.what());
     return;
   }
-  auto pit = l.pending.find(env.request_id);
+  uint64_t id = env.request_id;
+  try {
+    if (id == 0 && static_cast<MsgType>(env.type) == MsgType::kBcastChunk)
+      id = shared_pull(link, env);
+  } catch (const Error& e) {
+    log::warning(log::peer(link), "coordinator " + link + " sent a bad bcast_chunk: " + e.what());
+    return;
+  }
+  auto pit = l.pending.find(id);
   if (pit == l.pending.end()) return;  // answered already (e.g. after a loss)
   LinkPending p = std::move(pit->second);
   l.pending.erase(pit);
   try {
     switch (p.kind) {
       case LinkPending::Kind::kForward:
+        if (p.into) return pool_answer(p, env, out);
         if (held && pass_on(p.to, data, size, env, held, out)) return;
         out.push_back({p.to, proto::encode_object(p.to.request_id, env.type, env.payload), {}});
         return;

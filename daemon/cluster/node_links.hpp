@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cluster/cluster.hpp"
+#include "cluster/pool_files.hpp"
 #include "core/job_table.hpp"
 #include "core/waits.hpp"
 #include "protocol/cluster_messages.hpp"
@@ -78,6 +79,11 @@ class NodeLinks {
   // coordinator's reply cache answers those it had answered. Broadcast
   // requests fail with `restarted` (their chunks died with it).
   void resend(const std::string& link, std::vector<Outgoing>& out);
+  // A local rank's broadcast pool (to: its request), see pool_files.hpp.
+  std::shared_ptr<PoolFile> open_pool(const ReplyTo& to, const proto::PoolRef& ref, uint64_t end,
+                                      bool write) {
+    return pools_.open(to.peer_pid, to.peer_uid, ref, end, write);
+  }
   // Heartbeats, lost coordinators, links no longer needed.
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
 
@@ -108,8 +114,15 @@ class NodeLinks {
   template <class M>
   uint64_t send_link(const std::string& link, LinkPending p, const M& m,
                      std::vector<Outgoing>& out) {
+    return send_link_with(
+        link, std::move(p), [&](uint64_t id) { return proto::encode(id, m); }, out);
+  }
+  // The same with the frame made by make(request id).
+  template <class F>
+  uint64_t send_link_with(const std::string& link, LinkPending p, F&& make,
+                          std::vector<Outgoing>& out) {
     uint64_t id = next_link_id_++;
-    std::string frame = proto::encode(id, m);
+    std::string frame = make(id);
     p.here = !p.job.empty() && here_ && here_(link, p.job);
     if (p.kind != LinkPending::Kind::kHeartbeat && !p.bcast && !p.here) p.frame = frame;
     Outgoing o{{}, std::move(frame), link};
@@ -124,6 +137,23 @@ class NodeLinks {
         {to, proto::encode_error(to.request_id, code, msg), {}, static_cast<uint16_t>(code)});
   }
 
+  // A bcast_push or bcast_pull that names its rank's pool (bcast_pools.cpp):
+  // sent to the coordinator with the pool's bytes read in, or the chunk to
+  // be written there (true); false when it names none.
+  bool forward_bcast(const ReplyTo& to, const Job& job, const proto::Envelope& env, LinkPending& p,
+                     std::vector<Outgoing>& out);
+  // The answer to such a pull: the chunk into the pool, and a bcast_chunk
+  // without its bytes to the rank.
+  void pool_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // The shared pulls in flight (BcastPull::shared): their answers come
+  // under request id 0, named by broadcast and chunk (shared_key).
+  static std::string shared_key(const std::string& job, uint64_t generation, uint64_t seq,
+                                uint32_t root, uint64_t index);
+  // The request id of the shared pull that the bcast_chunk env (request id
+  // 0, from `link`) answers, taken off the list; 0 when none.
+  uint64_t shared_pull(const std::string& link, const proto::Envelope& env);
+  // Drops the ones whose requests are gone (a lost link, a restart).
+  void forget_shared_pulls();
   // Passes a bcast_chunk answer on as it is (true), else false.
   bool pass_on(const ReplyTo& to, void* data, size_t size, const proto::Envelope& env,
                std::shared_ptr<void>& held, std::vector<Outgoing>& out);
@@ -217,6 +247,9 @@ class NodeLinks {
   std::string peer_endpoint_;
   Clock::duration stuck_after_ = std::chrono::seconds(60);
   std::vector<JobWaitsAnswer> job_waits_;  // answered, for take_job_waits()
+  PoolFiles pools_;                        // local ranks' broadcast pools
+  // By shared_key: the link and request id of a shared pull in flight.
+  std::map<std::string, std::pair<std::string, uint64_t>> shared_pulls_;
 };
 
 }  // namespace muster::daemon

@@ -180,11 +180,28 @@ bool State::bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vecto
   Coordinator& c = cluster_->coordinator;
   if (!c.has_node(job->id, job->generation, cluster_->node.node_id())) return false;
   c.live_round(job->id, job->generation, "request");
+  // A rank's pool: a pull's chunk is written there by the node side, when
+  // its answer comes back through loop_back; a push's is read from there
+  // straight into the chunk's frame.
+  std::shared_ptr<PoolFile> from;
+  std::optional<proto::BcastPushView> push;
+  if (static_cast<proto::MsgType>(env.type) == proto::MsgType::kBcastPull) {
+    auto pull = proto::BcastPull::unpack(env.payload);
+    if (pull.shared)
+      throw Error(ErrorCode::kInvalidArgument,
+                  "bcast_pull: `shared` is for a node daemon to ask its coordinator");
+    if (pull.pool.set()) return false;
+  } else if (static_cast<proto::MsgType>(env.type) == proto::MsgType::kBcastPush) {
+    push = proto::BcastPushView::unpack(env.payload);
+    if (push->pool.set())
+      from = cluster_->node.open_pool(to, push->pool, push->pool.offset + push->size, false);
+  }
   forwarding_job_ = job->id;
   struct Reset {
     std::string& s;
     ~Reset() { s.clear(); }
   } reset{forwarding_job_};
+  if (from) return c.bcast_push(to, *push, forwarding_job_, out, from.get()), true;
   bcast_request(to, env, out);
   return true;
 }

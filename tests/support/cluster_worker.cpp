@@ -18,7 +18,8 @@
 //                        1001 bytes, 777 float64s) from rank 0:
 //                        `sync=<digest of the three>`, and with
 //                        reduce_parameters: `sync_reduce=<error code>`;
-//                        last `relayed=<muster/bcast/relayed>`
+//                        last `relayed=<muster/bcast/relayed>` and
+//                        `shared=<muster/bcast/shared>`
 //   bcast-loop SIZE ROOT [COUNT [sync]]  (ignores SIGTERM) prints `pid=<pid>`, then
 //                        broadcasts until one fails, or COUNT times (1000):
 //                        `bcast_start n=N`, `bcast=<digest> n=N ms=<time>`
@@ -153,6 +154,7 @@ int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& root
     }
     c.barrier("bcast-done", std::chrono::seconds(60));
     std::printf("relayed=%s\n", c.try_get("muster/bcast/relayed").value_or("none").c_str());
+    std::printf("shared=%s\n", c.try_get("muster/bcast/shared").value_or("none").c_str());
     std::fflush(stdout);
   } catch (const muster::Error& e) {
     return bcast_failed(e);
