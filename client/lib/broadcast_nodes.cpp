@@ -6,13 +6,21 @@
 // with its checksum) to its daemon, which passes them to the job's
 // coordinator daemon (bcast_push inside Forward); one rank of every other
 // node, its local rank 0 (the node's relay), pulls them through its own
-// daemon (bcast_pull) and writes them into a stream (broadcast_stream.hpp)
-// that the node's other ranks read while it is written. On the root's node,
-// the root's own stream feeds the others. The coordinator keeps a bounded
-// window of chunks per broadcast and answers the root's pushes only when
-// there is room, so the root, the relays and the readers all work at once,
-// chunk by chunk, and no daemon ever holds the whole buffer. (A first
-// version: the chunks go through the coordinator, which sends each to every
+// daemon (bcast_pull) into a stream (broadcast_stream.hpp) that the node's
+// other ranks read while it is written. On the root's node, the root's own
+// stream feeds the others. The coordinator keeps a bounded window of chunks
+// per broadcast and answers the root's pushes only when there is room, so
+// the root, the relays and the readers all work at once, chunk by chunk,
+// and no daemon ever holds the whole buffer.
+//
+// Where a rank has a stream (its node has other ranks), the chunks do not
+// cross the local socket: the root's push names its stream and its daemon
+// reads the chunk from there, and the relay's pull names its stream and its
+// daemon writes the chunk there (daemon/cluster/bcast_pools.cpp); the relay
+// then checks it in place. A daemon that cannot open the stream refuses the
+// first such request with permission_denied, and the rank sends the bytes
+// through the socket instead, as a rank without a stream does. (The chunks
+// still go through the coordinator, which sends one frame of each to every
 // other node; a tree of daemons would spread that.)
 //
 //   root:   set(meta)       barrier(ready)  push chunks, write its stream   leave  barrier(done)
@@ -37,6 +45,7 @@
 // root's size) aborts its stream, so its node's readers stop too, and
 // leaves the broadcast, so that the root is not held up by it.
 #include "broadcast_nodes.hpp"
+#include "broadcast_node_part.hpp"
 
 #include <unistd.h>
 
@@ -55,56 +64,6 @@
 #include "session.hpp"
 
 namespace muster::bcast {
-
-namespace {
-
-// Every rank starts the broadcast again (NodeBroadcast::finish).
-struct StartAgain {};
-
-// One rank's part in one broadcast across nodes (see the top of this file).
-class NodeBroadcast {
- public:
-  NodeBroadcast(Client& c, detail::Session& s, const std::vector<Piece>& pieces, size_t total,
-                uint64_t signature, uint32_t root, const char* what_kind,
-                std::optional<Error> local);
-  void run();
-
- private:
-  void publish();
-  void push();
-  void pull();
-  void pull_chunks(const Meta& rm);
-  void read();
-  void read_stream(const Meta& rm, const Meta& m);
-  void finish(std::exception_ptr err);
-  // The root's metadata, or the error it published thrown.
-  Meta root_meta();
-  // A rank's buffers must match the root's (Meta::size and signature).
-  void agrees(const Meta& m);
-  // Tells the coordinator this node is done with the broadcast (why: the
-  // error that stopped it, else empty).
-  void leave(uint64_t size, uint64_t chunk, const std::string& why);
-
-  Client& c_;
-  detail::Connection& conn_;
-  const RankInfo info_;
-  const std::vector<Piece>& pieces_;
-  const size_t total_;
-  const uint64_t signature_;
-  const uint32_t root_, me_;
-  const std::chrono::milliseconds wait_;
-  const uint64_t seq_;
-  std::string prefix_, what_;
-  uint32_t source_ = 0;  // who feeds this node's stream
-  bool root_here_ = false;
-  std::string root_key_, node_key_, from_;
-  std::optional<Error> local_;   // an error of this rank, reported through the collective
-  std::optional<Error> failed_;  // this rank's own failure, to report after the barrier
-  Layout layout_;
-  std::shared_ptr<Pool> pool_;  // this rank's stream for the other ranks of its node
-  Meta mine_;                   // the root's, or the relay's stream
-  std::string published_;       // the key this rank set, removed after a completed broadcast
-};
 
 NodeBroadcast::NodeBroadcast(Client& c, detail::Session& s, const std::vector<Piece>& pieces,
                              size_t total, uint64_t signature, uint32_t root, const char* what_kind,
@@ -204,6 +163,8 @@ void NodeBroadcast::push() {
   const size_t chunks = (total_ + m.chunk - 1) / m.chunk;
   std::unique_ptr<uint8_t[]> staging;
   InFlight inflight{conn_, {}};
+  // The daemon reads the chunks from this rank's stream, if it can.
+  bool by_pool = pool_ != nullptr;
   try {
     Hasher hs(m.algo);
     for (size_t k = 0; k < chunks; ++k) {
@@ -222,10 +183,22 @@ void NodeBroadcast::push() {
         hs.update(src, n);
       }
       if (inflight.ids.size() == kInFlight) conn_.await<proto::Ok>(inflight.pop(), wait_);
-      const proto::BcastPush head{info_.job, info_.generation, seq_, root_,        total_, m.chunk,
-                                  k,         hs.final(),       {},   wait_.count()};
-      inflight.ids.push_back(
-          conn_.send_with([&](uint64_t id) { return push_frame(id, head, src, n); }));
+      proto::BcastPush head{info_.job, info_.generation, seq_, root_,        total_, m.chunk,
+                            k,         hs.final(),       {},   wait_.count()};
+      auto with_bytes = [&] {
+        return conn_.send_with([&](uint64_t id) { return push_frame(id, head, src, n); });
+      };
+      if (!by_pool) {
+        inflight.ids.push_back(with_bytes());
+        continue;
+      }
+      head.pool = pool_ref();
+      inflight.ids.push_back(conn_.send(head));
+      if (k == 0 && !pool_taken(inflight.pop())) {  // the bytes go through the socket
+        by_pool = false;
+        head.pool = {};
+        inflight.ids.push_back(with_bytes());
+      }
     }
     while (!inflight.ids.empty()) conn_.await<proto::Ok>(inflight.pop(), wait_);
     if (total_) leave(total_, m.chunk, "");
@@ -236,75 +209,13 @@ void NodeBroadcast::push() {
   }
 }
 
-// A node's relay: pulls every chunk through this node's daemon into its
-// stream (and its buffers).
-void NodeBroadcast::pull() {
-  Meta rm = decode(c_.get(root_key_, wait_));
-  const size_t size = rm.size;
-  bool joined = size > 0;  // in the coordinator's list of pulling nodes
+bool NodeBroadcast::pool_taken(uint64_t id) {
   try {
-    if (rm.status != ErrorCode::kOk)
-      throw Error(rm.status,
-                  what_ + " failed on rank " + std::to_string(root_) + ": " + rm.message);
-    if (size && (rm.chunk < proto::kMinBcastChunk || rm.chunk > proto::kMaxBcastChunk))
-      throw Error(ErrorCode::kInternal, from_ + ": chunks of " + std::to_string(rm.chunk) +
-                                            " bytes are outside the protocol's limits");
-    agrees(rm);
-    if (failed_) throw *failed_;  // no stream for this node's readers
-    // A stream made for another size or chunking cannot carry the root's
-    // bytes (agrees() said why, unless the chunking differs).
-    if (pool_ ? mine_.size != size || mine_.chunk != rm.chunk
-              : info_.local_world_size > 1 && size > 0)
-      throw local_
-          ? *local_
-          : Error(ErrorCode::kInternal, from_ + ": this node's stream has chunks of " +
-                                            std::to_string(mine_.chunk) + " bytes, the root's " +
-                                            std::to_string(rm.chunk));
-    // With nobody to feed and nothing to keep, stop pulling now.
-    if (local_ && !pool_) throw *local_;
-    pull_chunks(rm);
-    if (joined) leave(size, rm.chunk, "");
-    joined = false;
-  } catch (const std::exception& e) {
-    if (pool_) stream_abort(pool_->data(), mine_.tag);
-    if (joined) leave(size, rm.chunk, e.what());
-    throw;
-  }
-}
-
-void NodeBroadcast::pull_chunks(const Meta& rm) {
-  const size_t size = rm.size;
-  const size_t chunks = (size + rm.chunk - 1) / rm.chunk;
-  InFlight inflight{conn_, {}};
-  size_t next = 0;
-  Hasher hs(rm.algo);
-  for (size_t k = 0; k < chunks; ++k) {
-    for (; next < chunks && next < k + kInFlight; ++next)
-      inflight.ids.push_back(
-          conn_.send(proto::BcastPull{info_.job, info_.generation, seq_, root_, info_.node_rank,
-                                      size, rm.chunk, k, next, wait_.count()}));
-    auto got = conn_.await(inflight.pop(), proto::MsgType::kBcastChunk, wait_);
-    auto ch = proto::BcastChunkView::unpack(got->env.payload);
-    const size_t o = k * rm.chunk, n = std::min<size_t>(rm.chunk, size - o);
-    if (ch.index != k || ch.data.size() != n)
-      throw Error(ErrorCode::kBadMessage, from_ + ": the daemon sent chunk " +
-                                              std::to_string(ch.index) + " of " +
-                                              std::to_string(ch.data.size()) + " bytes for chunk " +
-                                              std::to_string(k) + " of " + std::to_string(n));
-    auto* bytes = reinterpret_cast<const uint8_t*>(ch.data.data());
-    hs.reset();
-    if (pool_)
-      hs.copy_update(pool_->data() + mine_.offset + o, bytes, n);
-    else
-      layout_.scatter(o, bytes, n, &hs);
-    if (hs.final() != ch.sum)
-      throw Error(ErrorCode::kInternal,
-                  from_ + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
-                      ") does not match the root's checksum: it was damaged on the way");
-    if (pool_) {
-      stream_publish(pool_->data(), k, ch.sum, k + 1 == chunks);
-      if (!local_) layout_.scatter(o, pool_->data() + mine_.offset + o, n, nullptr);
-    }
+    conn_.await<proto::Ok>(id, wait_);
+    return true;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kPermissionDenied) throw;
+    return false;
   }
 }
 
@@ -411,8 +322,6 @@ void NodeBroadcast::run() {
   }
   finish(err);
 }
-
-}  // namespace
 
 void broadcast_across_nodes(Client& c, detail::Session& s, const std::vector<Piece>& pieces,
                             size_t total, uint64_t signature, uint32_t root, const char* what,
