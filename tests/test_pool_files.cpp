@@ -11,7 +11,9 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "cluster/pool_files.hpp"
 #include "muster/error.hpp"
@@ -30,6 +32,7 @@ struct Memfd {
     fd = ::memfd_create(name, MFD_CLOEXEC);
     REQUIRE(fd >= 0);
     REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
+    REQUIRE(::posix_fallocate(fd, 0, static_cast<off_t>(size)) == 0);  // as libmuster's pools
     struct stat st {};
     REQUIRE(::fstat(fd, &st) == 0);
     ref = proto::PoolRef{fd, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
@@ -147,9 +150,44 @@ TEST_CASE("what the process does to its pool afterwards reaches nothing else", "
   std::string back(bytes.size(), '\0');
   REQUIRE(::pread(saved, back.data(), back.size(), 4096) == ssize_t(back.size()));
   CHECK(back == bytes);
-  // And a fresh open under that number now finds a plain file: refused.
+  // And an open under that number now finds a plain file: refused, kept
+  // or not.
+  CHECK(code_of(files, pid, uid, pool.ref, kSize, true) == ErrorCode::kPermissionDenied);
   PoolFiles fresh;
   CHECK(code_of(fresh, pid, uid, pool.ref, kSize, true) == ErrorCode::kPermissionDenied);
   ::close(plain);
   ::close(saved);
+}
+
+TEST_CASE("a write never grows a pool the rank shrank after it was opened", "[bcast][pool]") {
+  Memfd pool("muster.pool.job.r0.0123456789abcdef");
+  PoolFiles files;
+  auto w = files.open(::getpid(), ::getuid(), pool.ref, kSize, true);
+  REQUIRE(::ftruncate(pool.fd, 1 << 20) == 0);
+  const std::string bytes(4096, 'h');
+  try {
+    w->write((1 << 20) - 100, bytes.data(), bytes.size());
+    FAIL("wrote past the end of a shrunk pool");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInvalidArgument);
+  }
+  struct stat st {};
+  REQUIRE(::fstat(pool.fd, &st) == 0);
+  CHECK(st.st_size == (1 << 20));
+  w->write(0, bytes.data(), bytes.size());  // within it: fine
+}
+
+TEST_CASE("a process cannot have the daemon hold any number of pools open", "[bcast][pool]") {
+  PoolFiles files;
+  std::vector<std::unique_ptr<Memfd>> pools;
+  std::vector<std::shared_ptr<PoolFile>> held;  // as requests in flight hold them
+  for (size_t k = 0; k < PoolFiles::kMaxLive; ++k) {
+    pools.push_back(std::make_unique<Memfd>("muster.pool.job.r0.many", 8192, 0));
+    held.push_back(files.open(::getpid(), ::getuid(), pools.back()->ref, 8192, true));
+  }
+  Memfd one_more("muster.pool.job.r0.many", 8192, 0);
+  CHECK(code_of(files, ::getpid(), ::getuid(), one_more.ref, 8192, true) ==
+        ErrorCode::kUnavailable);
+  held.clear();  // answered: they go
+  CHECK(code_of(files, ::getpid(), ::getuid(), one_more.ref, 8192, true) == ErrorCode::kOk);
 }

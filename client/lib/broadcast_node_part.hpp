@@ -23,6 +23,15 @@
 #pragma GCC visibility push(hidden)
 namespace muster::bcast {
 
+// The codes a daemon answers a request that names a rank's stream with
+// when it will not open it (permission_denied: not allowed; unavailable:
+// too many open; invalid_argument: a daemon from before pools, which finds
+// the request has no bytes): the rank then sends the bytes itself.
+inline bool pool_refused(ErrorCode code) {
+  return code == ErrorCode::kPermissionDenied || code == ErrorCode::kUnavailable ||
+         code == ErrorCode::kInvalidArgument;
+}
+
 // Every rank starts the broadcast again (NodeBroadcast::finish).
 struct StartAgain {};
 

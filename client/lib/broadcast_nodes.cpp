@@ -214,7 +214,7 @@ bool NodeBroadcast::pool_taken(uint64_t id) {
     conn_.await<proto::Ok>(id, wait_);
     return true;
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::kPermissionDenied) throw;
+    if (!pool_refused(e.code())) throw;
     return false;
   }
 }

@@ -73,7 +73,7 @@ void NodeBroadcast::pull_chunks(const Meta& rm) {
     try {
       got = conn_.await(inflight.pop(), proto::MsgType::kBcastChunk, wait_);
     } catch (const Error& e) {
-      if (k != 0 || !by_pool || e.code() != ErrorCode::kPermissionDenied) throw;
+      if (k != 0 || !by_pool || !pool_refused(e.code())) throw;
       by_pool = false;  // it cannot open the pool: the bytes come through the socket
       got = conn_.await(pull_one(0, 0, false), proto::MsgType::kBcastChunk, wait_);
     }

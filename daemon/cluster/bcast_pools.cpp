@@ -28,8 +28,9 @@ bool NodeLinks::forward_bcast(const ReplyTo& to, const Job& job, const proto::En
                   "bcast_pull: `shared` is for a node daemon to ask its coordinator");
     if (!m.pool.set()) return false;
     const std::string key = shared_key(m.job, m.generation, m.seq, m.root, m.index);
-    if (auto it = shared_pulls_.find(key);
-        it != shared_pulls_.end() && links_[it->second.first].pending.count(it->second.second))
+    auto it = shared_pulls_.find(key);
+    auto lit = it == shared_pulls_.end() ? links_.end() : links_.find(it->second.first);
+    if (lit != links_.end() && lit->second.pending.count(it->second.second))
       throw Error(ErrorCode::kConflict, "chunk " + std::to_string(m.index) +
                                             " of this broadcast is being pulled already");
     const uint64_t at = m.index * m.chunk;

@@ -2,6 +2,8 @@
 // and PROTOCOL.md, "Broadcast across nodes"). Requests arrive inside
 // Forward, so forward_in has checked the job, its generation and that its
 // world is not broken; bcast_tick fails what waits when that changes.
+#include <malloc.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -250,6 +252,9 @@ void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoin
             " of them shared) to " + std::to_string(r.have.size() - 1) + " node(s)");
   OutAnswers a(out);
   store_.key_changed(cj.store, a);
+  // The chunks' frames went back to the heap (main.cpp keeps them there
+  // during a broadcast); after it, the heap gives back what it can.
+  ::malloc_trim(0);
 }
 
 CoordJob& Coordinator::bcast_job(const std::string& job, uint64_t generation,
@@ -280,15 +285,16 @@ void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
                 b.name() + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
                     std::to_string(m.index - r.window) +
                     " had room: wait for a push's answer before running further ahead");
-  r.pushed = std::max(r.pushed, m.index + 1);
   if (m.index >= r.low && !r.held.count(m.index)) {
-    auto& c = r.held[m.index] = chunk_of(m, r.have.size(), from);
+    // Made before anything changes: reading the root's pool may fail.
+    auto& c = r.held.emplace(m.index, chunk_of(m, r.have.size(), from)).first->second;
     std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
       if (p.index != m.index) return false;
       bcast_serve(r, p, c, out);
       return true;
     });
   }
+  r.pushed = std::max(r.pushed, m.index + 1);
   if (m.index >= r.low + r.window) {
     r.pushes.push_back({to, m.index, deadline(m.timeout_ms), r.root_node});
     return;

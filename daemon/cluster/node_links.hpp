@@ -36,7 +36,11 @@ class NodeLinks {
   const std::string& node_id() const { return node_id_; }
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
   // Links to keep, or children's leaves to pass on once this node's part ended.
-  bool active() const { return !links_.empty() || !late_.empty() || !joins_.empty(); }
+  bool active() const {
+    // Open pools too: their expiry (tick) closes them, so a dead rank's
+    // memory is not held on after the daemon's last job.
+    return !links_.empty() || !late_.empty() || !joins_.empty() || pools_.size() != 0;
+  }
   // The links to coordinators, by host:port (for the metrics).
   const std::map<std::string, Link>& links() const { return links_; }
   // Whether `link` is the coordinator of `job` in this same daemon, with

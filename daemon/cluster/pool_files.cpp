@@ -56,6 +56,11 @@ void PoolFile::read(uint64_t at, char* dst, size_t n) const {
 }
 
 void PoolFile::write(uint64_t at, const char* src, size_t n) const {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < at + n)
+    throw Error(ErrorCode::kInvalidArgument, what + " ends before chunk bytes " +
+                                                 std::to_string(at) + ".." +
+                                                 std::to_string(at + n) + " (it was shrunk)");
   while (n) {
     ssize_t k = ::pwrite(fd, src, n, static_cast<off_t>(at));
     if (k < 0 && errno == EINTR) continue;
@@ -76,14 +81,28 @@ std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto:
                 "a broadcast pool is opened only for a local process that names one");
   auto now = Clock::now();
   auto it = std::find_if(open_.begin(), open_.end(), [&](const Entry& e) {
-    return e.pid == pid && e.fd == *ref.fd && e.dev == ref.dev && e.ino == ref.ino &&
-           e.write == write;
+    return e.pid == pid && e.uid == uid && e.fd == *ref.fd && e.dev == ref.dev &&
+           e.ino == ref.ino && e.write == write;
   });
+  // Kept from before: still what that process holds as that fd (not a
+  // reused pid's, nor a file the process let go of). stat(2) follows the
+  // link without opening the file.
+  struct stat now_st {};
+  if (it != open_.end() &&
+      (::stat(path.c_str(), &now_st) != 0 || static_cast<uint64_t>(now_st.st_dev) != ref.dev ||
+       static_cast<uint64_t>(now_st.st_ino) != ref.ino)) {
+    open_.erase(it);
+    it = open_.end();
+  }
   std::shared_ptr<PoolFile> file;
   if (it != open_.end()) {
     it->used = now;
     file = it->file;
   } else {
+    std::erase_if(live_, [](const std::weak_ptr<PoolFile>& w) { return w.expired(); });
+    if (live_.size() >= kMaxLive)
+      throw Error(ErrorCode::kUnavailable, "this daemon has " + std::to_string(live_.size()) +
+                                               " broadcast pools open already; try again");
     // Not opened yet: what the process holds as that fd, without opening it.
     Fd at{::open(path.c_str(), O_PATH | O_CLOEXEC)};
     if (at.fd < 0)
@@ -104,13 +123,20 @@ std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto:
     Fd f{::open(self_fd(at.fd).c_str(), (write ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOCTTY)};
     if (f.fd < 0)
       throw Error(ErrorCode::kPermissionDenied, "cannot open " + what + ": " + text(errno));
+    // A memfd (shared memory: F_GET_SEALS works on nothing else), not a
+    // file of some file system a user mounted under a memfd's name. (Asked
+    // only now: fcntl does not answer it on an O_PATH descriptor. The open
+    // of a regular file has no side effects.)
+    if (::fcntl(f.fd, F_GET_SEALS) < 0)
+      throw Error(ErrorCode::kPermissionDenied, what + " is not in shared memory");
     file = std::make_shared<PoolFile>();
     file->fd = f.release();
     file->what = what;
     if (open_.size() >= kMaxOpen)
       open_.erase(std::min_element(open_.begin(), open_.end(),
                                    [](const Entry& a, const Entry& b) { return a.used < b.used; }));
-    open_.push_back({file, pid, *ref.fd, ref.dev, ref.ino, write, now});
+    open_.push_back({file, pid, uid, *ref.fd, ref.dev, ref.ino, write, now});
+    live_.push_back(file);
   }
   struct stat st {};
   if (::fstat(file->fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < end)

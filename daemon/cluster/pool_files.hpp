@@ -40,7 +40,11 @@ struct PoolFile {
   PoolFile& operator=(const PoolFile&) = delete;
   ~PoolFile();
   // Exactly n bytes at `at`, or throws (kInvalidArgument: the file is
-  // shorter; kInternal: the call failed).
+  // shorter; kInternal: the call failed). A write never grows the file:
+  // one shrunk since it was opened is refused. (It does fill a hole the
+  // rank punched in its pool, with a page charged to the daemon: a known
+  // limit, at most the broadcast's size per rank; tmpfs cannot tell such a
+  // hole from the pages libmuster allocated but has not written yet.)
   void read(uint64_t at, char* dst, size_t n) const;
   void write(uint64_t at, const char* src, size_t n) const;
 };
@@ -48,7 +52,8 @@ struct PoolFile {
 class PoolFiles {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr size_t kMaxOpen = 16;
+  static constexpr size_t kMaxOpen = 16;  // kept for later chunks
+  static constexpr size_t kMaxLive = 64;  // open at all (kept, or held by requests in flight)
   static constexpr auto kIdle = std::chrono::seconds(10);
 
   // The pool `ref` of the local process (pid, uid) that sent the request,
@@ -65,13 +70,14 @@ class PoolFiles {
  private:
   struct Entry {
     std::shared_ptr<PoolFile> file;
-    int64_t pid = 0;
+    int64_t pid = 0, uid = 0;
     int32_t fd = -1;
     uint64_t dev = 0, ino = 0;
     bool write = false;
     Clock::time_point used;
   };
   std::vector<Entry> open_;
+  std::vector<std::weak_ptr<PoolFile>> live_;  // every file handed out
 };
 
 }  // namespace muster::daemon
