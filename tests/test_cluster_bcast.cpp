@@ -235,6 +235,47 @@ TEST_CASE("broadcast bytes intact through 3 listening node daemons, roots on the
   CHECK(ranks == 6);
 }
 
+TEST_CASE("ranks whose daemons cannot open their pools send the bytes themselves",
+          "[cluster][bcast]") {
+  // Both daemons refused /proc/<pid>/fd (support/deny_pools.c): the root's
+  // first push and the relay's first pull that name their streams are
+  // refused with permission_denied, and both go on with bytes.
+  Cluster c(0);
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> args = {"--peer-plain", "--peer-timeout", "2"};
+    if (i == 0)
+      args.insert(args.end(), {"--peer-bind", "127.0.0.1", "--peer-port", std::to_string(c.port)});
+    c.daemons.push_back(std::make_unique<TestDaemon>(
+        args, std::map<std::string, std::string>{
+                  {"LD_PRELOAD", program("MUSTER_TEST_DENY_POOLS")},
+                  {"ASAN_OPTIONS", std::string(asan ? asan : "") + ":verify_asan_link_order=0"}}));
+  }
+  std::vector<std::unique_ptr<Process>> runs;
+  for (int i = 0; i < 2; ++i)
+    runs.push_back(c.run(i, "denied", "2", {"--node-rank", std::to_string(i)},
+                         {"bcast", std::to_string(kSize), "0", "3"}));
+  const std::string want0 = hex(expected(kSize, 1)), want3 = hex(expected(kSize, 4));
+  int ranks = 0;
+  for (int node = 0; node < 2; ++node) {
+    auto text = runs[node]->read_all(150s);
+    INFO("node " << node << ":\n" << text);
+    CHECK(runs[node]->wait(10s) == 0);
+    for (auto& [prefix, lines] : by_worker(text)) {
+      INFO(prefix);
+      auto f = merged(lines);
+      CHECK(f.count("bcast_error") == 0);
+      CHECK(f["bcast_0"] == want0);
+      CHECK(f["bcast_3"] == want3);
+      // Every byte went through the sockets, none as a shared frame.
+      CHECK(f["shared"] == "0");
+      CHECK(f["relayed"] != "0");
+      ++ranks;
+    }
+  }
+  CHECK(ranks == 4);
+}
+
 TEST_CASE("a rank whose buffer has another size fails alone; the next broadcast works",
           "[cluster][bcast]") {
   Cluster c(4);
