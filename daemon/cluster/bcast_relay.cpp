@@ -18,6 +18,7 @@ using proto::MsgType;
 namespace {
 
 constexpr uint64_t kWindowBytes = uint64_t{32} << 20;  // per broadcast, answered pushes
+constexpr auto kTrimAfter = std::chrono::seconds(5);   // see Coordinator::trim_at_
 
 // A pushed chunk as its shared bcast_chunk frame (BcastRelay::Chunk), its
 // bytes copied once: out of the push's frame, or read from the root's pool
@@ -252,9 +253,7 @@ void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoin
             " of them shared) to " + std::to_string(r.have.size() - 1) + " node(s)");
   OutAnswers a(out);
   store_.key_changed(cj.store, a);
-  // The chunks' frames went back to the heap (main.cpp keeps them there
-  // during a broadcast); after it, the heap gives back what it can.
-  ::malloc_trim(0);
+  trim_at_ = Clock::now() + kTrimAfter;
 }
 
 CoordJob& Coordinator::bcast_job(const std::string& job, uint64_t generation,
@@ -367,6 +366,13 @@ void Coordinator::bcast_leave(const ReplyTo& to, const proto::BcastLeave& m,
 }
 
 void Coordinator::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  if (trim_at_ && now >= *trim_at_) {
+    bool busy = false;
+    for (const auto& [job, rs] : bcasts_)
+      for (const auto& [seq, r] : rs.by_seq) busy |= !r.finished && r.failed == ErrorCode::kOk;
+    trim_at_ = busy ? now + kTrimAfter : std::optional<Clock::time_point>{};
+    if (!busy) ::malloc_trim(0);
+  }
   for (auto it = bcasts_.begin(); it != bcasts_.end();) {
     BcastRelays& rs = it->second;
     auto cit = rounds_.find(it->first);

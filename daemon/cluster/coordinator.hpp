@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -189,6 +190,10 @@ class Coordinator {
   Store& store_;
   std::map<std::string, CoordJob> rounds_;     // by job id
   std::map<std::string, BcastRelays> bcasts_;  // by job id, of its current generation
+  // When the heap gives back the chunks' memory: a while after the last
+  // broadcast ended (main.cpp keeps freed chunks on the heap, for the next
+  // ones of a training loop).
+  std::optional<Clock::time_point> trim_at_;
   // Resumable samplers' progress by job id (launcher pid 0: the run is the
   // round's, see coord_samplers.cpp), and the entries whose round ended,
   // with when they go and whose they are.
