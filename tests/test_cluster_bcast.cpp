@@ -208,16 +208,22 @@ TEST_CASE("a broadcast whose middle node's daemon dies fails on every other rank
   kill_mid_broadcast(0, 1, -1, 1);
 }
 
-TEST_CASE("broadcast bytes intact through 3 listening node daemons, roots on the first and last",
-          "[cluster][bcast]") {
-  Cluster c(3, 1);  // every daemon listens; the relay tree is a chain
+namespace {
+
+// Runs `bcast SIZE ROOT_A ROOT_B` on every node of c as job `job`; checks
+// that each run exits 0 and that every rank holds both roots' bytes, then
+// calls more(rank's fields); returns the number of ranks seen.
+template <class More>
+int broadcast_everywhere(Cluster& c, const std::string& job, uint32_t a, uint32_t b, More more) {
+  const int nodes = static_cast<int>(c.daemons.size());
   std::vector<std::unique_ptr<Process>> runs;
-  for (int i = 0; i < 3; ++i)
-    runs.push_back(c.run(i, "bcast3", "3", {"--node-rank", std::to_string(i)},
-                         {"bcast", std::to_string(kSize), "0", "5"}));
-  const std::string want0 = hex(expected(kSize, 1)), want5 = hex(expected(kSize, 6));
+  for (int i = 0; i < nodes; ++i)
+    runs.push_back(c.run(i, job, std::to_string(nodes), {"--node-rank", std::to_string(i)},
+                         {"bcast", std::to_string(kSize), std::to_string(a), std::to_string(b)}));
+  const std::string want_a = hex(expected(kSize, a + 1));
+  const std::string want_b = hex(expected(kSize, b + 1));
   int ranks = 0;
-  for (int node = 0; node < 3; ++node) {
+  for (int node = 0; node < nodes; ++node) {
     auto text = runs[node]->read_all(150s);
     INFO("node " << node << ":\n" << text);
     CHECK(runs[node]->wait(10s) == 0);
@@ -227,11 +233,21 @@ TEST_CASE("broadcast bytes intact through 3 listening node daemons, roots on the
       CHECK(f.count("bcast_error") == 0);
       // The digest of every byte each rank holds after the call: the
       // root's, through every hop (each chunk checked on the way too).
-      CHECK(f["bcast_0"] == want0);
-      CHECK(f["bcast_5"] == want5);
+      CHECK(f["bcast_" + std::to_string(a)] == want_a);
+      CHECK(f["bcast_" + std::to_string(b)] == want_b);
+      more(f);
       ++ranks;
     }
   }
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("broadcast bytes intact through 3 listening node daemons, roots on the first and last",
+          "[cluster][bcast]") {
+  Cluster c(3, 1);  // every daemon listens; the relay tree is a chain
+  const int ranks = broadcast_everywhere(c, "bcast3", 0, 5, [](auto&) {});
   CHECK(ranks == 6);
 }
 
@@ -251,28 +267,11 @@ TEST_CASE("ranks whose daemons cannot open their pools send the bytes themselves
                   {"LD_PRELOAD", program("MUSTER_TEST_DENY_POOLS")},
                   {"ASAN_OPTIONS", std::string(asan ? asan : "") + ":verify_asan_link_order=0"}}));
   }
-  std::vector<std::unique_ptr<Process>> runs;
-  for (int i = 0; i < 2; ++i)
-    runs.push_back(c.run(i, "denied", "2", {"--node-rank", std::to_string(i)},
-                         {"bcast", std::to_string(kSize), "0", "3"}));
-  const std::string want0 = hex(expected(kSize, 1)), want3 = hex(expected(kSize, 4));
-  int ranks = 0;
-  for (int node = 0; node < 2; ++node) {
-    auto text = runs[node]->read_all(150s);
-    INFO("node " << node << ":\n" << text);
-    CHECK(runs[node]->wait(10s) == 0);
-    for (auto& [prefix, lines] : by_worker(text)) {
-      INFO(prefix);
-      auto f = merged(lines);
-      CHECK(f.count("bcast_error") == 0);
-      CHECK(f["bcast_0"] == want0);
-      CHECK(f["bcast_3"] == want3);
-      // Every byte went through the sockets, none as a shared frame.
-      CHECK(f["shared"] == "0");
-      CHECK(f["relayed"] != "0");
-      ++ranks;
-    }
-  }
+  const int ranks = broadcast_everywhere(c, "denied", 0, 3, [](auto& f) {
+    // Every byte went through the sockets, none as a shared frame.
+    CHECK(f["shared"] == "0");
+    CHECK(f["relayed"] != "0");
+  });
   CHECK(ranks == 4);
 }
 

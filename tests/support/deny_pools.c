@@ -23,26 +23,27 @@ static int pass(const char* name, const char* path, int flags, va_list ap) {
   return real(path, flags);
 }
 
-int open(const char* path, int flags, ...) {
+// The real `name` unless path is a pool.
+static int shim(const char* name, const char* path, int flags, va_list ap) {
   if (denied(path, flags)) {
     errno = EACCES;
     return -1;
   }
+  return pass(name, path, flags, ap);
+}
+
+int open(const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
-  int fd = pass("open", path, flags, ap);
+  int fd = shim("open", path, flags, ap);
   va_end(ap);
   return fd;
 }
 
 int open64(const char* path, int flags, ...) {
-  if (denied(path, flags)) {
-    errno = EACCES;
-    return -1;
-  }
   va_list ap;
   va_start(ap, flags);
-  int fd = pass("open64", path, flags, ap);
+  int fd = shim("open64", path, flags, ap);
   va_end(ap);
   return fd;
 }
