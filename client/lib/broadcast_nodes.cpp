@@ -18,7 +18,8 @@
 // reads the chunk from there, and the relay's pull names its stream and its
 // daemon writes the chunk there (daemon/cluster/bcast_pools.cpp); the relay
 // then checks it in place. A daemon that cannot open the stream refuses the
-// first such request with permission_denied, and the rank sends the bytes
+// first such request (permission_denied, unavailable, or invalid_argument
+// from a daemon without pools: pool_refused), and the rank sends the bytes
 // through the socket instead, as a rank without a stream does. (The chunks
 // still go through the coordinator, which sends one frame of each to every
 // other node; a tree of daemons would spread that.)
