@@ -66,6 +66,11 @@ void NodeBroadcast::pull_chunks(const Meta& rm) {
     if (into) m.pool = pool_ref();
     return conn_.send(m);
   };
+  auto damaged = [&](size_t k, size_t o) {
+    return Error(ErrorCode::kInternal,
+                 from_ + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
+                     ") does not match the root's checksum: it was damaged on the way");
+  };
   for (size_t k = 0; k < chunks; ++k) {
     for (; next < chunks && next < k + (k == 0 && by_pool ? 1 : kInFlight); ++next)
       inflight.ids.push_back(pull_one(k, next, by_pool));
@@ -91,10 +96,7 @@ void NodeBroadcast::pull_chunks(const Meta& rm) {
         hs.update(in_pool, n);
       else
         layout_.scatter(o, in_pool, n, &hs);
-      if (hs.final() != ch.sum)
-        throw Error(ErrorCode::kInternal,
-                    from_ + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
-                        ") does not match the root's checksum: it was damaged on the way");
+      if (hs.final() != ch.sum) throw damaged(k, o);
       stream_publish(pool_->data(), k, ch.sum, k + 1 == chunks);
       continue;
     }
@@ -109,10 +111,7 @@ void NodeBroadcast::pull_chunks(const Meta& rm) {
       hs.copy_update(pool_->data() + mine_.offset + o, bytes, n);
     else
       layout_.scatter(o, bytes, n, &hs);
-    if (hs.final() != ch.sum)
-      throw Error(ErrorCode::kInternal,
-                  from_ + ": chunk " + std::to_string(k) + " (from byte " + std::to_string(o) +
-                      ") does not match the root's checksum: it was damaged on the way");
+    if (hs.final() != ch.sum) throw damaged(k, o);
     if (pool_) {
       stream_publish(pool_->data(), k, ch.sum, k + 1 == chunks);
       if (!local_) layout_.scatter(o, pool_->data() + mine_.offset + o, n, nullptr);

@@ -201,7 +201,8 @@ bool State::bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vecto
     std::string& s;
     ~Reset() { s.clear(); }
   } reset{forwarding_job_};
-  if (from) return c.bcast_push(to, *push, forwarding_job_, out, from.get()), true;
+  // Decoded once: the push as it is, from its pool or with its bytes.
+  if (push) return c.bcast_push(to, *push, forwarding_job_, out, from.get()), true;
   bcast_request(to, env, out);
   return true;
 }
