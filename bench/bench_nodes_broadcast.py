@@ -9,7 +9,10 @@ other node, through the daemons). Prints
 
 the median over 5 calls after a warm-up of each call's slowest rank, every
 call after a barrier of all ranks (as the gloo anchor does).
-Usage: bench_nodes_broadcast.py BUILD_DIR [MIB [NODES]]
+With `star`, only the coordinator's daemon listens for peers, so every
+chunk goes through it (the fallback); else every node's does, and chunks go
+node to node along a chain.
+Usage: bench_nodes_broadcast.py BUILD_DIR [MIB [NODES [star]]]
 """
 import os
 import re
@@ -31,6 +34,7 @@ def main():
     build = sys.argv[1]
     mib = int(sys.argv[2]) if len(sys.argv) > 2 else 256
     nodes = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    star = len(sys.argv) > 4 and sys.argv[4] == "star"
     musterd = os.path.join(build, "daemon", "musterd")
     muster = os.path.join(build, "client", "muster")
     worker = os.path.join(build, "tests", "muster_cluster_worker")
@@ -41,9 +45,14 @@ def main():
         try:
             dirs = [os.path.join(tmp, f"node{i}") for i in range(nodes)]
             for i, d in enumerate(dirs):
-                peer = ["--peer-bind", "127.0.0.1", "--peer-port", str(port)] if i == 0 else []
+                # Every node's daemon listens (chunks go node to node along
+                # a chain), or with `star` only the coordinator's (chunks go
+                # through it).
+                listens = i == 0 or not star
+                peer_port = port if i == 0 else free_port()
+                peer = ["--peer-bind", "127.0.0.1", "--peer-port", str(peer_port)] if listens else []
                 daemons.append(subprocess.Popen(
-                    [musterd, "--runtime-dir", d, "--log-level", "error", "--no-config",
+                    [musterd, "--runtime-dir", d, "--log-level", os.environ.get("BENCH_LOG", "error"), "--no-config",
                      "--peer-plain"] + peer))
             for d in dirs:
                 for _ in range(400):
@@ -76,7 +85,7 @@ def main():
             ranks += n == 0
     if ranks != 2 * nodes or len(digests) != 1 or len(times) != calls:
         sys.exit("broadcast across nodes failed:\n" + "\n".join(outs))
-    print(f"bench broadcast_{mib}MiB_{nodes}nodes_x2 muster_s="
+    print(f"bench broadcast_{mib}MiB_{nodes}nodes_x2{'_star' if star else ''} muster_s="
           f"{statistics.median(times[n] for n in range(1, calls)):.4f}")
 
 

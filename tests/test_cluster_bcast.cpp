@@ -308,3 +308,57 @@ TEST_CASE("a rank whose buffer has another size fails alone; the next broadcast 
     }
   }
 }
+
+// Every daemon listens (width 16 > 4 nodes: no relay tree): chunks go node
+// to node along the chain that starts at the root's node, and wraps.
+TEST_CASE("along a chain of 4 listening nodes the coordinator carries no bytes; roots 3 and 4",
+          "[cluster][bcast]") {
+  Cluster c(0);
+  TempDir logs;
+  const std::string log0 = logs.path() + "/coordinator.log";
+  add_listening(c, 4, "16", log0);
+  const int ranks = broadcast_everywhere(c, "chain4", 3, 4, [](auto& f) {
+    CHECK(f["relayed"] == "none");  // the coordinator relayed no byte of either
+  });
+  CHECK(ranks == 8);
+  const std::string log = slurp(log0);
+  INFO(log);
+  CHECK(log.find("broadcasts go node to node along a chain") != std::string::npos);
+  // Node 0's daemon passed each broadcast on (to node 1 for root 4's, whose
+  // chain is 2-3-0-1), except root 3's, whose chain (1-2-3-0) ends with it.
+  CHECK(log.find("broadcast #1 of job 'chain4' from rank 3, " + std::to_string(kSize) +
+                 " bytes: 0 bytes passed to the next node") != std::string::npos);
+  CHECK(log.find("broadcast #2 of job 'chain4' from rank 4, " + std::to_string(kSize) +
+                 " bytes: " + "0 bytes passed") == std::string::npos);
+}
+
+TEST_CASE("where a node's daemon does not listen, chunks go through the coordinator, logged",
+          "[cluster][bcast]") {
+  TempDir logs;
+  const std::string log0 = logs.path() + "/coordinator.log";
+  Cluster c(0);
+  c.daemons.push_back(std::make_unique<TestDaemon>(
+      std::vector<std::string>{"--peer-plain", "--peer-timeout", "2", "--peer-bind", "127.0.0.1",
+                               "--peer-port", std::to_string(c.port), "--log-level", "info"},
+      std::map<std::string, std::string>{{"MUSTER_LOG_SINK", "file:" + log0}}));
+  c.daemons.push_back(std::make_unique<TestDaemon>(
+      std::vector<std::string>{"--peer-plain", "--peer-timeout", "2"}));
+  const int ranks = broadcast_everywhere(c, "deaf", 0, 3, [](auto& f) {
+    CHECK(f["relayed"] != "none");  // through the coordinator
+  });
+  CHECK(ranks == 4);
+  const std::string log = slurp(log0);
+  INFO(log);
+  CHECK(log.find("broadcasts go through the coordinator, not node to node: node 1") !=
+        std::string::npos);
+}
+
+TEST_CASE("along the chain, a broadcast whose root's daemon dies fails on every other rank",
+          "[cluster][bcast]") {
+  kill_mid_broadcast(5, 2, -1, 16);  // node 2 heads the chain 2-3-0-1
+}
+
+TEST_CASE("along the chain, a broadcast whose relay rank dies fails on every other rank",
+          "[cluster][bcast]") {
+  kill_mid_broadcast(0, 1, 2, 16);  // node 1 is second in the chain 0-1-2-3
+}

@@ -163,6 +163,8 @@ void World::fields(IO& io) {
   io.num("master_port", master_port, 0, 65535);
   endpoint(io, "parent", parent, wire::kAddedLater);
   io.num("subtree_ranks", subtree_ranks, 0, world_size, wire::kAddedLater);
+  endpoint(io, "chain_prev", chain_prev, wire::kUnlessDefault);
+  io.num("chain_next_nproc", chain_next_nproc, 0, limits::kMaxLocalWorldSize, wire::kUnlessDefault);
 }
 
 template <class IO>

@@ -120,6 +120,14 @@ struct World {
   // ranks its subtree holds (its own and its children's, recursively).
   std::string parent;
   uint32_t subtree_ranks = 0;
+  // Broadcasts across nodes go node to node along a chain (node rank k
+  // pulls from node k - 1, mod num_nodes, starting at the root's node):
+  // host:port of node k - 1's daemon. Empty when some node's daemon does
+  // not listen for peers: then through the coordinator. Optional on the wire.
+  std::string chain_prev = {};
+  // How many ranks node k + 1 (mod num_nodes) runs: whether it holds the
+  // root, so that this node is the chain's last and serves nobody.
+  uint32_t chain_next_nproc = 0;
   MUSTER_MESSAGE(World);
 };
 

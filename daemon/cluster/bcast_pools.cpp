@@ -20,29 +20,34 @@ using proto::MsgType;
 bool NodeLinks::forward_bcast(const ReplyTo& to, const Job& job, const proto::Envelope& env,
                               LinkPending& p, std::vector<Outgoing>& out) {
   const auto type = static_cast<MsgType>(env.type);
-  const std::string& link = job.cluster->coordinator;
+  // Along the chain, chunks come from the node before, always as the
+  // shared frame (bcast_chain.cpp); a rank without a pool gets a copy.
+  const bool chain = !job.cluster->chain_prev.empty();
+  const std::string& link = chain ? job.cluster->chain_prev : job.cluster->coordinator;
   if (type == MsgType::kBcastPull) {
     auto m = proto::BcastPull::unpack(env.payload);
     if (m.shared)
       throw Error(ErrorCode::kInvalidArgument,
                   "bcast_pull: `shared` is for a node daemon to ask its coordinator");
-    if (!m.pool.set()) return false;
+    if (!m.pool.set() && !chain) return false;
     const std::string key = shared_key(m.job, m.generation, m.seq, m.root, m.index);
     auto it = shared_pulls_.find(key);
     auto lit = it == shared_pulls_.end() ? links_.end() : links_.find(it->second.first);
     if (lit != links_.end() && lit->second.pending.count(it->second.second))
       throw Error(ErrorCode::kConflict, "chunk " + std::to_string(m.index) +
                                             " of this broadcast is being pulled already");
-    const uint64_t at = m.index * m.chunk;
-    p.into = pools_.open(to.peer_pid, to.peer_uid, m.pool, m.pool.offset + m.size, true);
-    p.into_at = m.pool.offset + at;
-    p.into_index = m.index;
-    p.into_bytes = std::min(m.chunk, m.size - at);
+    if (m.pool.set()) {
+      const uint64_t at = m.index * m.chunk;
+      p.into = pools_.open(to.peer_pid, to.peer_uid, m.pool, m.pool.offset + m.size, true);
+      p.into_at = m.pool.offset + at;
+      p.into_index = m.index;
+      p.into_bytes = std::min(m.chunk, m.size - at);
+    }
     m.pool = {};
     m.shared = true;
     shared_pulls_[key] = {
         link, send_link(link, std::move(p),
-                        proto::Forward{job.id, job.generation, proto::encode(0, m)}, out)};
+                        proto::Forward{job.id, job.generation, proto::encode(0, m), chain}, out)};
     return true;
   }
   if (type != MsgType::kBcastPush) return false;

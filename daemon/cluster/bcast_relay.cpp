@@ -15,15 +15,8 @@ namespace muster::daemon {
 
 using proto::MsgType;
 
-namespace {
-
-constexpr uint64_t kWindowBytes = uint64_t{32} << 20;  // per broadcast, answered pushes
-constexpr auto kTrimAfter = std::chrono::seconds(5);   // see Coordinator::trim_at_
-
-// A pushed chunk as its shared bcast_chunk frame (BcastRelay::Chunk), its
-// bytes copied once: out of the push's frame, or read from the root's pool
-// (`from`). Not zeroed first: every byte is written.
-BcastRelay::Chunk chunk_of(const proto::BcastPushView& m, size_t nodes, const PoolFile* from) {
+// Not zeroed first: every byte is written.
+BcastRelay::Chunk shared_chunk(const proto::BcastPushView& m, size_t nodes, const PoolFile* from) {
   const uint64_t bytes = from ? std::min(m.chunk, m.size - m.index * m.chunk) : m.data.size();
   codec::Buffer head;
   codec::Packer p(head);
@@ -46,6 +39,10 @@ BcastRelay::Chunk chunk_of(const proto::BcastPushView& m, size_t nodes, const Po
   c.served.assign(nodes, false);
   return c;
 }
+
+namespace {
+
+constexpr auto kTrimAfter = std::chrono::seconds(5);  // see Coordinator::trim_at_
 
 // A frame of its own for a pull that is not shared: its request id
 // full-width (0xcf and 8 bytes), so that a node daemon passes it on to its
@@ -160,7 +157,7 @@ BcastRelay& Coordinator::bcast_relay(CoordJob& cj, const std::string& job, uint6
     r.chunk = chunk;
     r.chunks = (size + chunk - 1) / chunk;
     r.pullers = static_cast<uint32_t>(order.size() - 1);
-    r.window = std::max<uint64_t>(2, kWindowBytes / chunk);
+    r.window = bcast_window(chunk);
     r.have.assign(order.size(), 0);
     r.have[r.root_node] = BcastRelay::kGone;
     rs.max_seq = seq;
@@ -286,7 +283,7 @@ void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
                     " had room: wait for a push's answer before running further ahead");
   if (m.index >= r.low && !r.held.count(m.index)) {
     // Made before anything changes: reading the root's pool may fail.
-    auto& c = r.held.emplace(m.index, chunk_of(m, r.have.size(), from)).first->second;
+    auto& c = r.held.emplace(m.index, shared_chunk(m, r.have.size(), from)).first->second;
     std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
       if (p.index != m.index) return false;
       bcast_serve(r, p, c, out);

@@ -8,6 +8,7 @@
 // holds at most about 2 windows here.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,6 +19,8 @@
 #include "muster/error.hpp"
 
 namespace muster::daemon {
+
+struct PoolFile;  // cluster/pool_files.hpp
 
 struct BcastRelay {
   static constexpr uint64_t kGone = UINT64_MAX;  // a node that needs no more chunks
@@ -60,6 +63,17 @@ struct BcastRelay {
   uint64_t relayed = 0;  // bytes sent to pulling nodes
   uint64_t shared = 0;   // of them, as the shared frame (into ranks' pools)
 };
+
+// A pushed chunk as its shared bcast_chunk frame, its bytes copied once:
+// out of the push's frame, or read from the root's pool (`from`). Made by
+// the coordinator, or by the root's node when chunks go node to node
+// (cluster/bcast_chain.cpp).
+BcastRelay::Chunk shared_chunk(const proto::BcastPushView& m, size_t nodes, const PoolFile* from);
+
+// A broadcast's window, in chunks of `chunk` bytes: 32 MiB, at least 2.
+inline uint64_t bcast_window(uint64_t chunk) {
+  return std::max<uint64_t>(2, (uint64_t{32} << 20) / chunk);
+}
 
 // One job's broadcasts, of its current generation.
 struct BcastRelays {

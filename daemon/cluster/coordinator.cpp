@@ -216,6 +216,24 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     cj.last_call = now + std::chrono::milliseconds(cj.last_call_ms);
 }
 
+// Broadcasts go node to node when every node's daemon takes peers (each
+// serves the next): else through this daemon, which carries the bytes.
+// Logged either way.
+static bool chained(const std::string& job, uint64_t generation,
+                    const std::vector<RoundNode*>& order) {
+  const RoundNode* deaf = nullptr;
+  for (auto* node : order)
+    if (!deaf && node->peer_endpoint.empty()) deaf = node;
+  const std::string gen = "job=" + job + " generation " + std::to_string(generation);
+  if (order.size() > 1 && !deaf)
+    log::info(log::job(job), gen + ": broadcasts go node to node along a chain");
+  else if (order.size() > 1)
+    log::notice(log::job(job), gen + ": broadcasts go through the coordinator, not node to " +
+                                   "node: " + node_name(*deaf) +
+                                   " does not listen for peers (musterd --peer-bind)");
+  return order.size() > 1 && !deaf;
+}
+
 // The relay tree, over tree positions rather than node ranks: the nodes
 // that listen for children take the first positions (in node rank order),
 // the others the rest, and position p's children are positions
@@ -293,6 +311,7 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
             "job=" + store.id + " generation " + std::to_string(cj.generation) +
                 " formed: " + std::to_string(n) + " node(s), world size " + std::to_string(offset) +
                 (tree ? ", relay tree of width " + std::to_string(tree_width_) : ", star"));
+  const bool chain = chained(store.id, cj.generation, order);
   auto now = Clock::now();
   WorldsOut worlds;
   for (size_t r = 0; r < n; ++r) {
@@ -308,6 +327,10 @@ void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
                    order[0]->master_port,
                    tree && t.parent[r] >= 0 ? order[t.parent[r]]->peer_endpoint : "",
                    tree ? t.subtree[r] : node.nproc};
+    if (chain) {
+      w.chain_prev = order[(r + n - 1) % n]->peer_endpoint;
+      w.chain_next_nproc = order[(r + 1) % n]->nproc;
+    }
     worlds.add(node, w, out);
   }
   worlds.send(out);

@@ -88,6 +88,7 @@ bool NodeLinks::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
   }
   LinkPending p{LinkPending::Kind::kForward, to, job.id};
   p.bcast = t->area == proto::Area::kBcast;
+  if (p.bcast && !c.chain_prev.empty() && chain_local(to, job, env, out)) return true;
   if (p.bcast && forward_bcast(to, job, env, p, out)) return true;
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
   send_link(c.coordinator, std::move(p), f, out);
@@ -198,9 +199,9 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
     return;
   }
   uint64_t id = env.request_id;
+  const bool shared = id == 0 && static_cast<MsgType>(env.type) == MsgType::kBcastChunk;
   try {
-    if (id == 0 && static_cast<MsgType>(env.type) == MsgType::kBcastChunk)
-      id = shared_pull(link, env);
+    if (shared) id = shared_pull(link, env);
   } catch (const Error& e) {
     log::warning(log::peer(link), "coordinator " + link + " sent a bad bcast_chunk: " + e.what());
     return;
@@ -212,6 +213,7 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
   try {
     switch (p.kind) {
       case LinkPending::Kind::kForward:
+        if (shared) chain_got(env, data, size, held, out);
         if (p.into) return pool_answer(p, env, out);
         if (held && pass_on(p.to, data, size, env, held, out)) return;
         out.push_back({p.to, proto::encode_object(p.to.request_id, env.type, env.payload), {}});
@@ -287,6 +289,8 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
   c.rank_offset = w.rank_offset;
   c.world_size = w.world_size;
   c.parent = w.parent;
+  c.chain_prev = w.chain_prev;
+  c.chain_next_nproc = w.chain_next_nproc;
   c.beat_direct = false;  // a new tree: its parent is tried first
   c.via.clear();
   // The same join sent two ways (joins.cpp: through a relay, then to the
@@ -381,6 +385,9 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
       for (const auto& w : b.waiters) fail(w, ErrorCode::kPeerExited, why_all, out);
     rit->second.barriers.clear();
   }
+  chain_fail(job.id, ErrorCode::kPeerExited,
+             "rank " + std::to_string(job.cluster->rank_offset + local_rank) + " " + why, true,
+             out);
   // Told upstream with the ranks that end with it (notices.cpp).
   queue_exited(job, job.cluster->rank_offset + local_rank, why, out);
 }
@@ -389,6 +396,7 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   forming_.erase(job.id);
   if (!job.cluster) return;
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
+  chains_.erase(job.id);
   drop_joins(job.id, out);
   // The leaves below not passed on yet go with ours.
   std::vector<std::string> also;

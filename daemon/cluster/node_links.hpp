@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/bcast_chain.hpp"
 #include "cluster/cluster.hpp"
 #include "cluster/pool_files.hpp"
 #include "core/job_table.hpp"
@@ -146,6 +147,32 @@ class NodeLinks {
   // be written there (true); false when it names none.
   bool forward_bcast(const ReplyTo& to, const Job& job, const proto::Envelope& env, LinkPending& p,
                      std::vector<Outgoing>& out);
+  // Broadcasts node to node (bcast_chain.cpp, World::chain_prev). A local
+  // rank's push or leave, or a pull that waits for room: handled (true);
+  // false for a pull that goes upstream now (forward_bcast).
+  bool chain_local(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                   std::vector<Outgoing>& out);
+  // The next node's bcast_pull or bcast_leave (a Forward, relay set).
+  void chain_from_down(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                       std::vector<Outgoing>& out);
+  // A shared chunk that came from the node before: held for the next one.
+  void chain_got(const proto::Envelope& env, void* data, size_t size, std::shared_ptr<void>& held,
+                 std::vector<Outgoing>& out);
+  // The job's broadcast fails here; tell_up: the nodes before are told.
+  void chain_fail(const std::string& job, ErrorCode code, const std::string& why, bool tell_up,
+                  std::vector<Outgoing>& out);
+  void chain_fail_cast(ChainCast& cc, ErrorCode code, const std::string& why, bool tell_up,
+                       std::vector<Outgoing>& out);
+  void chain_tick(Clock::time_point now, std::vector<Outgoing>& out);
+  // The job's broadcast `seq`, made on first word of it (an older one is
+  // abandoned); throws when it failed or ended, or the request disagrees.
+  ChainCast& chain_cast(const Job& job, uint64_t generation, uint64_t seq, uint32_t root,
+                        uint64_t size, uint64_t chunk, std::vector<Outgoing>& out);
+  void chain_serve(ChainCast& cc, const ReplyTo& to, const ChainCast::Frame& f,
+                   std::vector<Outgoing>& out);
+  void chain_hold(ChainCast& cc, uint64_t index, ChainCast::Frame f, std::vector<Outgoing>& out);
+  // Drops what the next node holds, lets waiting requests on, ends it.
+  void chain_advance(ChainCast& cc, std::vector<Outgoing>& out);
   // The answer to such a pull: the chunk into the pool, and a bcast_chunk
   // without its bytes to the rank.
   void pool_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
@@ -254,6 +281,7 @@ class NodeLinks {
   PoolFiles pools_;                        // local ranks' broadcast pools
   // By shared_key: the link and request id of a shared pull in flight.
   std::map<std::string, std::pair<std::string, uint64_t>> shared_pulls_;
+  std::map<std::string, ChainCast> chains_;  // by job id: its latest broadcast
 };
 
 }  // namespace muster::daemon

@@ -102,9 +102,12 @@ void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
   if (fwd) {
     inner = proto::decode_envelope(fwd->frame.data(), fwd->frame.size());
     auto t = static_cast<MsgType>(inner->type);
-    if (t != MsgType::kStoreGet && t != MsgType::kStoreWait)
-      throw Error(ErrorCode::kUnknownType, std::string("a relay passes on key waits only, not '") +
-                                               proto::type_name(inner->type) + "'");
+    if (t != MsgType::kStoreGet && t != MsgType::kStoreWait && t != MsgType::kBcastPull &&
+        t != MsgType::kBcastLeave)
+      throw Error(ErrorCode::kUnknownType,
+                  std::string("a relay passes on key waits and serves the next node's broadcast "
+                              "pulls only, not '") +
+                      proto::type_name(inner->type) + "'");
     codec::MapReader r(inner->payload, proto::type_name(inner->type));
     if (proto::read_job_id(r) != id)
       throw Error(ErrorCode::kPermissionDenied,
@@ -134,6 +137,9 @@ void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
   if (job.cluster->phase == ClusterPhase::kBroken)
     throw Error(ErrorCode::kPeerExited, "job '" + id + "' cannot go on: " + job.cluster->message);
   if (up) return relay_barrier(to, job, up->name, up->count, -1, up->timeout_ms, out);
+  const auto t = static_cast<MsgType>(inner->type);
+  if (t == MsgType::kBcastPull || t == MsgType::kBcastLeave)
+    return chain_from_down(to, job, *inner, out);
   relay_get(to, job, *inner, out);
 }
 
@@ -194,6 +200,7 @@ void NodeLinks::relay_early(const std::string& job, std::vector<Outgoing>& out) 
 
 void NodeLinks::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                            std::vector<Outgoing>& out) {
+  chain_fail(job, code, why, false, out);  // its chain's nodes hear of it as this one did
   auto rit = relays_.find(job);
   if (rit == relays_.end()) return;
   for (const auto& e : rit->second.early) fail(e.to, code, why, out);

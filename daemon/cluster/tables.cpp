@@ -176,7 +176,9 @@ bool State::bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vecto
   if (to.from_peer || !t || t->area != proto::Area::kBcast) return false;
   codec::MapReader r(env.payload, proto::type_name(env.type));
   const Job* job = jobs_.find(proto::read_job_id(r));
-  if (!job || !job->cluster || !job->cluster->formed) return false;
+  // Chunks that go node to node are the node side's (bcast_chain.cpp).
+  if (!job || !job->cluster || !job->cluster->formed || !job->cluster->chain_prev.empty())
+    return false;
   Coordinator& c = cluster_->coordinator;
   if (!c.has_node(job->id, job->generation, cluster_->node.node_id())) return false;
   c.live_round(job->id, job->generation, "request");

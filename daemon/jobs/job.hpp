@@ -77,6 +77,10 @@ struct ClusterInfo {
   // and how many ranks this node answers for (its own and its subtree's).
   std::string parent;
   uint32_t subtree_ranks = 0;
+  // Broadcasts go node to node: where this node pulls chunks from (World::
+  // chain_prev; "" = through the coordinator).
+  std::string chain_prev;
+  uint32_t chain_next_nproc = 0;  // World::chain_next_nproc
   // Heartbeats and the node's leave go to the parent too, unless it fell
   // silent or could not speak for the job: then to the coordinator, for
   // the rest of this generation.
