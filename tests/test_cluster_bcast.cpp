@@ -275,9 +275,12 @@ TEST_CASE("ranks whose daemons cannot open their pools send the bytes themselves
   CHECK(ranks == 4);
 }
 
-TEST_CASE("a rank whose buffer has another size fails alone; the next broadcast works",
-          "[cluster][bcast]") {
-  Cluster c(4);
+namespace {
+
+// Ranks 2 and 5 pass a buffer of another size; tree_width as in
+// kill_mid_broadcast (16: every daemon listens, chunks go along a chain).
+void mismatch(int tree_width) {
+  Cluster c(4, tree_width);
   const size_t size = (size_t{9} << 20) + 5;
   std::vector<std::unique_ptr<Process>> runs;
   // Rank 2 relays to rank 3 (node 1), rank 5 only reads (node 2).
@@ -307,6 +310,20 @@ TEST_CASE("a rank whose buffer has another size fails alone; the next broadcast 
       CHECK(f["bcast_after"] == want);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("a rank whose buffer has another size fails alone; the next broadcast works",
+          "[cluster][bcast]") {
+  mismatch(-1);
+}
+
+TEST_CASE("along the chain, a relay whose buffer has another size fails alone; its daemon goes on",
+          "[cluster][bcast]") {
+  // Node 1 is second in the chain 0-1-2-3: its daemon pulls for node 2
+  // itself once its relay (rank 2) gave up.
+  mismatch(16);
 }
 
 // Every daemon listens (width 16 > 4 nodes: no relay tree): chunks go node

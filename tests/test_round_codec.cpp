@@ -18,6 +18,7 @@
 #include "core/state.hpp"
 #include "core/store.hpp"
 #include "liveness/pidwatch.hpp"
+#include "persist/cluster_codec.hpp"
 #include "persist/reply_cache.hpp"
 #include "persist/round_codec.hpp"
 #include "persist/state_codec.hpp"
@@ -416,4 +417,44 @@ TEST_CASE("an open round, saved without its nodes, comes back whole and waits fo
   CHECK(worlds["La"].generation == 4);
   CHECK(worlds["La"].node_rank == 0);
   CHECK(worlds["Lb"].node_rank == 1);
+}
+
+// A node's part of a multi-node job keeps where its broadcasts go (the
+// chain, World::chain_prev) across a restart; a state file from before
+// chains reads as "through the coordinator".
+TEST_CASE("a node's cluster part round-trips with its chain; an older one has none") {
+  ClusterInfo c;
+  c.coordinator = "10.0.0.1:29400";
+  c.formed = true;
+  c.node_rank = 2, c.num_nodes = 4, c.rank_offset = 4, c.world_size = 8;
+  c.parent = "10.0.0.2:29400";
+  c.subtree_ranks = 2;
+  c.chain_prev = "10.0.0.3:29400";
+  c.chain_next_nproc = 3;
+  c.phase = ClusterPhase::kRunning;
+  codec::Buffer buf;
+  codec::Packer p(buf);
+  cluster_codec::pack_cluster(p, c);
+  auto h = msgpack::unpack(buf.data(), buf.size());
+  ClusterInfo back = cluster_codec::decode_cluster(h.get(), "j");
+  CHECK(back.chain_prev == c.chain_prev);
+  CHECK(back.chain_next_nproc == 3);
+  CHECK(back.parent == c.parent);
+  CHECK(back.rank_offset == 4);
+  CHECK(back.phase == ClusterPhase::kRunning);
+  // The map as daemons wrote it before chains: 9 keys.
+  codec::Buffer old;
+  codec::Packer o(old);
+  o.pack_map(9);
+  for (auto [k, v] :
+       {std::pair{"coordinator", "10.0.0.1:29400"}, {"parent", ""}, {"state", "running"}})
+    codec::key(o, k), codec::put_str(o, v);
+  codec::key(o, "formed"), o.pack(true);
+  for (auto k : {"node_rank", "rank_offset", "subtree_ranks"}) codec::key(o, k), o.pack(0);
+  for (auto k : {"num_nodes", "world_size"}) codec::key(o, k), o.pack(2);
+  auto oh = msgpack::unpack(old.data(), old.size());
+  ClusterInfo before = cluster_codec::decode_cluster(oh.get(), "j");
+  CHECK(before.chain_prev.empty());
+  CHECK(before.chain_next_nproc == 0);
+  CHECK(before.num_nodes == 2);
 }

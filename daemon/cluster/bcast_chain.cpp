@@ -12,45 +12,49 @@ namespace muster::daemon {
 
 using proto::MsgType;
 
-namespace {
-
-std::string name_of(const ChainCast& cc) {
-  return "broadcast #" + std::to_string(cc.seq) + " of job '" + cc.job + "' from rank " +
-         std::to_string(cc.root);
-}
-
-Clock::time_point deadline(int64_t ms) {
-  return Clock::now() + std::chrono::milliseconds(ms);
-}
-
-}  // namespace
-
-ChainCast& NodeLinks::chain_cast(const Job& job, uint64_t generation, uint64_t seq, uint32_t root,
-                                 uint64_t size, uint64_t chunk, std::vector<Outgoing>& out) {
+ChainRole chain_role(const Job& job, uint32_t root) {
   const ClusterInfo& c = *job.cluster;
-  if (generation != job.generation)
-    throw Error(ErrorCode::kStaleGeneration,
-                "broadcast of generation " + std::to_string(generation) + " refused: job '" +
-                    job.id + "' is at generation " + std::to_string(job.generation) + " here");
   if (root >= c.world_size)
     throw Error(ErrorCode::kInvalidArgument, "the root " + std::to_string(root) +
                                                  " is outside the world of " +
                                                  std::to_string(c.world_size) + " rank(s)");
+  const uint32_t next_first =
+      c.node_rank + 1 < c.num_nodes ? c.rank_offset + job.local_world_size : 0;
+  return {root >= c.rank_offset && root<c.rank_offset + job.local_world_size, c.num_nodes> 1 &&
+          !(root >= next_first && root < next_first + c.chain_next_nproc)};
+}
+
+ChainCast& NodeLinks::chain_cast(const Job& job, uint64_t generation, uint64_t seq, uint32_t root,
+                                 uint64_t size, uint64_t chunk, bool local,
+                                 std::vector<Outgoing>& out) {
+  if (generation != job.generation)
+    throw Error(ErrorCode::kStaleGeneration,
+                "broadcast of generation " + std::to_string(generation) + " refused: job '" +
+                    job.id + "' is at generation " + std::to_string(job.generation) + " here");
+  const ChainRole role = chain_role(job, root);
   ChainCast& cc = chains_[job.id];
-  if (cc.job.empty() || cc.generation != job.generation || cc.seq < seq) {
-    // Every rank passed the done barrier of the one before: what is left
-    // of it was abandoned.
+  const bool under_way = !cc.job.empty() && cc.generation == job.generation && !cc.finished &&
+                         cc.failed == ErrorCode::kOk;
+  // What only the next node said (a peer: maybe not the next node at all)
+  // gives way to this node's own rank.
+  const bool disagrees = cc.root != root || cc.size != size || cc.chunk != chunk;
+  const bool overrule = local && !cc.job.empty() && !cc.local_seen && (cc.seq != seq || disagrees);
+  if (cc.job.empty() || cc.generation != job.generation || cc.seq < seq || overrule) {
+    // The next node starts a broadcast only after this node's part of the
+    // one before ended (every rank passed its done barrier first); this
+    // node's rank abandons what is left of it.
+    if (under_way && !local)
+      throw Error(ErrorCode::kConflict, chain_name(cc) + " is still under way here");
     if (!cc.job.empty())
-      chain_fail_cast(cc, ErrorCode::kConflict, name_of(cc) + " was abandoned", false, out);
+      chain_fail_cast(cc, overrule ? ErrorCode::kInvalidArgument : ErrorCode::kConflict,
+                      chain_name(cc) + (overrule ? " has another size here" : " was abandoned"),
+                      false, out);
     cc = ChainCast{};
     cc.job = job.id, cc.generation = job.generation, cc.seq = seq, cc.root = root;
     cc.size = size, cc.chunk = chunk, cc.chunks = (size + chunk - 1) / chunk;
     cc.window = bcast_window(chunk);
-    cc.source = root >= c.rank_offset && root < c.rank_offset + job.local_world_size;
-    const uint32_t next_first =
-        c.node_rank + 1 < c.num_nodes ? c.rank_offset + job.local_world_size : 0;
-    cc.has_down =
-        c.num_nodes > 1 && !(root >= next_first && root < next_first + c.chain_next_nproc);
+    cc.source = role.source;
+    cc.has_down = role.has_down;
   } else if (seq < cc.seq) {
     throw Error(ErrorCode::kConflict, "broadcast #" + std::to_string(seq) + " of job '" + job.id +
                                           "' is over: the job's collectives are at #" +
@@ -58,12 +62,33 @@ ChainCast& NodeLinks::chain_cast(const Job& job, uint64_t generation, uint64_t s
   }
   if (cc.root != root || cc.size != size || cc.chunk != chunk)
     throw Error(ErrorCode::kInvalidArgument,
-                name_of(cc) + " has " + std::to_string(cc.size) + " bytes in chunks of " +
+                chain_name(cc) + " has " + std::to_string(cc.size) + " bytes in chunks of " +
                     std::to_string(cc.chunk) + ", not from rank " + std::to_string(root) + " " +
                     std::to_string(size) + " bytes in chunks of " + std::to_string(chunk));
+  // A rank of this node ended in this generation, maybe before its daemon
+  // heard of this broadcast: it cannot complete.
+  if (auto e = chain_exits_.find(job.id); e != chain_exits_.end() && e->second.first == generation)
+    chain_fail_cast(cc, ErrorCode::kPeerExited,
+                    chain_name(cc) + " cannot complete: " + e->second.second, true, out);
   if (cc.failed != ErrorCode::kOk) throw Error(cc.failed, cc.why);
-  if (cc.finished) throw Error(ErrorCode::kConflict, name_of(cc) + " is over");
+  if (cc.finished) throw Error(ErrorCode::kConflict, chain_name(cc) + " is over");
+  cc.local_seen |= local;
   return cc;
+}
+
+// Whether a request of this node's for chunk `index` waits for room: one
+// a chunk, so that what waits is bounded by the window.
+static bool waiting_for(const ChainCast& cc, uint64_t index) {
+  return std::any_of(cc.waiting.begin(), cc.waiting.end(),
+                     [&](const ChainCast::Waiting& w) { return w.index == index; });
+}
+
+// How far this node's relay may pull ahead of the next node: two windows,
+// as far as the next node may ask ahead of what it holds (its last pulls
+// say it holds up to 4 fewer chunks than it asked for: a window of 2 must
+// not stop the last chunk from coming here).
+static uint64_t pull_room(const ChainCast& cc) {
+  return !cc.has_down || cc.down_left ? UINT64_MAX : cc.down_have + 2 * cc.window;
 }
 
 // The room the next node leaves: chunks below this may be held.
@@ -71,31 +96,11 @@ static uint64_t room(const ChainCast& cc) {
   return !cc.has_down || cc.down_left ? UINT64_MAX : cc.down_have + cc.window;
 }
 
-void NodeLinks::chain_serve(ChainCast& cc, const ReplyTo& to, const ChainCast::Frame& f,
-                            std::vector<Outgoing>& out) {
-  Outgoing o{to, {}};
-  o.held = f.held;
-  o.body = f.body;
-  out.push_back(std::move(o));
-  cc.passed += f.body.size();
-}
-
-void NodeLinks::chain_hold(ChainCast& cc, uint64_t index, ChainCast::Frame f,
-                           std::vector<Outgoing>& out) {
-  if (!cc.has_down || cc.down_left || index < cc.down_have || cc.held.count(index)) return;
-  const ChainCast::Frame& held = cc.held.emplace(index, std::move(f)).first->second;
-  std::erase_if(cc.down_pulls, [&](const ChainCast::Parked& p) {
-    if (p.index != index) return false;
-    chain_serve(cc, p.to, held, out);
-    return true;
-  });
-}
-
 void NodeLinks::chain_advance(ChainCast& cc, std::vector<Outgoing>& out) {
   cc.held.erase(cc.held.begin(), cc.held.lower_bound(cc.down_have));
   std::vector<ChainCast::Waiting> again;  // pulls that go upstream now
   std::erase_if(cc.waiting, [&](ChainCast::Waiting& w) {
-    if (w.index >= room(cc)) return false;
+    if (w.index >= (w.frame.empty() ? room(cc) : pull_room(cc))) return false;
     if (w.frame.empty())
       out.push_back({w.to, proto::encode(w.to.request_id, proto::Ok{}), {}});
     else
@@ -106,10 +111,11 @@ void NodeLinks::chain_advance(ChainCast& cc, std::vector<Outgoing>& out) {
     cc.finished = true;
     cc.held.clear();
     for (const auto& p : cc.down_pulls)
-      fail(p.to, ErrorCode::kConflict, name_of(cc) + " is over: the next node left it", out);
+      fail(p.to, ErrorCode::kConflict, chain_name(cc) + " is over: the next node left it", out);
     cc.down_pulls.clear();
-    log::info(log::job(cc.job), name_of(cc) + ", " + std::to_string(cc.size) + " bytes: " +
+    log::info(log::job(cc.job), chain_name(cc) + ", " + std::to_string(cc.size) + " bytes: " +
                                     std::to_string(cc.passed) + " bytes passed to the next node");
+    if (cc.gave_up) chain_tell_up(cc, "", out);
   }
   for (auto& w : again) try {
       maybe_forward(w.to, proto::decode_envelope(w.frame.data(), w.frame.size()), out);
@@ -128,10 +134,15 @@ void NodeLinks::chain_fail_cast(ChainCast& cc, ErrorCode code, const std::string
   cc.held.clear();
   cc.failed = code;
   cc.why = why;
-  log::info(log::job(cc.job), name_of(cc) + " failed here: " + why);
-  const Job* job = jobs_.find(cc.job);
-  if (!tell_up || cc.source || cc.local_done || !job || !job->cluster) return;
+  log::info(log::job(cc.job), chain_name(cc) + " failed here: " + why);
   // The nodes before stop holding chunks for this one, and fail too.
+  if (tell_up && (!cc.local_done || cc.gave_up)) chain_tell_up(cc, why, out);
+}
+
+void NodeLinks::chain_tell_up(const ChainCast& cc, const std::string& why,
+                              std::vector<Outgoing>& out) {
+  const Job* job = jobs_.find(cc.job);
+  if (cc.source || !job || !job->cluster) return;
   proto::BcastLeave m{cc.job,  cc.generation, cc.seq, cc.root, job->cluster->node_rank,
                       cc.size, cc.chunk,      why};
   proto::Forward f{cc.job, cc.generation, proto::encode(0, m), true};
@@ -140,67 +151,98 @@ void NodeLinks::chain_fail_cast(ChainCast& cc, ErrorCode code, const std::string
 
 bool NodeLinks::chain_local(const ReplyTo& to, Job& job, const proto::Envelope& env,
                             std::vector<Outgoing>& out) {
+  switch (static_cast<MsgType>(env.type)) {
+    case MsgType::kBcastPull:
+      return chain_pull(to, job, env, out);
+    case MsgType::kBcastPush:
+      return chain_push(to, job, env, out), true;
+    case MsgType::kBcastLeave:
+      return chain_leave(to, job, env, out), true;
+    default:
+      return false;
+  }
+}
+
+bool NodeLinks::chain_pull(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                           std::vector<Outgoing>& out) {
   const ClusterInfo& c = *job.cluster;
-  const auto type = static_cast<MsgType>(env.type);
-  if (type == MsgType::kBcastPull) {
-    auto m = proto::BcastPull::unpack(env.payload);
-    if (m.node_rank != c.node_rank)
-      throw Error(ErrorCode::kInvalidArgument, "bcast_pull for node " +
-                                                   std::to_string(m.node_rank) + " on node " +
-                                                   std::to_string(c.node_rank));
-    ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, out);
-    if (cc.source)
-      throw Error(ErrorCode::kInvalidArgument, name_of(cc) + ": the root's node pulls nothing");
-    if (m.index < room(cc)) return false;  // goes upstream now (forward_bcast)
-    cc.waiting.push_back({to, m.index, deadline(m.timeout_ms),
-                          proto::encode_object(to.request_id, env.type, env.payload)});
-    return true;
+  auto m = proto::BcastPull::unpack(env.payload);
+  if (m.node_rank != c.node_rank)
+    throw Error(ErrorCode::kInvalidArgument, "bcast_pull for node " + std::to_string(m.node_rank) +
+                                                 " on node " + std::to_string(c.node_rank));
+  if (chain_role(job, m.root).source)
+    throw Error(ErrorCode::kInvalidArgument, "bcast_pull: rank " + std::to_string(m.root) +
+                                                 " is on this node, which pulls nothing");
+  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
+  if (m.index >= m.have + 2 * cc.window)
+    throw Error(ErrorCode::kTooLarge, chain_name(cc) + ": chunk " + std::to_string(m.index) +
+                                          " asked for while holding only " +
+                                          std::to_string(m.have) + " chunk(s)");
+  if (m.index < pull_room(cc)) return false;  // goes upstream now (forward_bcast)
+  if (waiting_for(cc, m.index))
+    throw Error(ErrorCode::kConflict,
+                chain_name(cc) + ": chunk " + std::to_string(m.index) + " is being pulled already");
+  cc.waiting.push_back({to, m.index, chain_deadline(m.timeout_ms),
+                        proto::encode_object(to.request_id, env.type, env.payload)});
+  return true;
+}
+
+void NodeLinks::chain_push(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                           std::vector<Outgoing>& out) {
+  auto m = proto::BcastPushView::unpack(env.payload);
+  if (!chain_role(job, m.root).source)
+    throw Error(ErrorCode::kInvalidArgument,
+                "bcast_push: rank " + std::to_string(m.root) + " is not on this node");
+  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
+  if (cc.local_done)
+    throw Error(ErrorCode::kConflict,
+                chain_name(cc) + ": a chunk pushed after the root's last one");
+  if (room(cc) != UINT64_MAX && m.index >= cc.down_have + 2 * cc.window)
+    throw Error(ErrorCode::kTooLarge,
+                chain_name(cc) + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
+                    std::to_string(m.index - cc.window) +
+                    " had room: wait for a push's answer before running further ahead");
+  if (room(cc) != UINT64_MAX && m.index >= cc.down_have && !cc.held.count(m.index)) {
+    std::shared_ptr<PoolFile> from;
+    if (m.pool.set()) from = open_pool(to, m.pool, m.pool.offset + m.size, false);
+    BcastRelay::Chunk ch = shared_chunk(m, 0, from.get());
+    const std::string_view body(ch.frame.get(), ch.size);
+    chain_hold(cc, m.index, {std::shared_ptr<void>(std::move(ch.frame)), body}, out);
   }
-  if (type == MsgType::kBcastPush) {
-    auto m = proto::BcastPushView::unpack(env.payload);
-    ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, out);
-    if (!cc.source)
-      throw Error(ErrorCode::kInvalidArgument, name_of(cc) + ": the root is not on this node");
-    if (cc.local_done)
-      throw Error(ErrorCode::kConflict, name_of(cc) + ": a chunk pushed after the root's last one");
-    if (room(cc) != UINT64_MAX && m.index >= cc.down_have + 2 * cc.window)
-      throw Error(ErrorCode::kTooLarge,
-                  name_of(cc) + ": chunk " + std::to_string(m.index) + " pushed before chunk " +
-                      std::to_string(m.index - cc.window) +
-                      " had room: wait for a push's answer before running further ahead");
-    if (room(cc) != UINT64_MAX && m.index >= cc.down_have && !cc.held.count(m.index)) {
-      std::shared_ptr<PoolFile> from;
-      if (m.pool.set()) from = open_pool(to, m.pool, m.pool.offset + m.size, false);
-      BcastRelay::Chunk ch = shared_chunk(m, 0, from.get());
-      const std::string_view body(ch.frame.get(), ch.size);
-      chain_hold(cc, m.index, {std::shared_ptr<void>(std::move(ch.frame)), body}, out);
-    }
-    cc.pushed = std::max(cc.pushed, m.index + 1);
-    if (m.index >= room(cc))
-      cc.waiting.push_back({to, m.index, deadline(m.timeout_ms), {}});
-    else
-      out.push_back({to, proto::encode(to.request_id, proto::Ok{}), {}});
-    return true;
-  }
-  if (type != MsgType::kBcastLeave) return false;
+  cc.pushed = std::max(cc.pushed, m.index + 1);
+  if (m.index >= room(cc) && waiting_for(cc, m.index))
+    throw Error(ErrorCode::kConflict,
+                chain_name(cc) + ": chunk " + std::to_string(m.index) + " is being pushed already");
+  if (m.index >= room(cc))
+    cc.waiting.push_back({to, m.index, chain_deadline(m.timeout_ms), {}});
+  else
+    out.push_back({to, proto::encode(to.request_id, proto::Ok{}), {}});
+}
+
+void NodeLinks::chain_leave(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                            std::vector<Outgoing>& out) {
+  const ClusterInfo& c = *job.cluster;
   auto m = proto::BcastLeave::unpack(env.payload);
   if (m.node_rank != c.node_rank)
     throw Error(ErrorCode::kInvalidArgument, "bcast_leave for node " + std::to_string(m.node_rank) +
                                                  " on node " + std::to_string(c.node_rank));
-  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, out);
+  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
   if (cc.source && m.why.empty() && cc.pushed != cc.chunks)
-    throw Error(ErrorCode::kInvalidArgument, name_of(cc) + ": the root is done after " +
+    throw Error(ErrorCode::kInvalidArgument, chain_name(cc) + ": the root is done after " +
                                                  std::to_string(cc.pushed) + " of " +
                                                  std::to_string(cc.chunks) + " chunk(s)");
-  if (!m.why.empty())
-    chain_fail_cast(cc, ErrorCode::kPeerExited,
-                    name_of(cc) +
-                        (cc.source ? " stopped on the root: "
-                                   : " stopped on node " + std::to_string(c.node_rank) + ": ") +
-                        m.why,
+  if (!m.why.empty() && cc.source)
+    chain_fail_cast(cc, ErrorCode::kPeerExited, chain_name(cc) + " stopped on the root: " + m.why,
                     false, out);
   cc.local_done = true;
-  if (cc.source) {
+  if (cc.source || !m.why.empty()) {
+    // A relay that gave up fails alone (as through the coordinator): this
+    // daemon pulls what the next node still asks for itself, and tells the
+    // node before once the next node is done.
+    if (!m.why.empty() && !cc.source)
+      log::info(log::job(job.id), chain_name(cc) + ": this node's relay gave up (" + m.why +
+                                      "); its daemon goes on for the next node");
+    cc.gave_up = !cc.source;
     out.push_back({to, proto::encode(to.request_id, proto::Ok{}), {}});
   } else {  // the nodes before hold nothing more for this one; its answer goes to the rank
     LinkPending p{LinkPending::Kind::kForward, to, job.id};
@@ -208,90 +250,11 @@ bool NodeLinks::chain_local(const ReplyTo& to, Job& job, const proto::Envelope& 
     send_link(c.chain_prev, std::move(p),
               proto::Forward{job.id, job.generation, proto::encode(0, m), true}, out);
   }
-  if (cc.failed == ErrorCode::kOk) chain_advance(cc, out);
-  return true;
-}
-
-void NodeLinks::chain_from_down(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                                std::vector<Outgoing>& out) {
-  const ClusterInfo& c = *job.cluster;
-  if (c.chain_prev.empty())
-    throw Error(ErrorCode::kUnavailable, "the broadcasts of job '" + job.id +
-                                             "' go through its coordinator, not node to node");
-  const uint32_t next = (c.node_rank + 1) % c.num_nodes;
-  auto not_next = [&](uint32_t node) {
-    return Error(ErrorCode::kPermissionDenied, "node " + std::to_string(node) + " of job '" +
-                                                   job.id + "' does not pull from node " +
-                                                   std::to_string(c.node_rank) + " (node " +
-                                                   std::to_string(next) + " does)");
-  };
-  if (static_cast<MsgType>(env.type) == MsgType::kBcastLeave) {
-    auto m = proto::BcastLeave::unpack(env.payload);
-    if (m.node_rank != next) throw not_next(m.node_rank);
-    ChainCast* cc = nullptr;
-    try {
-      cc = &chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, out);
-    } catch (const Error&) {
-      if (m.why.empty()) throw;  // a node that gave up on what failed here: nothing to undo
-    }
-    if (cc) {
-      cc->down_left = true;
-      if (!m.why.empty())
-        chain_fail_cast(*cc, ErrorCode::kPeerExited,
-                        name_of(*cc) + ": node " + std::to_string(next) + " gave up: " + m.why,
-                        true, out);
-      else
-        chain_advance(*cc, out);
-    }
-    out.push_back({to, proto::encode(to.request_id, proto::Ok{}), {}});
-    return;
+  if (cc.failed == ErrorCode::kOk) {
+    for (const auto& p : cc.down_pulls)
+      if (cc.gave_up) chain_self_pull(cc, p.index, out);
+    chain_advance(cc, out);
   }
-  auto m = proto::BcastPull::unpack(env.payload);
-  if (m.node_rank != next) throw not_next(m.node_rank);
-  if (!m.shared || m.pool.set())
-    throw Error(ErrorCode::kInvalidArgument,
-                "a node daemon pulls shared chunks, without a rank's pool");
-  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, out);
-  if (!cc.has_down)
-    throw Error(ErrorCode::kInvalidArgument,
-                name_of(cc) + ": node " + std::to_string(next) + " holds the root");
-  if (cc.down_left)
-    throw Error(ErrorCode::kConflict,
-                name_of(cc) + ": node " + std::to_string(next) + " has left it");
-  if (m.index >= m.have + 2 * cc.window)
-    throw Error(ErrorCode::kTooLarge, name_of(cc) + ": chunk " + std::to_string(m.index) +
-                                          " asked for while holding only " +
-                                          std::to_string(m.have) + " chunk(s)");
-  cc.down_have = std::max(cc.down_have, m.have);
-  chain_advance(cc, out);
-  if (auto h = cc.held.find(m.index); h != cc.held.end())
-    chain_serve(cc, to, h->second, out);
-  else if (m.index < cc.down_have)
-    throw Error(ErrorCode::kConflict, name_of(cc) + ": chunk " + std::to_string(m.index) +
-                                          " was dropped: node " + std::to_string(next) +
-                                          " said it holds it");
-  else
-    cc.down_pulls.push_back({to, m.index, deadline(m.timeout_ms)});
-}
-
-void NodeLinks::chain_got(const proto::Envelope& env, void* data, size_t size,
-                          std::shared_ptr<void>& held, std::vector<Outgoing>& out) {
-  auto ch = proto::BcastChunkView::unpack(env.payload);
-  auto it = chains_.find(ch.job);
-  if (it == chains_.end()) return;
-  ChainCast& cc = it->second;
-  if (cc.generation != ch.generation || cc.seq != ch.seq || cc.root != ch.root ||
-      cc.failed != ErrorCode::kOk || cc.finished)
-    return;
-  ChainCast::Frame f;
-  if (held) {
-    f = {held, std::string_view(static_cast<const char*>(data), size)};
-  } else {  // made here (a test's frame): a copy to keep
-    auto copy = std::shared_ptr<char[]>(new char[size]);
-    std::copy_n(static_cast<const char*>(data), size, copy.get());
-    f = {std::shared_ptr<void>(copy), std::string_view(copy.get(), size)};
-  }
-  chain_hold(cc, ch.index, std::move(f), out);
 }
 
 void NodeLinks::chain_fail(const std::string& job, ErrorCode code, const std::string& why,
@@ -316,21 +279,21 @@ void NodeLinks::chain_tick(Clock::time_point now, std::vector<Outgoing>& out) {
     ChainCast& cc = it->second;
     const Job* job = jobs_.find(it->first);
     if (!job || job->generation != cc.generation) {
-      chain_fail_cast(cc, ErrorCode::kPeerExited, name_of(cc) + ": its generation is over", false,
-                      out);
+      chain_fail_cast(cc, ErrorCode::kPeerExited, chain_name(cc) + ": its generation is over",
+                      false, out);
       it = chains_.erase(it);
       continue;
     }
     std::erase_if(cc.down_pulls, [&](const ChainCast::Parked& p) {
       if (p.deadline > now) return false;
       fail(p.to, ErrorCode::kTimeout,
-           name_of(cc) + ": chunk " + std::to_string(p.index) + " did not arrive in time", out);
+           chain_name(cc) + ": chunk " + std::to_string(p.index) + " did not arrive in time", out);
       return true;
     });
     std::erase_if(cc.waiting, [&](const ChainCast::Waiting& w) {
       if (w.deadline > now) return false;
       fail(w.to, ErrorCode::kTimeout,
-           name_of(cc) + ": no room for chunk " + std::to_string(w.index) +
+           chain_name(cc) + ": no room for chunk " + std::to_string(w.index) +
                " in time: the next node holds only " + std::to_string(cc.down_have) + " of " +
                std::to_string(cc.chunks) + " chunk(s)",
            out);

@@ -10,9 +10,11 @@
 // below, a leave with its reason above.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +23,13 @@
 #include "muster/error.hpp"
 
 namespace muster::daemon {
+
+// Where a node stands in the chain of a broadcast from a root.
+struct ChainRole {
+  bool source = false;    // the root is one of its ranks
+  bool has_down = false;  // the next node does not hold the root
+};
+ChainRole chain_role(const Job& job, uint32_t root);  // throws: a root outside the world
 
 struct ChainCast {
   std::string job;
@@ -40,6 +49,11 @@ struct ChainCast {
   bool down_left = false;          // the next node needs no more
   uint64_t pushed = 0;             // source: chunks [0, pushed) arrived
   bool local_done = false;         // this node's rank left it (root: pushed all)
+  bool local_seen = false;         // this node's rank spoke of it (else: only the next node)
+  // This node's relay gave up: the daemon pulls what the next node asks
+  // for itself (self_pulls: in flight), and leaves upstream once it is done.
+  bool gave_up = false;
+  std::set<uint64_t> self_pulls;
   // The next node's pulls waiting for their chunk.
   struct Parked {
     ReplyTo to;
@@ -61,5 +75,13 @@ struct ChainCast {
   bool finished = false;  // every part of it done: kept as a tombstone
   uint64_t passed = 0;    // bytes sent to the next node
 };
+
+inline std::string chain_name(const ChainCast& cc) {
+  return "broadcast #" + std::to_string(cc.seq) + " of job '" + cc.job + "' from rank " +
+         std::to_string(cc.root);
+}
+inline Clock::time_point chain_deadline(int64_t ms) {
+  return Clock::now() + std::chrono::milliseconds(ms);
+}
 
 }  // namespace muster::daemon

@@ -211,11 +211,12 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
   LinkPending p = std::move(pit->second);
   l.pending.erase(pit);
   try {
+    if (shared) chain_got(env, data, size, held, out);  // for the next node too
     switch (p.kind) {
       case LinkPending::Kind::kForward:
-        if (shared) chain_got(env, data, size, held, out);
         if (p.into) return pool_answer(p, env, out);
-        if (held && pass_on(p.to, data, size, env, held, out)) return;
+        // Never a shared frame: it may be held for the next node as it is.
+        if (!shared && held && pass_on(p.to, data, size, env, held, out)) return;
         out.push_back({p.to, proto::encode_object(p.to.request_id, env.type, env.payload), {}});
         return;
       case LinkPending::Kind::kRendezvous:
@@ -224,6 +225,11 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
         l.beat_unanswered.reset();
         return heartbeat_answered(link, p, env, out);
       case LinkPending::Kind::kNotice:
+        // A self pull refused: the next node's pulls that wait for it fail.
+        if (p.bcast && static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
+          auto e = proto::ErrorReply::unpack(env.payload);
+          chain_fail(p.job, static_cast<ErrorCode>(e.code), e.message, false, out);
+        }
         return;
       case LinkPending::Kind::kRelayNotice:
         if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) notice_direct(p, out);
@@ -385,9 +391,10 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
       for (const auto& w : b.waiters) fail(w, ErrorCode::kPeerExited, why_all, out);
     rit->second.barriers.clear();
   }
-  chain_fail(job.id, ErrorCode::kPeerExited,
-             "rank " + std::to_string(job.cluster->rank_offset + local_rank) + " " + why, true,
-             out);
+  const std::string ended =
+      "rank " + std::to_string(job.cluster->rank_offset + local_rank) + " " + why;
+  chain_exits_[job.id] = {job.generation, ended};
+  chain_fail(job.id, ErrorCode::kPeerExited, ended, true, out);
   // Told upstream with the ranks that end with it (notices.cpp).
   queue_exited(job, job.cluster->rank_offset + local_rank, why, out);
 }
@@ -395,8 +402,10 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
 void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   forming_.erase(job.id);
   if (!job.cluster) return;
+  chain_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", true, out);
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
   chains_.erase(job.id);
+  chain_exits_.erase(job.id);
   drop_joins(job.id, out);
   // The leaves below not passed on yet go with ours.
   std::vector<std::string> also;

@@ -152,6 +152,12 @@ class NodeLinks {
   // false for a pull that goes upstream now (forward_bcast).
   bool chain_local(const ReplyTo& to, Job& job, const proto::Envelope& env,
                    std::vector<Outgoing>& out);
+  bool chain_pull(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                  std::vector<Outgoing>& out);
+  void chain_push(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                  std::vector<Outgoing>& out);
+  void chain_leave(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                   std::vector<Outgoing>& out);
   // The next node's bcast_pull or bcast_leave (a Forward, relay set).
   void chain_from_down(const ReplyTo& to, Job& job, const proto::Envelope& env,
                        std::vector<Outgoing>& out);
@@ -164,10 +170,16 @@ class NodeLinks {
   void chain_fail_cast(ChainCast& cc, ErrorCode code, const std::string& why, bool tell_up,
                        std::vector<Outgoing>& out);
   void chain_tick(Clock::time_point now, std::vector<Outgoing>& out);
+  // A bcast_leave of this node's to the node before (why: it failed).
+  void chain_tell_up(const ChainCast& cc, const std::string& why, std::vector<Outgoing>& out);
+  // A pull of this daemon's own, for the next node (its relay gave up).
+  void chain_self_pull(ChainCast& cc, uint64_t index, std::vector<Outgoing>& out);
   // The job's broadcast `seq`, made on first word of it (an older one is
   // abandoned); throws when it failed or ended, or the request disagrees.
+  // local: from this node's rank, whose word overrules what only the next
+  // node said; the next node cannot end a broadcast under way here.
   ChainCast& chain_cast(const Job& job, uint64_t generation, uint64_t seq, uint32_t root,
-                        uint64_t size, uint64_t chunk, std::vector<Outgoing>& out);
+                        uint64_t size, uint64_t chunk, bool local, std::vector<Outgoing>& out);
   void chain_serve(ChainCast& cc, const ReplyTo& to, const ChainCast::Frame& f,
                    std::vector<Outgoing>& out);
   void chain_hold(ChainCast& cc, uint64_t index, ChainCast::Frame f, std::vector<Outgoing>& out);
@@ -282,6 +294,9 @@ class NodeLinks {
   // By shared_key: the link and request id of a shared pull in flight.
   std::map<std::string, std::pair<std::string, uint64_t>> shared_pulls_;
   std::map<std::string, ChainCast> chains_;  // by job id: its latest broadcast
+  // By job id: the generation in which a rank of this node ended, and how
+  // (the job's broadcasts of that generation fail here).
+  std::map<std::string, std::pair<uint64_t, std::string>> chain_exits_;
 };
 
 }  // namespace muster::daemon

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "persist/cluster_codec.hpp"
 #include "persist/progress_codec.hpp"
 #include "persist/round_codec.hpp"
 #include "protocol/bounded_unpack.hpp"
@@ -48,24 +49,6 @@ SlotState parse_slot_state(const std::string& s) {
   throw Error(ErrorCode::kBadMessage, "unknown slot state '" + s + "'");
 }
 
-ClusterInfo decode_cluster(const msgpack::object& o, const std::string& job) {
-  MapReader cr(o, "job '" + job + "' cluster");
-  ClusterInfo c;
-  c.coordinator = cr.str("coordinator", 256);
-  c.formed = cr.boolean("formed");
-  c.node_rank = static_cast<uint32_t>(cr.u64("node_rank", 0, UINT32_MAX));
-  c.num_nodes = static_cast<uint32_t>(cr.u64("num_nodes", 1, UINT32_MAX));
-  c.rank_offset = static_cast<uint32_t>(cr.u64("rank_offset", 0, UINT32_MAX));
-  c.world_size = static_cast<uint32_t>(cr.u64("world_size", 0, UINT32_MAX));
-  c.parent = cr.str("parent", 256);
-  c.subtree_ranks = static_cast<uint32_t>(cr.u64("subtree_ranks", 0, UINT32_MAX));
-  auto phase = cr.str("state", 32);
-  c.phase = cluster_phase_from_string(phase).value_or(ClusterPhase::kBroken);
-  if (c.coordinator.empty())
-    throw Error(ErrorCode::kBadMessage, "job '" + job + "' has no coordinator");
-  return c;
-}
-
 // One job (its store too when the map has one: a snapshot's job has, a
 // log's header has not), its slots' start times into `started`.
 Loaded::JobAt decode_job(const msgpack::object& o, const std::string& what) {
@@ -81,7 +64,7 @@ Loaded::JobAt decode_job(const msgpack::object& o, const std::string& what) {
   if (jr.has("owner")) job.owner_uid = jr.i64("owner", -1, INT32_MAX);
   if (jr.has("launcher")) job.launcher_pid = jr.i64("launcher", 0, INT32_MAX);
   if (jr.has("numa")) job.numa_binding = jr.str("numa", 16);
-  if (jr.has("cluster")) job.cluster = decode_cluster(jr.map("cluster"), job.id);
+  if (jr.has("cluster")) job.cluster = cluster_codec::decode_cluster(jr.map("cluster"), job.id);
   const auto& slots = jr.array("slots", limits::kMaxLocalWorldSize);
   if (slots.size != job.local_world_size)
     throw Error(ErrorCode::kBadMessage, "job '" + job.id + "' has " + std::to_string(slots.size) +
@@ -192,17 +175,7 @@ void encode_job(codec::Packer& p, const Job& job, const StartTime& started, bool
   if (job.cluster) {
     // A node's part of a multi-node job: where its world is, so that the
     // restarted daemon relays to the coordinator again and heartbeats.
-    const ClusterInfo& c = *job.cluster;
-    key(p, "cluster"), p.pack_map(9);
-    key(p, "coordinator"), put_str(p, c.coordinator);
-    key(p, "formed"), p.pack(c.formed);
-    key(p, "node_rank"), p.pack(c.node_rank);
-    key(p, "num_nodes"), p.pack(c.num_nodes);
-    key(p, "rank_offset"), p.pack(c.rank_offset);
-    key(p, "world_size"), p.pack(c.world_size);
-    key(p, "parent"), put_str(p, c.parent);
-    key(p, "subtree_ranks"), p.pack(c.subtree_ranks);
-    key(p, "state"), put_str(p, to_string(c.phase));
+    key(p, "cluster"), cluster_codec::pack_cluster(p, *job.cluster);
   }
   key(p, "generation"), p.pack(job.generation);
   key(p, "local_world_size"), p.pack(job.local_world_size);
