@@ -50,6 +50,7 @@ TEST_CASE("a node daemon serves chain pulls to the next node only; hostile ones 
   j.master_addr = "127.0.0.1";
   j.master_port = 29500;
   j.peer_endpoint = "127.0.0.1:9";
+  j.chain = true;
   j.owner_uid = static_cast<int64_t>(::getuid());
   const std::string world = down.ask(proto::encode(2, j), 30s);
   REQUIRE(world.find("reply=world") == 0);

@@ -133,6 +133,7 @@ void NodeJoin::fields(IO& io) {
         throw Error(ErrorCode::kInvalidArgument, "node_name has a control character");
   });
   io.boolean("relay", relay, wire::kUnlessDefault);
+  io.boolean("chain", chain, wire::kUnlessDefault);
 }
 
 template <class IO>

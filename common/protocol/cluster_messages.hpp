@@ -72,6 +72,10 @@ struct NodeJoin {
   // For the receiving daemon as a relay (it passes the join on in a
   // NodeJoins batch), not as the coordinator. Optional on the wire.
   bool relay = false;
+  // This node's daemon serves broadcasts node to node (World::chain_prev):
+  // a daemon from before chains does not say so, and the coordinator then
+  // sends the job's broadcasts through itself. Optional on the wire.
+  bool chain = false;
   MUSTER_MESSAGE(NodeJoin);
 };
 

@@ -176,6 +176,7 @@ struct RoundNode {
   // What its last heartbeat said its own ranks wait in, and when.
   std::vector<proto::WaitStatus> waits{};
   Clock::time_point waits_at{};
+  bool chain = false;  // NodeJoin::chain (not saved: a restored round's next World has none)
 };
 
 inline std::string node_name(const RoundNode& n) {

@@ -42,7 +42,8 @@ RoundNode round_node(const ReplyTo& to, const proto::NodeJoin& m, Clock::time_po
           .node_rank = 0,
           .left = false,
           .run = m.run,
-          .batched = batched};
+          .batched = batched,
+          .chain = m.chain};
 }
 
 }  // namespace
@@ -223,14 +224,16 @@ static bool chained(const std::string& job, uint64_t generation,
                     const std::vector<RoundNode*>& order) {
   const RoundNode* deaf = nullptr;
   for (auto* node : order)
-    if (!deaf && node->peer_endpoint.empty()) deaf = node;
+    if (!deaf && (node->peer_endpoint.empty() || !node->chain)) deaf = node;
   const std::string gen = "job=" + job + " generation " + std::to_string(generation);
   if (order.size() > 1 && !deaf)
     log::info(log::job(job), gen + ": broadcasts go node to node along a chain");
   else if (order.size() > 1)
     log::notice(log::job(job), gen + ": broadcasts go through the coordinator, not node to " +
                                    "node: " + node_name(*deaf) +
-                                   " does not listen for peers (musterd --peer-bind)");
+                                   (deaf->peer_endpoint.empty()
+                                        ? " does not listen for peers (musterd --peer-bind)"
+                                        : " runs a musterd from before chains"));
   return order.size() > 1 && !deaf;
 }
 
