@@ -110,6 +110,7 @@ void NodeLinks::chain_advance(ChainCast& cc, std::vector<Outgoing>& out) {
   if (cc.local_done && (!cc.has_down || cc.down_left) && !cc.finished) {
     cc.finished = true;
     cc.held.clear();
+    cc.self_pulls.clear();  // a late refusal of one is moot now
     for (const auto& p : cc.down_pulls)
       fail(p.to, ErrorCode::kConflict, chain_name(cc) + " is over: the next node left it", out);
     cc.down_pulls.clear();
@@ -243,6 +244,10 @@ void NodeLinks::chain_leave(const ReplyTo& to, Job& job, const proto::Envelope& 
       log::info(log::job(job.id), chain_name(cc) + ": this node's relay gave up (" + m.why +
                                       "); its daemon goes on for the next node");
     cc.gave_up = !cc.source;
+    // Its pulls that wait for room are moot (the daemon pulls for the next node).
+    for (const auto& w : cc.waiting)
+      if (!w.frame.empty()) fail(w.to, ErrorCode::kConflict, chain_name(cc) + ": left", out);
+    std::erase_if(cc.waiting, [](const ChainCast::Waiting& w) { return !w.frame.empty(); });
     out.push_back({to, proto::encode(to.request_id, proto::Ok{}), {}});
   } else {  // the nodes before hold nothing more for this one; its answer goes to the rank
     LinkPending p{LinkPending::Kind::kForward, to, job.id};

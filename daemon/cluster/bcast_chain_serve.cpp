@@ -36,19 +36,42 @@ void NodeLinks::chain_self_pull(ChainCast& cc, uint64_t index, std::vector<Outgo
   const Job* job = jobs_.find(cc.job);
   if (!job || !job->cluster || cc.self_pulls.count(index)) return;
   const ClusterInfo& c = *job->cluster;
+  const std::string key = shared_key(cc.job, cc.generation, cc.seq, cc.root, index);
+  cc.self_pulls.insert(index);
+  // A pull of the relay's for it still in flight brings it (chain_got holds
+  // every shared frame): the node before would refuse a second one.
+  if (auto it = shared_pulls_.find(key); it != shared_pulls_.end()) {
+    auto l = links_.find(it->second.first);
+    if (l != links_.end() && l->second.pending.count(it->second.second)) return;
+  }
   proto::BcastPull m;
   m.job = cc.job, m.generation = cc.generation, m.seq = cc.seq, m.root = cc.root;
   m.node_rank = c.node_rank, m.size = cc.size, m.chunk = cc.chunk;
   m.have = std::min(cc.down_have, index), m.index = index, m.shared = true;
   m.timeout_ms = 600000;  // the next node's pull times out first
-  LinkPending p{LinkPending::Kind::kNotice, {}, cc.job};
+  LinkPending p{LinkPending::Kind::kNotice, {}, cc.job, key};
   p.bcast = true;
-  const std::string key = shared_key(cc.job, cc.generation, cc.seq, cc.root, index);
   shared_pulls_[key] = {
       c.chain_prev,
       send_link(c.chain_prev, std::move(p),
                 proto::Forward{cc.job, cc.generation, proto::encode(0, m), true}, out)};
-  cc.self_pulls.insert(index);
+}
+
+void NodeLinks::chain_self_refused(const LinkPending& p, const proto::Envelope& env,
+                                   std::vector<Outgoing>& out) {
+  auto it = chains_.find(p.job);
+  if (it == chains_.end() || static_cast<MsgType>(env.type) != MsgType::kErrorReply) return;
+  ChainCast& cc = it->second;
+  // Only a self pull of this very broadcast (a late refusal of one before
+  // it, say after its leave, is moot).
+  bool mine = false;
+  for (uint64_t index : cc.self_pulls)
+    mine |= p.key == shared_key(cc.job, cc.generation, cc.seq, cc.root, index);
+  if (!mine) return;
+  auto e = proto::ErrorReply::unpack(env.payload);
+  const auto code = e.code == 0 ? ErrorCode::kBadMessage : static_cast<ErrorCode>(e.code);
+  chain_fail_cast(cc, code, chain_name(cc) + ": the node before refused a pull: " + e.message, true,
+                  out);
 }
 
 void NodeLinks::chain_from_down(const ReplyTo& to, Job& job, const proto::Envelope& env,

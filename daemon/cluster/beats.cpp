@@ -232,8 +232,9 @@ void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
     auto bit = beats.find(link);
     bool coordinates = coordinators.count(link) != 0;
     bool waiting = std::any_of(l.pending.begin(), l.pending.end(), [](const auto& kv) {
+      // A self pull of a broadcast along the chain is a notice that waits.
       return kv.second.kind != LinkPending::Kind::kHeartbeat &&
-             kv.second.kind != LinkPending::Kind::kNotice;
+             (kv.second.kind != LinkPending::Kind::kNotice || kv.second.bcast);
     });
     if (bit == beats.end() && !coordinates && !waiting) {
       // Nothing left to do with this coordinator: forget it (the server

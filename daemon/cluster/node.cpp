@@ -227,10 +227,7 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
         return heartbeat_answered(link, p, env, out);
       case LinkPending::Kind::kNotice:
         // A self pull refused: the next node's pulls that wait for it fail.
-        if (p.bcast && static_cast<MsgType>(env.type) == MsgType::kErrorReply) {
-          auto e = proto::ErrorReply::unpack(env.payload);
-          chain_fail(p.job, static_cast<ErrorCode>(e.code), e.message, false, out);
-        }
+        if (p.bcast) chain_self_refused(p, env, out);
         return;
       case LinkPending::Kind::kRelayNotice:
         if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) notice_direct(p, out);
@@ -356,9 +353,16 @@ void NodeLinks::resend(const std::string& link, std::vector<Outgoing>& out) {
   if (lit == links_.end() || lit->second.lost) return;
   auto& pending = lit->second.pending;
   size_t again = 0;
+  std::set<std::string> self_pulled;  // jobs whose self pulls (bcast_chain) were lost
   for (auto it = pending.begin(); it != pending.end();) {
     if (it->second.here) {  // never went over the connection
       ++it;
+      continue;
+    }
+    if (it->second.bcast && it->second.kind == LinkPending::Kind::kNotice) {
+      // A self pull (bcast_chain): its broadcast fails, both ways, below.
+      self_pulled.insert(it->second.job);
+      it = pending.erase(it);
       continue;
     }
     if (it->second.bcast) {
@@ -376,6 +380,10 @@ void NodeLinks::resend(const std::string& link, std::vector<Outgoing>& out) {
     }
     ++it;
   }
+  for (const auto& job : self_pulled)
+    chain_fail(job, ErrorCode::kRestarted,
+               "the link to " + link + " connected again while a broadcast chunk was on the way",
+               true, out);
   if (again)
     log::notice(log::peer(link), "sent " + std::to_string(again) +
                                      " request(s) in flight again to coordinator " + link);

@@ -174,6 +174,9 @@ class NodeLinks {
   void chain_tell_up(const ChainCast& cc, const std::string& why, std::vector<Outgoing>& out);
   // A pull of this daemon's own, for the next node (its relay gave up).
   void chain_self_pull(ChainCast& cc, uint64_t index, std::vector<Outgoing>& out);
+  // A self pull's answer that is an error: that broadcast fails, both ways.
+  void chain_self_refused(const LinkPending& p, const proto::Envelope& env,
+                          std::vector<Outgoing>& out);
   // The job's broadcast `seq`, made on first word of it (an older one is
   // abandoned); throws when it failed or ended, or the request disagrees.
   // local: from this node's rank, whose word overrules what only the next
