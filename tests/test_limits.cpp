@@ -1,6 +1,7 @@
 // Bounded resources (issue #16): a private musterd under a 1,024 open-file
 // limit survives more connections than it has fds (it stops accepting near
-// the ceiling instead of letting libzmq abort on EMFILE), and a client that
+// the ceiling instead of letting libzmq abort on EMFILE, and where that
+// pause comes late closes what comes past the limit), and a client that
 // never reads its replies costs the daemon a bounded amount of memory.
 #include <catch2/catch.hpp>
 
@@ -133,9 +134,11 @@ TEST_CASE(
     "under a 1,024 fd limit, 1,500 silent peer connections and 1,100 idle local ones "
     "leave a daemon that runs a job") {
   raise_own_fd_limit();
+  test::TempDir logs;
+  const std::string log = logs.path() + "/musterd.log";
   TestDaemon d(
-      {"--simulate-gpus", "2", "--peer-plain", "--peer-bind", "127.0.0.1", "--peer-port", "0"}, {},
-      kPrlimit);
+      {"--simulate-gpus", "2", "--peer-plain", "--peer-bind", "127.0.0.1", "--peer-port", "0"},
+      {{"MUSTER_LOG_SINK", "file:" + log}}, kPrlimit);
   const uint16_t port = peer_port(d);
   const std::string path = d.endpoint().substr(6);
   std::vector<int> held;
@@ -156,14 +159,53 @@ TEST_CASE(
   // Everything the kernel completed is accepted or waits in a backlog now.
   std::this_thread::sleep_for(1s);
   peak = std::max(peak, open_fds(d.pid()));
+  auto logged = [&](const char* what) { return test::slurp(log).find(what) != std::string::npos; };
+  const bool shed = logged("closed as soon as accepted");
   WARN("daemon fds: peak " << peak << " of 1024; local connects refused " << local_refused
-                           << " of 1100, tcp refused " << tcp_refused);
+                           << " of 1100, tcp refused " << tcp_refused
+                           << (shed ? "; the pause came late: some closed at the limit" : ""));
   REQUIRE(test::process_exists(d.pid()));
-  CHECK(peak < 1024);
-  // The local listener was paused: not all 1,100 got in.
-  CHECK(local_refused > 0);
+  // The guard paused the listeners. It decides on the daemon's loop, which
+  // a busy machine can starve while libzmq's I/O thread accepts on: where
+  // its pause came late, connections past the limit were closed instead
+  // (the accept guard), and those connects "succeeded" here.
+  CHECK(test::eventually([&] { return logged("no new connections until some end"); }, 10s));
+  CHECK((local_refused > 0 || shed));
   for (int fd : held) ::close(fd);
   run_job(d, "after-flood");
+  REQUIRE(test::process_exists(d.pid()));
+}
+
+// The fd guard pauses from the daemon's loop; libzmq's I/O thread accepts
+// on its own and got to the limit first on a starved CI machine, where
+// libzmq aborted the daemon. Lowering the running daemon's limit under the
+// guard's feet (it still counts on 1,024) makes every accept past 200 meet
+// EMFILE, as a late pause would: the accept guard closes those connections.
+TEST_CASE("connections past the fd limit that the guard did not see coming are closed, not fatal") {
+  raise_own_fd_limit();
+  test::TempDir logs;
+  const std::string log = logs.path() + "/musterd.log";
+  TestDaemon d({"--simulate-gpus", "2"}, {{"MUSTER_LOG_SINK", "file:" + log}}, kPrlimit);
+  rlimit low{200, 1024};
+  REQUIRE(::prlimit(d.pid(), RLIMIT_NOFILE, &low, nullptr) == 0);
+  const std::string path = d.endpoint().substr(6);
+  std::vector<int> held;
+  for (int i = 0; i < 400; ++i) {
+    int fd = connect_unix(path);
+    if (fd >= 0) held.push_back(fd);
+  }
+  // The I/O thread drains the backlog; the loop reports what was shed.
+  auto said = [&] {
+    return test::slurp(log).find("closed as soon as accepted") != std::string::npos;
+  };
+  test::eventually([&] { return said() || !test::process_exists(d.pid()); }, 20s);
+  INFO(test::slurp(log));
+  REQUIRE(test::process_exists(d.pid()));
+  CHECK(said());
+  for (int fd : held) ::close(fd);
+  rlimit back{1024, 1024};
+  REQUIRE(::prlimit(d.pid(), RLIMIT_NOFILE, &back, nullptr) == 0);
+  run_job(d, "after-shedding");
   REQUIRE(test::process_exists(d.pid()));
 }
 

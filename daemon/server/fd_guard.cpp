@@ -12,6 +12,7 @@
 
 #include "log.hpp"
 #include "muster/error.hpp"
+#include "server/accept_guard.hpp"
 #include "server/connections.hpp"
 
 namespace muster::daemon {
@@ -96,10 +97,24 @@ void FdGuard::check(uint64_t local_open) {
     last_count_ = now;
   }
   const uint64_t in_use = base_ + conns;
+  report_shed();
   if (!paused_ && in_use >= ceiling())
     pause(in_use);
   else if (paused_ && in_use + reserve_ / 2 < ceiling())
     resume(in_use);
+}
+
+// Connections the accept guard closed since the last look: the pause came
+// too late for them (accept_guard.hpp).
+void FdGuard::report_shed() {
+  uint64_t shed = accept_guard_shed();
+  if (shed == shed_seen_) return;
+  const uint64_t n = shed - shed_seen_;
+  log::warning("file descriptors: " + std::to_string(n) +
+               (n == 1 ? " connection" : " connections") +
+               " closed as soon as accepted: none left below the limit of " +
+               std::to_string(limit_) + " (their clients connect again later)");
+  shed_seen_ = shed;
 }
 
 void FdGuard::pause(uint64_t in_use) {

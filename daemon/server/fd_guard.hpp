@@ -17,7 +17,9 @@
 // The reserve covers what can still arrive after the pause (each listener's
 // backlog of connections the kernel completed, ZMQ_BACKLOG) and the fds the
 // daemon opens itself between two counts (state files, pidfds of ranks,
-// links to coordinators, libzmq mailboxes): see Server::bind.
+// links to coordinators, libzmq mailboxes): see Server::bind. Where the
+// pause still comes too late (a loop starved of CPU), accept_guard.hpp
+// closes the connections past the limit instead of letting libzmq abort.
 #pragma once
 
 #include <sys/resource.h>
@@ -66,6 +68,7 @@ class FdGuard {
   void pause(uint64_t in_use);
   void resume(uint64_t in_use);
   void filter_peer(bool drop);
+  void report_shed();
 
   std::optional<zmq::socket_t> peer_events_;
   zmq::context_t& ctx_;
@@ -77,6 +80,7 @@ class FdGuard {
   bool counted_ = false;
   std::chrono::steady_clock::time_point last_count_;
   bool paused_ = false;
+  uint64_t shed_seen_ = 0;
   std::string local_path_;
   std::function<void(bool, int)> on_peer_;
 };

@@ -18,6 +18,7 @@
 #include "gpu/xid_watch.hpp"
 #include "log.hpp"
 #include "protocol/limits.hpp"
+#include "server/accept_guard.hpp"
 #include "server/frames.hpp"
 #include "server/permute_thread.hpp"
 #include "server/runtime.hpp"
@@ -192,6 +193,7 @@ void Server::start_fd_guard() {
   uint64_t limit = raise_fd_limit();
   uint64_t reserve = cfg_.fd_reserve ? cfg_.fd_reserve : std::max<uint64_t>(384, limit / 16);
   rt_->fds.emplace(rt_->ctx, limit, reserve);
+  arm_accept_guard();  // the backstop: accept_guard.hpp
   log::notice(
       "file descriptors: limit " + std::to_string(limit) +
       (before.rlim_cur < limit ? " (raised from " + std::to_string(before.rlim_cur) + ")" : "") +
