@@ -66,6 +66,24 @@ std::vector<std::string> pools_of(const std::string& job) {
   return out;
 }
 
+// Whether every root's pool of the job held by this process is sealed
+// against shrinking, as a daemon that maps it needs (daemon/cluster/
+// pool_files.hpp).
+bool pools_sealed(const std::string& job) {
+  size_t seen = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    auto link = std::filesystem::read_symlink(e.path(), ec).string();
+    if (ec || link.rfind("/memfd:muster.pool." + job + ".", 0) != 0) continue;
+    int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    const int seals = fd >= 0 ? ::fcntl(fd, F_GET_SEALS) : -1;
+    if (fd >= 0) ::close(fd);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) return false;
+    ++seen;
+  }
+  return seen > 0;
+}
+
 // Sets an environment variable for one test (before its threads start).
 struct Env {
   std::string name;
@@ -512,7 +530,9 @@ struct SegmentWatch {
   ~SegmentWatch() { finish(); }
 };
 
-TEST_CASE("broadcast through the root's pool: sizes 1 B to 64 MiB, grown and shrunk, one memfd") {
+TEST_CASE(
+    "broadcast through the root's pool: sizes 1 B to 64 MiB, grown and shrunk (made anew), one a "
+    "root, sealed against shrinking") {
   Env path("MUSTER_BCAST", "pool");
   TestDaemon d;
   const std::string job = job_id("pool");
@@ -545,6 +565,7 @@ TEST_CASE("broadcast through the root's pool: sizes 1 B to 64 MiB, grown and shr
   CHECK(watch.finish().empty());  // nothing went through /dev/shm
   auto pools = pools_of(job);
   CHECK(pools.size() == 2);  // one per root, reused by every call
+  CHECK(pools_sealed(job));
   for (const auto& p : pools) CHECK((p.find(".r0.") != p.npos || p.find(".r2.") != p.npos));
 }
 

@@ -2,14 +2,16 @@
 // pool_files.cpp): the daemon may run as root, and the reference comes from
 // a local process, so everything but that process's own libmuster pool is
 // refused with a code and a sentence, and what the process does to its
-// file afterwards (shrink it, put another file under the same fd) never
-// reaches anything else or kills the daemon.
+// file afterwards (shrink it, put another file under the same fd, punch
+// holes in a mapped one) never reaches anything else or kills the daemon.
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -28,10 +30,14 @@ constexpr size_t kSize = 3 << 20;
 struct Memfd {
   int fd = -1;
   proto::PoolRef ref;
-  explicit Memfd(const char* name, size_t size = kSize, uint64_t offset = 4096) {
-    fd = ::memfd_create(name, MFD_CLOEXEC);
+  // sealed: against shrinking, as libmuster's pools are (then the daemon
+  // maps it).
+  explicit Memfd(const char* name, size_t size = kSize, uint64_t offset = 4096,
+                 bool sealed = false) {
+    fd = ::memfd_create(name, MFD_CLOEXEC | (sealed ? MFD_ALLOW_SEALING : 0));
     REQUIRE(fd >= 0);
     REQUIRE(::ftruncate(fd, static_cast<off_t>(size)) == 0);
+    if (sealed) REQUIRE(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
     REQUIRE(::posix_fallocate(fd, 0, static_cast<off_t>(size)) == 0);  // as libmuster's pools
     struct stat st {};
     REQUIRE(::fstat(fd, &st) == 0);
@@ -190,4 +196,92 @@ TEST_CASE("a process cannot have the daemon hold any number of pools open", "[bc
         ErrorCode::kUnavailable);
   held.clear();  // answered: they go
   CHECK(code_of(files, ::getpid(), ::getuid(), one_more.ref, 8192, true) == ErrorCode::kOk);
+}
+
+// ---- sealed pools: mapped (cluster/pool_maps.cpp) ---------------------------
+
+TEST_CASE("a pool sealed against shrinking is mapped; its chunks go out from its own pages",
+          "[bcast][pool]") {
+  Memfd pool("muster.pool.job.r0.0123456789abcdef", kSize, 4096, true);
+  PoolFiles files;
+  const int64_t pid = ::getpid(), uid = ::getuid();
+  auto w = files.open(pid, uid, pool.ref, kSize, true);
+  REQUIRE(w->map != nullptr);
+  CHECK(w->mapped == kSize);
+  const std::string bytes(1 << 20, 'm');
+  w->write(4096 + 100, bytes.data(), bytes.size());
+  std::string back(bytes.size(), '\0');
+  REQUIRE(::pread(pool.fd, back.data(), back.size(), 4096 + 100) == ssize_t(back.size()));
+  CHECK(back == bytes);
+  auto r = files.open(pid, uid, pool.ref, kSize, false);
+  REQUIRE(r->map != nullptr);
+  std::string again(bytes.size(), '\0');
+  r->read(4096 + 100, again.data(), again.size());
+  CHECK(again == bytes);
+  // A chunk's frame: the head, then the file's bytes, in one span; the
+  // bytes are the pool's pages themselves (a later write shows in them).
+  const std::string head = "HEAD-of-a-frame";
+  auto c = map_chunk(*r, head, 4096, 1 << 20);
+  REQUIRE(c);
+  REQUIRE(c->frame.size() == head.size() + (1 << 20));
+  CHECK(c->frame.substr(0, head.size()) == head);
+  CHECK(c->frame.substr(head.size() + 100, 5) == "mmmmm");
+  REQUIRE(::pwrite(pool.fd, "LIVE", 4, 4096) == 4);
+  CHECK(c->frame.substr(head.size(), 4) == "LIVE");
+  // While that frame is out, the same chunk gets a span of its own; once
+  // it is back, the kept one serves again.
+  const char* first = c->frame.data();
+  auto c2 = map_chunk(*r, "other head", 4096, 1 << 20);
+  REQUIRE(c2);
+  CHECK(c2->frame.data() + 10 != first + head.size());
+  CHECK(c->frame.substr(0, head.size()) == head);  // not overwritten
+  c2.reset();
+  c.reset();
+  auto c3 = map_chunk(*r, head, 4096, 1 << 20);
+  REQUIRE(c3);
+  CHECK(c3->frame.data() == first);
+  // Not on a page, a head longer than a page, past the mapping: the caller
+  // copies instead.
+  CHECK_FALSE(map_chunk(*r, head, 4096 + 100, 4096));
+  CHECK_FALSE(map_chunk(*r, std::string(5000, 'h'), 4096, 4096));
+  CHECK_FALSE(map_chunk(*r, head, kSize - 4096, 8192));
+}
+
+TEST_CASE("a pool without the seal is never mapped: pread and pwrite, as before", "[bcast][pool]") {
+  Memfd pool("muster.pool.job.r0.0123456789abcdef");
+  PoolFiles files;
+  auto r = files.open(::getpid(), ::getuid(), pool.ref, kSize, false);
+  CHECK(r->map == nullptr);
+  CHECK_FALSE(map_chunk(*r, "head", 4096, 4096));
+  // The rank cannot undo the seal of a sealed one: it never shrinks.
+  Memfd sealed("muster.pool.job.r0.0123456789abcdef", kSize, 4096, true);
+  CHECK(::ftruncate(sealed.fd, 4096) != 0);
+  CHECK(errno == EPERM);
+}
+
+TEST_CASE("holes the rank punches in a mapped pool cost it its bytes, not the daemon its life",
+          "[bcast][pool]") {
+  Memfd pool("muster.pool.job.r0.0123456789abcdef", kSize, 4096, true);
+  PoolFiles files;
+  const int64_t pid = ::getpid(), uid = ::getuid();
+  auto w = files.open(pid, uid, pool.ref, kSize, true);
+  auto r = files.open(pid, uid, pool.ref, kSize, false);
+  REQUIRE(w->map);
+  const std::string bytes(1 << 20, 'p');
+  w->write(4096, bytes.data(), bytes.size());
+  auto c = map_chunk(*r, "h", 4096, 1 << 20);
+  REQUIRE(c);
+  // The pages under the daemon's mappings and its frame go.
+  REQUIRE(::fallocate(pool.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, kSize) == 0);
+  std::string back(bytes.size(), 'x');
+  r->read(4096, back.data(), back.size());
+  CHECK(back == std::string(bytes.size(), '\0'));
+  CHECK(c->frame.substr(1, 4) == std::string(4, '\0'));
+  w->write(4096, bytes.data(), bytes.size());  // pages again, for the daemon's write
+  r->read(4096, back.data(), back.size());
+  CHECK(back == bytes);
+  c.reset();
+  auto again = map_chunk(*r, "h", 4096, 1 << 20);
+  REQUIRE(again);
+  CHECK(again->frame.substr(1, 4) == "pppp");
 }

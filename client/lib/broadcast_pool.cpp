@@ -39,16 +39,26 @@ Pool::Pool(const std::string& job, uint32_t rank) {
 
 void Pool::reserve(size_t size) {
   const size_t want = (size + kPoolGrain - 1) / kPoolGrain * kPoolGrain;
+  if (fd_ >= 0 && cap_ >= size && cap_ / 4 <= want) return;
+  if (base_) ::munmap(base_, cap_);
+  base_ = nullptr, cap_ = 0;
+  // Sealed against shrinking, so that a daemon may map it (a file that
+  // shrinks under a mapping raises SIGBUS in the daemon's copy, or EFAULT in
+  // its send: see daemon/cluster/pool_files.hpp). A pool to shrink is made
+  // anew, with another inode, which readers see in the next Meta.
+  if (fd_ >= 0 && want < file_) {
+    ::close(fd_);
+    fd_ = -1, file_ = 0;
+  }
   if (fd_ < 0) {
-    fd_ = ::memfd_create(name_.c_str(), MFD_CLOEXEC);
+    fd_ = ::memfd_create(name_.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
     struct stat st {};
     if (fd_ < 0 || ::fstat(fd_, &st) != 0) fail("memfd_create", errno);
     dev_ = st.st_dev, ino_ = st.st_ino;
   }
-  if (cap_ >= size && cap_ / 4 <= want) return;
-  if (base_) ::munmap(base_, cap_);
-  base_ = nullptr, cap_ = 0;
   if (::ftruncate(fd_, static_cast<off_t>(want)) != 0) fail("ftruncate", errno);
+  file_ = want;
+  if (::fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK) != 0) fail("F_ADD_SEALS", errno);
   // Allocated now, with an error if memory is short, rather than a signal
   // on a later write.
   if (int e = ::posix_fallocate(fd_, 0, static_cast<off_t>(want))) fail("fallocate", e);

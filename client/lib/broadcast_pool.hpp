@@ -4,8 +4,9 @@
 // ~35 ms to free as a fresh segment).
 //
 // A root's pool is a memfd of its own (one per job and rank in a process),
-// grown when a broadcast needs more and shrunk when one needs far less, and
-// kept mapped: after the first call no pages are allocated, zeroed, faulted
+// grown when a broadcast needs more and made anew when one needs far less
+// (it is sealed against shrinking, for the daemon's mapping), and kept
+// mapped: after the first call no pages are allocated, zeroed, faulted
 // in or freed. It has no name in /dev/shm, so nothing is left behind when
 // the process dies, however it dies. Readers open it as /proc/<pid>/fd/<fd>
 // (allowed to a process that may read the root's /proc entries: same uid,
@@ -55,7 +56,8 @@ class Pool : NoCopy {
   std::string name_;
   int fd_ = -1;
   uint8_t* base_ = nullptr;
-  size_t cap_ = 0;
+  size_t cap_ = 0;   // mapped
+  size_t file_ = 0;  // the memfd's size: it never shrinks (F_SEAL_SHRINK)
   uint64_t dev_ = 0, ino_ = 0;
 };
 

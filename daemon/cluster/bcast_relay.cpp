@@ -27,13 +27,20 @@ BcastRelay::Chunk shared_chunk(const proto::BcastPushView& m, size_t nodes, cons
   proto::BcastChunk::pack_shared_head(p, name, bytes);
   BcastRelay::Chunk c;
   c.size = head.size() + bytes;
-  c.frame = std::shared_ptr<char[]>(new char[c.size]);
-  std::copy(head.data(), head.data() + head.size(), c.frame.get());
   c.data_at = head.size();
-  if (from)
-    from->read(m.pool.offset + m.index * m.chunk, c.frame.get() + c.data_at, bytes);
-  else
-    std::copy(m.data.begin(), m.data.end(), c.frame.get() + c.data_at);
+  const uint64_t at = from ? m.pool.offset + m.index * m.chunk : 0;
+  // From a sealed pool: its pages themselves, behind the head.
+  if (auto mapped = from ? map_chunk(*from, {head.data(), head.size()}, at, bytes) : std::nullopt) {
+    c.frame =
+        std::shared_ptr<char>(std::move(mapped->held), const_cast<char*>(mapped->frame.data()));
+  } else {
+    c.frame = std::shared_ptr<char>(new char[c.size], std::default_delete<char[]>());
+    std::copy(head.data(), head.data() + head.size(), c.frame.get());
+    if (from)
+      from->read(at, c.frame.get() + c.data_at, bytes);
+    else
+      std::copy(m.data.begin(), m.data.end(), c.frame.get() + c.data_at);
+  }
   c.bytes = bytes;
   c.sum = m.sum;
   c.served.assign(nodes, false);

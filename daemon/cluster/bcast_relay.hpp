@@ -35,10 +35,12 @@ struct BcastRelay {
   // (BcastPull::shared), sent to each without a copy; a pull that is not
   // shared gets a frame of its own, a copy.
   struct Chunk {
-    std::shared_ptr<char[]> frame;  // null once every node was sent it
-    size_t size = 0;                // of frame
-    size_t data_at = 0;             // where the chunk's bytes start in it
-    uint64_t bytes = 0;             // of the chunk
+    // Its first byte; null once every node was sent it. It owns the heap
+    // copy, or the mapping of the root's pool (map_chunk) it points into.
+    std::shared_ptr<char> frame;
+    size_t size = 0;     // of frame
+    size_t data_at = 0;  // where the chunk's bytes start in it
+    uint64_t bytes = 0;  // of the chunk
     uint64_t sum = 0;
     std::vector<bool> served;  // by node rank
     uint32_t served_count = 0;
@@ -64,8 +66,9 @@ struct BcastRelay {
   uint64_t shared = 0;   // of them, as the shared frame (into ranks' pools)
 };
 
-// A pushed chunk as its shared bcast_chunk frame, its bytes copied once:
-// out of the push's frame, or read from the root's pool (`from`). Made by
+// A pushed chunk as its shared bcast_chunk frame, its bytes copied once
+// out of the push's frame, or from the root's pool (`from`): its own pages
+// where it is mapped (map_chunk: no copy at all), else read. Made by
 // the coordinator, or by the root's node when chunks go node to node
 // (cluster/bcast_chain.cpp).
 BcastRelay::Chunk shared_chunk(const proto::BcastPushView& m, size_t nodes, const PoolFile* from);

@@ -39,38 +39,6 @@ std::string self_fd(int fd) {
 
 }  // namespace
 
-PoolFile::~PoolFile() {
-  if (fd >= 0) ::close(fd);
-}
-
-void PoolFile::read(uint64_t at, char* dst, size_t n) const {
-  while (n) {
-    ssize_t k = ::pread(fd, dst, n, static_cast<off_t>(at));
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) throw Error(ErrorCode::kInternal, "cannot read " + what + ": " + text(errno));
-    if (k == 0)
-      throw Error(ErrorCode::kInvalidArgument,
-                  what + " ends at byte " + std::to_string(at) + ", before the chunk it names");
-    dst += k, at += static_cast<uint64_t>(k), n -= static_cast<size_t>(k);
-  }
-}
-
-void PoolFile::write(uint64_t at, const char* src, size_t n) const {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < at + n)
-    throw Error(ErrorCode::kInvalidArgument, what + " ends before chunk bytes " +
-                                                 std::to_string(at) + ".." +
-                                                 std::to_string(at + n) + " (it was shrunk)");
-  while (n) {
-    ssize_t k = ::pwrite(fd, src, n, static_cast<off_t>(at));
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0)
-      throw Error(errno == ENOSPC || errno == ENOMEM ? ErrorCode::kTooLarge : ErrorCode::kInternal,
-                  "cannot write " + what + ": " + text(k < 0 ? errno : EIO));
-    src += k, at += static_cast<uint64_t>(k), n -= static_cast<size_t>(k);
-  }
-}
-
 std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto::PoolRef& ref,
                                           uint64_t end, bool write) {
   const std::string path =
@@ -127,11 +95,13 @@ std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto:
     // file of some file system a user mounted under a memfd's name. (Asked
     // only now: fcntl does not answer it on an O_PATH descriptor. The open
     // of a regular file has no side effects.)
-    if (::fcntl(f.fd, F_GET_SEALS) < 0)
-      throw Error(ErrorCode::kPermissionDenied, what + " is not in shared memory");
+    const int seals = ::fcntl(f.fd, F_GET_SEALS);
+    if (seals < 0) throw Error(ErrorCode::kPermissionDenied, what + " is not in shared memory");
     file = std::make_shared<PoolFile>();
     file->fd = f.release();
     file->what = what;
+    file->sealed = (seals & F_SEAL_SHRINK) != 0;
+    file->writable = write;
     if (open_.size() >= kMaxOpen)
       open_.erase(std::min_element(open_.begin(), open_.end(),
                                    [](const Entry& a, const Entry& b) { return a.used < b.used; }));
@@ -143,6 +113,9 @@ std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto:
     throw Error(ErrorCode::kInvalidArgument, what + " has " + std::to_string(st.st_size) +
                                                  " bytes; the broadcast needs " +
                                                  std::to_string(end));
+  // Sealed: its size never goes below what it is now, so all of it may be
+  // mapped. (Not mapped: pread and pwrite.)
+  if (file->sealed && file->mapped < end) file->map_to(static_cast<uint64_t>(st.st_size));
   return file;
 }
 

@@ -11,9 +11,13 @@
 // /proc/<pid>/fd/<fd>), and it must be a regular file owned by the
 // process's uid, with the announced device and inode, and a memfd named as
 // libmuster names its pools; only then is it opened, through that same
-// O_PATH descriptor, for reading or writing. The bytes move with pread and
-// pwrite, never through a mapping: a file the rank shrinks meanwhile gives
-// a short read (an error reply), not a SIGBUS that kills the daemon.
+// O_PATH descriptor, for reading or writing. libmuster seals its pools
+// against shrinking (F_SEAL_SHRINK); such a file is mapped and the bytes
+// move with memcpy (a third of pread's cost here), guarded against SIGBUS
+// (cluster/guarded_copy.hpp), and a root's chunks go to the next node
+// straight from its pages (map_chunk). A file without the seal could shrink
+// under a mapping: its bytes move with pread and pwrite, and a file the
+// rank shrinks meanwhile gives a short read (an error reply).
 //
 // Opened files are kept for the next chunks and broadcasts (at most
 // kMaxOpen, least recently used first out) and closed after kIdle unused,
@@ -24,8 +28,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocol/cluster_messages.hpp"
@@ -34,7 +41,18 @@ namespace muster::daemon {
 
 struct PoolFile {
   int fd = -1;
-  std::string what;  // names it in errors: "rank's broadcast pool (/proc/P/fd/N)"
+  std::string what;       // names it in errors: "rank's broadcast pool (/proc/P/fd/N)"
+  bool sealed = false;    // against shrinking: it may be mapped
+  bool writable = false;  // opened for writing
+  char* map = nullptr;    // [0, mapped) of it, when sealed and mapped
+  size_t mapped = 0;
+  // Which 2 MiB of the mapping have their page tables made: done once, not
+  // a walk of every page for every chunk (as costly as the copy).
+  mutable std::vector<bool> warm;
+  // map_chunk's spans, kept for the next broadcasts' chunks at the same
+  // place (their page tables made once), by file offset and length.
+  struct Span;
+  mutable std::map<std::pair<uint64_t, size_t>, std::shared_ptr<Span>> spans;
   PoolFile() = default;
   PoolFile(const PoolFile&) = delete;
   PoolFile& operator=(const PoolFile&) = delete;
@@ -47,7 +65,25 @@ struct PoolFile {
   // hole from the pages libmuster allocated but has not written yet.)
   void read(uint64_t at, char* dst, size_t n) const;
   void write(uint64_t at, const char* src, size_t n) const;
+  // Maps [0, size) when sealed (a larger mapping replaces a smaller one);
+  // false if it cannot (then read and write use pread and pwrite).
+  bool map_to(uint64_t size);
+  // Makes the page tables of [at, at + n) of the mapping, the first time.
+  void warm_up(uint64_t at, size_t n, bool write) const;
 };
+
+// A chunk of a root's sealed pool, sent without copying its bytes: `head`
+// followed by the file's bytes [at, at + n) in one span of memory (an
+// anonymous page whose end holds the head, the file's pages mapped right
+// after it). Null when that cannot be (the file is not mapped, `at` is not
+// on a page, the head is longer than a page, or the pages cannot be read
+// now): then the caller copies.
+struct MappedChunk {
+  std::shared_ptr<void> held;  // unmaps the span
+  std::string_view frame;      // head + bytes
+};
+std::optional<MappedChunk> map_chunk(const PoolFile& f, std::string_view head, uint64_t at,
+                                     size_t n);
 
 class PoolFiles {
  public:
