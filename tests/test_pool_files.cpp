@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstdlib>
@@ -284,4 +285,61 @@ TEST_CASE("holes the rank punches in a mapped pool cost it its bytes, not the da
   auto again = map_chunk(*r, "h", 4096, 1 << 20);
   REQUIRE(again);
   CHECK(again->frame.substr(1, 4) == "pppp");
+}
+
+TEST_CASE("the daemon maps pools only within its budget: a sparse TiB is read, not mapped",
+          "[bcast][pool]") {
+  PoolFiles files;
+  const int64_t pid = ::getpid(), uid = ::getuid();
+  // A TiB the rank never allocated (ftruncate only), sealed, as a broadcast
+  // of that size would name it: more than twice this machine's memory.
+  int fd = ::memfd_create("muster.pool.job.r0.sparse", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  REQUIRE(fd >= 0);
+  const uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * 4096;
+  const uint64_t tib = std::max(uint64_t{1} << 40, 4 * memory);
+  REQUIRE(::ftruncate(fd, static_cast<off_t>(tib)) == 0);
+  REQUIRE(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+  struct stat st {};
+  REQUIRE(::fstat(fd, &st) == 0);
+  const proto::PoolRef sparse{fd, static_cast<uint64_t>(st.st_dev),
+                              static_cast<uint64_t>(st.st_ino), 0};
+  std::vector<std::shared_ptr<PoolFile>> held;
+  for (int i = 0; i < 4; ++i) {  // as many requests in flight would hold it
+    held.push_back(files.open(pid, uid, sparse, tib, i % 2 == 0));
+    CHECK(held.back()->map == nullptr);
+  }
+  std::string back(4096, 'x');
+  held[0]->write(tib - 8192, "edge", 4);
+  held[1]->read(tib - 8192, back.data(), 4);
+  CHECK(back.substr(0, 4) == "edge");
+  held.clear();
+  ::close(fd);
+
+  // A small budget: two pools of 3 MiB fit, the third is read and written
+  // without a mapping, and mapped once one of the others has gone.
+  set_pool_map_budget(7 << 20);
+  {
+    Memfd a("muster.pool.job.r0.a", kSize, 4096, true),
+        b("muster.pool.job.r0.b", kSize, 4096, true), c("muster.pool.job.r0.c", kSize, 4096, true);
+    PoolFiles mine;
+    auto fa = mine.open(pid, uid, a.ref, kSize, true);
+    auto fb = mine.open(pid, uid, b.ref, kSize, true);
+    auto fc = mine.open(pid, uid, c.ref, kSize, true);
+    CHECK(fa->map);
+    CHECK(fb->map);
+    CHECK_FALSE(fc->map);
+    CHECK_FALSE(map_chunk(*fb, "h", 4096, 1 << 20));  // a span would pass the budget too
+    const std::string bytes(1 << 20, 'c');
+    fc->write(4096, bytes.data(), bytes.size());
+    std::string got(bytes.size(), '\0');
+    fc->read(4096, got.data(), got.size());
+    CHECK(got == bytes);
+    fa.reset();
+    mine.expire(std::chrono::steady_clock::now() + PoolFiles::kIdle + std::chrono::seconds(1));
+    fc = mine.open(pid, uid, c.ref, kSize, true);
+    CHECK(fc->map);
+    fc->read(4096, got.data(), got.size());
+    CHECK(got == bytes);
+  }
+  set_pool_map_budget(0);  // back to twice the machine's memory
 }

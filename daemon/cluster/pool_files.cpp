@@ -113,9 +113,9 @@ std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto:
     throw Error(ErrorCode::kInvalidArgument, what + " has " + std::to_string(st.st_size) +
                                                  " bytes; the broadcast needs " +
                                                  std::to_string(end));
-  // Sealed: its size never goes below what it is now, so all of it may be
-  // mapped. (Not mapped: pread and pwrite.)
-  if (file->sealed && file->mapped < end) file->map_to(static_cast<uint64_t>(st.st_size));
+  // Sealed: its size never goes below what it is now, so what the
+  // broadcast needs of it may be mapped. (Not mapped: pread and pwrite.)
+  if (file->sealed && file->mapped < end) file->map_to(end);
   return file;
 }
 

@@ -65,8 +65,10 @@ struct PoolFile {
   // hole from the pages libmuster allocated but has not written yet.)
   void read(uint64_t at, char* dst, size_t n) const;
   void write(uint64_t at, const char* src, size_t n) const;
-  // Maps [0, size) when sealed (a larger mapping replaces a smaller one);
-  // false if it cannot (then read and write use pread and pwrite).
+  // Maps [0, size) when sealed (a larger mapping replaces a smaller one),
+  // within the daemon's budget for mappings (twice the machine's memory);
+  // false if it cannot (then read and write use pread and pwrite). The
+  // caller checked that the file holds size bytes.
   bool map_to(uint64_t size);
   // Makes the page tables of [at, at + n) of the mapping, the first time.
   void warm_up(uint64_t at, size_t n, bool write) const;
@@ -82,6 +84,9 @@ struct MappedChunk {
   std::shared_ptr<void> held;  // unmaps the span
   std::string_view frame;      // head + bytes
 };
+// How many bytes of pools the daemon may map at once (tests).
+void set_pool_map_budget(uint64_t bytes);
+
 std::optional<MappedChunk> map_chunk(const PoolFile& f, std::string_view head, uint64_t at,
                                      size_t n);
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -31,6 +32,28 @@ size_t pages(size_t n) {
 
 constexpr size_t kGranule = size_t{2} << 20;  // of PoolFile::warm
 
+// The bytes of pools this daemon has mapped (files and spans), and how many
+// it may: twice the machine's memory. A broadcast's bytes are in memory (the
+// rank's pool holds them), so only a sparse file asks for more, and the
+// daemon's address space is not a rank's to use up (64 pools of a TiB
+// each). Past it, pread and pwrite. Spans are freed on libzmq's thread too.
+std::atomic<uint64_t> g_mapped{0};
+uint64_t g_budget = 0;  // 0: not set yet
+
+uint64_t budget() {
+  if (!g_budget)
+    g_budget = 2 * static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(kPage);
+  return g_budget;
+}
+
+bool take(uint64_t n) {
+  uint64_t now = g_mapped.load();
+  do {
+    if (now + n > budget()) return false;
+  } while (!g_mapped.compare_exchange_weak(now, now + n));
+  return true;
+}
+
 Error faulted(const std::string& what, uint64_t at, size_t n) {
   return Error(ErrorCode::kInternal, "a page of " + what + " (bytes " + std::to_string(at) + ".." +
                                          std::to_string(at + n) +
@@ -48,20 +71,37 @@ struct PoolFile::Span {
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
   ~Span() {
-    if (base) ::munmap(base, len);
+    if (!base) return;
+    ::munmap(base, len);
+    g_mapped -= len;
   }
 };
 
+void set_pool_map_budget(uint64_t bytes) {
+  g_budget = bytes;
+}
+
 PoolFile::~PoolFile() {
-  if (map) ::munmap(map, mapped);
+  if (map) {
+    ::munmap(map, mapped);
+    g_mapped -= mapped;
+  }
   if (fd >= 0) ::close(fd);
 }
 
 bool PoolFile::map_to(uint64_t size) {
-  if (!sealed || size <= mapped) return sealed;
+  size = pages(size);
+  if (!sealed || size <= mapped) return sealed && map;
+  if (!take(size)) return false;
   void* p = ::mmap(nullptr, size, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return false;  // address space: pread and pwrite still work
-  if (map) ::munmap(map, mapped);
+  if (p == MAP_FAILED) {  // address space: pread and pwrite still work
+    g_mapped -= size;
+    return false;
+  }
+  if (map) {
+    ::munmap(map, mapped);
+    g_mapped -= mapped;
+  }
   map = static_cast<char*>(p), mapped = size;
   warm.assign((size + kGranule - 1) / kGranule, false);
   return true;
@@ -122,9 +162,13 @@ namespace {
 // A span for the file's bytes [at, at + span), its pages present, or null.
 std::shared_ptr<PoolFile::Span> new_span(const PoolFile& f, uint64_t at, size_t span) {
   auto s = std::make_shared<PoolFile::Span>();
+  if (!take(kPage + span)) return nullptr;
   void* p =
       ::mmap(nullptr, kPage + span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
+  if (p == MAP_FAILED) {
+    g_mapped -= kPage + span;
+    return nullptr;
+  }
   s->base = static_cast<char*>(p), s->len = kPage + span;
   // In place of the anonymous pages after the first: the file's.
   if (::mmap(s->base + kPage, span, PROT_READ, MAP_SHARED | MAP_FIXED, f.fd,
