@@ -5,8 +5,13 @@
 #include <atomic>
 #include <csetjmp>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 namespace muster::daemon {
 
@@ -27,6 +32,34 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
   if (g_before.sa_handler != SIG_DFL && g_before.sa_handler != SIG_IGN && g_before.sa_handler)
     return g_before.sa_handler(sig);
   ::signal(SIGBUS, SIG_DFL);
+}
+
+// memcpy with stores that bypass the cache: the bytes are read next by
+// other processes (the ranks of a pool) or by the kernel's send, not by this
+// thread, and a plain store reads each line from memory before it writes it
+// (4 % of a 4-node broadcast's time on loopback, measured). SSE2: every
+// x86-64 has it.
+void stream_copy(void* dst, const void* src, size_t n) {
+#if defined(__x86_64__)
+  auto* d = static_cast<char*>(dst);
+  auto* s = static_cast<const char*>(src);
+  if (n < 1024) {
+    std::memcpy(d, s, n);
+    return;
+  }
+  const size_t head = (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16;
+  std::memcpy(d, s, head);
+  d += head, s += head, n -= head;
+  const size_t body = n / 64 * 64;
+  for (size_t i = 0; i < body; i += 64)
+    for (size_t k = 0; k < 64; k += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + k),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + k)));
+  _mm_sfence();  // before the copy is reported done: the stores are weakly ordered
+  std::memcpy(d + body, s + body, n - body);
+#else
+  std::memcpy(dst, src, n);
+#endif
 }
 
 void install() {
@@ -52,7 +85,7 @@ bool guarded_copy(void* dst, const void* src, size_t n) {
   // the copy (only this thread's signal handler reads them).
   t_escape = &escape;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  std::memcpy(dst, src, n);
+  stream_copy(dst, src, n);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_escape = nullptr;
   return true;

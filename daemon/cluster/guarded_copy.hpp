@@ -11,7 +11,8 @@
 
 namespace muster::daemon {
 
-// memcpy(dst, src, n); false when a page of either raised SIGBUS (then dst
+// memcpy(dst, src, n), its stores bypassing the cache (the bytes are for
+// other processes); false when a page of either raised SIGBUS (then dst
 // holds part of the bytes).
 bool guarded_copy(void* dst, const void* src, size_t n);
 
