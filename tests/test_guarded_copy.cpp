@@ -66,6 +66,7 @@ TEST_CASE("a SIGBUS outside a guarded copy still ends the process", "[pool]") {
   pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {
+    ::signal(SIGABRT, SIG_DFL);  // not Catch's report of a sanitizer's abort, in this copy of it
     volatile char c = s.p[2 * 4096];  // not guarded
     (void)c;
     ::_exit(0);
@@ -73,9 +74,9 @@ TEST_CASE("a SIGBUS outside a guarded copy still ends the process", "[pool]") {
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   // Killed by it; or, under AddressSanitizer, whose handler was there
-  // before, ended with its report.
+  // before, ended with its report (an abort, or its exit code).
   if (WIFSIGNALED(status))
-    CHECK(WTERMSIG(status) == SIGBUS);
+    CHECK((WTERMSIG(status) == SIGBUS || WTERMSIG(status) == SIGABRT));
   else
     CHECK((WIFEXITED(status) && WEXITSTATUS(status) != 0));
 }
