@@ -201,12 +201,25 @@ TEST_CASE("a process cannot have the daemon hold any number of pools open", "[bc
 
 // ---- sealed pools: mapped (cluster/pool_maps.cpp) ---------------------------
 
+namespace {
+
+// A pool of this process sealed against shrinking, as libmuster makes
+// them, and the daemon's files.
+struct SealedPool {
+  Memfd pool{"muster.pool.job.r0.0123456789abcdef", kSize, 4096, true};
+  PoolFiles files;
+  std::shared_ptr<PoolFile> open(bool write) {
+    return files.open(::getpid(), ::getuid(), pool.ref, kSize, write);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("a pool sealed against shrinking is mapped; its chunks go out from its own pages",
           "[bcast][pool]") {
-  Memfd pool("muster.pool.job.r0.0123456789abcdef", kSize, 4096, true);
-  PoolFiles files;
-  const int64_t pid = ::getpid(), uid = ::getuid();
-  auto w = files.open(pid, uid, pool.ref, kSize, true);
+  SealedPool sp;
+  const Memfd& pool = sp.pool;
+  auto w = sp.open(true);
   REQUIRE(w->map != nullptr);
   CHECK(w->mapped == kSize);
   const std::string bytes(1 << 20, 'm');
@@ -214,7 +227,7 @@ TEST_CASE("a pool sealed against shrinking is mapped; its chunks go out from its
   std::string back(bytes.size(), '\0');
   REQUIRE(::pread(pool.fd, back.data(), back.size(), 4096 + 100) == ssize_t(back.size()));
   CHECK(back == bytes);
-  auto r = files.open(pid, uid, pool.ref, kSize, false);
+  auto r = sp.open(false);
   REQUIRE(r->map != nullptr);
   std::string again(bytes.size(), '\0');
   r->read(4096 + 100, again.data(), again.size());
@@ -262,11 +275,10 @@ TEST_CASE("a pool without the seal is never mapped: pread and pwrite, as before"
 
 TEST_CASE("holes the rank punches in a mapped pool cost it its bytes, not the daemon its life",
           "[bcast][pool]") {
-  Memfd pool("muster.pool.job.r0.0123456789abcdef", kSize, 4096, true);
-  PoolFiles files;
-  const int64_t pid = ::getpid(), uid = ::getuid();
-  auto w = files.open(pid, uid, pool.ref, kSize, true);
-  auto r = files.open(pid, uid, pool.ref, kSize, false);
+  SealedPool sp;
+  const Memfd& pool = sp.pool;
+  auto w = sp.open(true);
+  auto r = sp.open(false);
   REQUIRE(w->map);
   const std::string bytes(1 << 20, 'p');
   w->write(4096, bytes.data(), bytes.size());
