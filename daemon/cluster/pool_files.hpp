@@ -13,7 +13,7 @@
 // libmuster names its pools; only then is it opened, through that same
 // O_PATH descriptor, for reading or writing. libmuster seals its pools
 // against shrinking (F_SEAL_SHRINK); such a file is mapped and the bytes
-// move with memcpy (a third of pread's cost here), guarded against SIGBUS
+// move with memcpy (well under half of pread's cost here), guarded against SIGBUS
 // (cluster/guarded_copy.hpp), and a root's chunks go to the next node
 // straight from its pages (map_chunk). A file without the seal could shrink
 // under a mapping: its bytes move with pread and pwrite, and a file the
@@ -84,11 +84,12 @@ struct MappedChunk {
   std::shared_ptr<void> held;  // unmaps the span
   std::string_view frame;      // head + bytes
 };
-// How many bytes of pools the daemon may map at once (tests).
-void set_pool_map_budget(uint64_t bytes);
-
 std::optional<MappedChunk> map_chunk(const PoolFile& f, std::string_view head, uint64_t at,
                                      size_t n);
+
+// How many bytes of pools the daemon may map at once (tests; 0: twice the
+// machine's memory, the default).
+void set_pool_map_budget(uint64_t bytes);
 
 class PoolFiles {
  public:
