@@ -8,7 +8,8 @@ other node, through the daemons). Prints
     bench broadcast_256MiB_<NODES>nodes_x2 muster_s=X
 
 the median over 5 calls after a warm-up of each call's slowest rank, every
-call after a barrier of all ranks (as the gloo anchor does).
+call between two barriers of all ranks, the second within the time (as the
+gloo anchor's are), so no rank's check of its bytes overlaps a call.
 With `star`, only the coordinator's daemon listens for peers, so every
 chunk goes through it (the fallback); else every node's does, and chunks go
 node to node along a chain.

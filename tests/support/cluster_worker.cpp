@@ -25,7 +25,9 @@
 //                        `bcast_start n=N`, `bcast=<digest> n=N ms=<time>`
 //                        per call; with `sync`, every rank passes a barrier
 //                        just before each call (for benchmarks: the time is
-//                        then the call's, not the wait for slower ranks)
+//                        then the call's, not the wait for slower ranks) and
+//                        one just after, within the time (as in the gloo
+//                        anchor), so no rank's digest overlaps a call
 //   bcast-mismatch SIZE ROOT RANK...  the listed ranks pass SIZE + 8 bytes:
 //                        `bcast=<digest>` or `bcast_error=<code> <message>`
 //                        (without exiting), then a broadcast with the right
@@ -178,6 +180,10 @@ int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count, boo
       if (sync) c.barrier("bcast-loop-" + std::to_string(n));
       auto t0 = std::chrono::steady_clock::now();
       muster::broadcast(c, buf.data(), size, root);
+      // With sync, the time ends after a barrier of all ranks, as the gloo
+      // anchor's does, so no rank's digest below takes the CPU from a call
+      // still going on another.
+      if (sync) c.barrier("bcast-loop-done-" + std::to_string(n));
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       std::printf("bcast=%s n=%d ms=%.1f\n", hex(digest(buf.data(), size)).c_str(), n, ms);
