@@ -24,10 +24,11 @@
 //                        broadcasts until one fails, or COUNT times (1000):
 //                        `bcast_start n=N`, `bcast=<digest> n=N ms=<time>`
 //                        per call; with `sync`, every rank passes a barrier
-//                        just before each call (for benchmarks: the time is
-//                        then the call's, not the wait for slower ranks) and
-//                        one just after, within the time (as in the gloo
-//                        anchor), so no rank's digest overlaps a call
+//                        just before each call (for benchmarks: the time
+//                        starts when every rank's does, not while a rank
+//                        waits for slower ones) and one just after, within
+//                        the time (as in the gloo anchor: it ends when every
+//                        rank's call has), so no rank's digest overlaps a call
 //   bcast-mismatch SIZE ROOT RANK...  the listed ranks pass SIZE + 8 bytes:
 //                        `bcast=<digest>` or `bcast_error=<code> <message>`
 //                        (without exiting), then a broadcast with the right
