@@ -13,6 +13,7 @@
 
 #include "device_list.hpp"
 #include "endpoint.hpp"
+#include "gpu/libraries.hpp"
 #include "log.hpp"
 #include "metrics/address.hpp"
 #include "muster_config.h"
@@ -359,7 +360,9 @@ std::optional<Options> parse_options(int argc, char** argv) {
       return std::nullopt;
     }
     if (vm.count("version")) {
-      std::cout << "musterd " MUSTER_VERSION "\n";
+      // What a node has of the GPU libraries is only known by loading them:
+      // nothing of them is linked (readelf -d musterd names none).
+      std::cout << "musterd " MUSTER_VERSION "\n" << gpu::libraries_summary();
       return std::nullopt;
     }
     if (vm.count("no-config") && vm.count("config") && !vm["config"].as<std::string>().empty())

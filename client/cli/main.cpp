@@ -6,6 +6,7 @@
 #include "cli/commands.hpp"
 #include "cli/flag_parser.hpp"
 #include "cli/run_flags.hpp"
+#include "lib/gpu_libs.hpp"
 #include "muster_config.h"
 
 namespace {
@@ -112,7 +113,10 @@ int main(int argc, char** argv) {
   if (cmd.rfind("-", 0) == 0) {
     bool help = false, version = false;
     if (!muster::cli::parse_plain("", FlagParser(top_flags(help, version)), {cmd})) return 2;
-    if (version) std::cout << "muster " MUSTER_VERSION "\n";
+    // NCCL is found at run time (lib/gpu_libs.hpp), so which one ranks would
+    // use is only known by looking.
+    if (version)
+      std::cout << "muster " MUSTER_VERSION "\nNCCL: " << muster::detail::nccl_summary() << "\n";
     if (help) std::cout << usage();
     return 0;
   }

@@ -1,41 +1,39 @@
 // The NCCL unique-id broker, on top of the job's store: compare_set makes the
 // publish a set-once, and a waiting get is answered the moment the root
 // publishes. The daemon never interprets the 128 bytes.
-#include <sys/random.h>
-
 #include <algorithm>
+#include <cstdlib>
 
+#include "gpu_libs.hpp"
 #include "muster/broadcast.hpp"
-#include "muster_config.h"
 #include "session.hpp"
-
-#if HAVE_NCCL
-#include <nccl.h>
-#endif
 
 namespace muster {
 
 namespace {
 
+// NCCL's id as nccl.h declares it (ncclUniqueId: char internal[128];
+// ncclResult_t: an enum, int-sized, ncclSuccess = 0), so the broker needs
+// no NCCL header and links no NCCL: the library is found at run time.
 constexpr size_t kIdBytes = 128;
+struct UniqueId {
+  char internal[kIdBytes];
+};
 
+// Made by the NCCL the process uses (torch's, where torch loaded one). An
+// id of random bytes would hang whoever hands it to NCCL, so without NCCL
+// there is no id, only an error that says NCCL was not found.
 std::string make_id() {
-#if HAVE_NCCL
-  static_assert(sizeof(ncclUniqueId) == kIdBytes);
-  ncclUniqueId id;
-  if (auto r = ncclGetUniqueId(&id); r != ncclSuccess)
+  const auto& lib = detail::nccl();
+  auto get = lib.fn<int (*)(UniqueId*)>("ncclGetUniqueId");
+  auto why = lib.fn<const char* (*)(int)>("ncclGetErrorString");
+  UniqueId id{};
+  if (int r = get(&id); r != 0)
     throw Error(ErrorCode::kInternal,
-                std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(r));
+                std::string("ncclGetUniqueId failed: ") +
+                    (why ? std::string(why(r)) : "error " + std::to_string(r)) + " (" +
+                    lib.where() + ")");
   return std::string(id.internal, kIdBytes);
-#else
-  // Without NCCL the root still publishes 128 bytes of its own making.
-  std::string id(kIdBytes, '\0');
-  for (size_t got = 0; got < kIdBytes;) {
-    ssize_t n = getrandom(id.data() + got, kIdBytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-  }
-  return id;
-#endif
 }
 
 std::string id_key(const RankInfo& me, const std::string& name, uint32_t i, uint32_t n) {
@@ -65,6 +63,15 @@ std::vector<std::string> nccl_unique_ids(Client& client, uint32_t n, const std::
     throw Error(ErrorCode::kInvalidArgument,
                 "nccl_unique_ids needs 1.." + std::to_string(me.world_size) +
                     " ids (one per rank at most), not " + std::to_string(n));
+  // With NCCL_COMM_ID set, NCCL's id is that address and rank 0's
+  // ncclCommInitRank listens on it (src/init.cc): one root, so one id. More
+  // would all name the same address and their bootstraps would collide.
+  if (const char* fixed = std::getenv("NCCL_COMM_ID"); fixed && *fixed && n > 1)
+    throw Error(ErrorCode::kInvalidArgument,
+                "NCCL_COMM_ID=" + std::string(fixed) + " fixes NCCL's one bootstrap root, but " +
+                    std::to_string(n) +
+                    " ids were asked for (ncclCommInitRankScalable): ask for 1 id, or unset "
+                    "NCCL_COMM_ID to let each root pick its own address");
   // Publish first (if we are a root), then gather: no rank waits on itself.
   for (uint32_t i = 0; i < n; ++i) {
     if (nccl_id_root(i, n, me.world_size) != me.rank) continue;
