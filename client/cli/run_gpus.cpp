@@ -11,23 +11,25 @@
 namespace muster::cli {
 
 // The GPUs that muster run's own CUDA_VISIBLE_DEVICES (a scheduler's or a
-// container's) leaves visible, as NVML indices in its order; nullopt when
-// it is unset (every GPU is, and ordinals are NVML indices), and on a
+// container's) leaves visible, as NVML indices in its order, its integers
+// counting the GPUs CUDA sees here (a cgroup's or container's subset);
+// nullopt when every GPU is visible (ordinals are NVML indices), and on a
 // daemon without GPUs (CPU jobs, as without it).
 std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!cvd) return std::nullopt;
-  std::vector<std::string> uuids;
+  std::vector<SeenGpu> gpus;
   for (const auto& d : Client({endpoint}).status().devices) {
-    if (uuids.size() <= d.index) uuids.resize(d.index + 1);
-    uuids[d.index] = d.uuid;
+    if (gpus.size() <= d.index) gpus.resize(d.index + 1);
+    gpus[d.index] = {d.uuid, d.pci_bus_id};
   }
-  if (uuids.empty()) return std::nullopt;
-  auto v = visible_devices(cvd, uuids);
-  if (v.empty())
-    throw std::runtime_error(std::string("CUDA_VISIBLE_DEVICES='") + cvd +
-                             "' leaves none of this node's GPUs visible (use --cpu for a job "
-                             "without GPUs)");
+  auto v = muster::visible_gpus(cvd, gpus);
+  if (v && v->empty())
+    throw std::runtime_error(cvd ? std::string("CUDA_VISIBLE_DEVICES='") + cvd +
+                                       "' leaves none of this node's GPUs visible (use --cpu for "
+                                       "a job without GPUs)"
+                                 : std::string("none of this node's GPUs can be opened here (a "
+                                               "cgroup or container allows none; use --cpu for a "
+                                               "job without GPUs)"));
   return v;
 }
 

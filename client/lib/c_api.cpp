@@ -69,6 +69,18 @@ int muster_join_env(muster_client* c, muster_rank_info* out) {
   return guarded(c, [&](muster::Client& cl) { fill(cl.join_from_env(), out); });
 }
 
+int muster_device_uuid(muster_client* c, char* out, size_t size) {
+  return guarded(c, [&](muster::Client& cl) {
+    if (!out) throw null_arg("out");
+    const std::string& uuid = cl.rank_info().device_uuid;
+    if (uuid.size() + 1 > size)
+      throw muster::Error(muster::ErrorCode::kInvalidArgument,
+                          "muster_device_uuid: the buffer holds " + std::to_string(size) +
+                              " bytes; the UUID needs " + std::to_string(uuid.size() + 1));
+    std::memcpy(out, uuid.c_str(), uuid.size() + 1);
+  });
+}
+
 int muster_leave(muster_client* c) {
   return guarded(c, [](muster::Client& cl) { cl.leave(); });
 }

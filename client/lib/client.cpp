@@ -92,20 +92,30 @@ RankInfo Client::join(const JoinOptions& o) {
   proto::Join m{o.job, o.local_world_size, o.wants_gpu, static_cast<int64_t>(::getpid()),
                 o.local_rank};
   RankInfo info = from_wire(session_->call<proto::RankInfo>(m));
-  // Under a scheduler's or container's CUDA_VISIBLE_DEVICES the ordinal is
-  // the leased GPU's position among the visible ones (device_list.hpp).
-  if (const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES"); cvd && info.device >= 0) {
-    std::vector<std::string> uuids;
+  // Under a scheduler's or container's CUDA_VISIBLE_DEVICES, or a cgroup
+  // that lets CUDA see a subset, the ordinal is the leased GPU's position
+  // among the visible ones (device_list.hpp).
+  if (info.device >= 0) {
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    std::vector<SeenGpu> gpus;
     for (const auto& d : status().devices) {
-      if (uuids.size() <= d.index) uuids.resize(d.index + 1);
-      uuids[d.index] = d.uuid;
+      if (gpus.size() <= d.index) gpus.resize(d.index + 1);
+      gpus[d.index] = {d.uuid, d.pci_bus_id};
     }
-    int64_t ordinal = visible_ordinal(visible_devices(cvd, uuids), info.device);
+    std::optional<std::vector<int64_t>> visible;
+    try {
+      visible = visible_gpus(cvd, gpus);
+    } catch (const std::runtime_error& e) {
+      throw Error(ErrorCode::kNoDevice, e.what());
+    }
+    int64_t ordinal = visible ? visible_ordinal(*visible, info.device) : info.device;
     if (ordinal < 0)
       throw Error(ErrorCode::kNoDevice,
                   "GPU " + std::to_string(info.device) + ", leased to this rank, is not among " +
-                      "CUDA_VISIBLE_DEVICES='" + cvd + "': start the job with muster run under " +
-                      "the same CUDA_VISIBLE_DEVICES, which leases only visible GPUs");
+                      (cvd ? "CUDA_VISIBLE_DEVICES='" + std::string(cvd) + "'"
+                           : std::string("the GPUs CUDA can open here")) +
+                      ": start the job with muster run under the same CUDA_VISIBLE_DEVICES and "
+                      "cgroup, which leases only visible GPUs");
     info.device = static_cast<int>(ordinal);
   }
   session_->joined(info);

@@ -1,5 +1,6 @@
-// A GPU that fails while the daemon runs: NVML's XID events (a watcher
-// thread in the server waits for them). A critical XID quarantines the GPU
+// A GPU that fails while the daemon runs: NVML's XID events and lost GPUs
+// (a watcher thread in the server waits for them). A critical XID or a
+// lost GPU quarantines the GPU
 // (saved with the state: across restarts too, until root undrains it, which
 // says it was reset), and the job that holds it is told: its
 // ranks' waits fail with device_failed, naming the GPU, now and from then
@@ -14,30 +15,70 @@
 namespace muster::daemon {
 
 namespace {
-// XIDs after which a GPU cannot be trusted until it is reset: 48 (double-
-// bit ECC), 63/64 (page retirement or row remap event / failure), 74
-// (NVLink error), 79 (fallen off the bus), 92 (high single-bit ECC rate),
-// 94/95 (contained / uncontained ECC error). NVIDIA's XID catalog.
-constexpr std::array<uint64_t, 8> kCritical{48, 63, 64, 74, 79, 92, 94, 95};
+
+// What an XID means for a job and its GPU, after NVIDIA's XID catalogue
+// (docs.nvidia.com/deploy/xid-errors, "Xid Error Listing" and the
+// recommended actions beside each):
+//  - failures: the GPU cannot be trusted until it is reset, so it is
+//    quarantined and the job that holds it fails. 48 (double-bit ECC),
+//    64 (page retirement / row remap recording failure), 74 (NVLink
+//    error), 79 (fallen off the bus), 95 (uncontained ECC error), 119 and
+//    120 (GSP RPC timeout, GSP error: the GPU's firmware stopped
+//    answering), 154 (the driver's recovery action changed: it now asks
+//    for a reset, a reboot or a drain).
+//  - contained: 94, an ECC error the driver contained to the processes
+//    that touched the memory: the job on the GPU fails, the GPU stays in
+//    service (its row remap and recovery action, re-read right after the
+//    XID, quarantine it if they ask for a reset).
+//  - anything else is informational for muster: 63 (a page retirement or
+//    row remap was recorded: the remap itself worked), 92 (a high rate of
+//    corrected single-bit errors), 13/31/43/45 (one application's fault or
+//    its end). Logged; the health re-read decides, not the number.
+enum class XidClass { kInfo, kContained, kFailure };
+XidClass classify(uint64_t xid) {
+  constexpr std::array<uint64_t, 8> kFailure{48, 64, 74, 79, 95, 119, 120, 154};
+  if (std::find(kFailure.begin(), kFailure.end(), xid) != kFailure.end()) return XidClass::kFailure;
+  return xid == 94 ? XidClass::kContained : XidClass::kInfo;
+}
+
 }  // namespace
 
-void State::on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out) {
-  if (std::find(kCritical.begin(), kCritical.end(), xid) == kCritical.end()) {
-    log::notice(log::gpu(index), "GPU " + std::to_string(index) + ": XID " + std::to_string(xid) +
-                                     " (not one that quarantines a GPU)");
-    return;
+void State::on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out,
+                   const std::string& health) {
+  XidClass c = classify(xid);
+  std::string what = (c == XidClass::kFailure ? "critical XID " : "XID ") + std::to_string(xid);
+  if (!health.empty()) {
+    fail_gpu(index, what + "; " + health, true, out);
+  } else if (c == XidClass::kInfo) {
+    log::notice(log::gpu(index), "GPU " + std::to_string(index) + ": " + what +
+                                     " (not one that fails a job or quarantines a GPU)");
+  } else {
+    fail_gpu(index, what, c == XidClass::kFailure, out);
   }
-  auto* slot = jobs_.devices().quarantine(index, "critical XID " + std::to_string(xid));
+}
+
+void State::on_gpu_lost(uint32_t index, const std::string& why, std::vector<Outgoing>& out) {
+  fail_gpu(index, why, true, out);
+}
+
+// Quarantines GPU `index` (when `quarantine`) and fails the job that holds
+// it, naming the GPU and `why`.
+void State::fail_gpu(uint32_t index, const std::string& why, bool quarantine,
+                     std::vector<Outgoing>& out) {
+  const DeviceSlot* slot = nullptr;
+  for (const auto& s : jobs_.devices().slots())
+    if (s.device.index == index) slot = &s;
+  if (quarantine) slot = jobs_.devices().quarantine(index, why);
   if (!slot) return;
   std::string gpu = "GPU " + std::to_string(index) +
                     (slot->device.uuid.empty() ? "" : " (" + slot->device.uuid + ")");
-  log::warning(log::gpu(index, slot->job),
-               gpu + " quarantined: critical XID " + std::to_string(xid));
+  log::warning(log::gpu(index, slot->job), gpu + (quarantine ? " quarantined: " : ": ") + why +
+                                               (quarantine ? "" : " (the GPU stays in service)"));
   if (slot->job.empty()) return;
   Job* job = jobs_.find(slot->job);
   if (!job) return;
   job->device_failure = gpu + ", leased to local rank " + std::to_string(slot->local_rank) +
-                        " of job '" + job->id + "', failed: critical XID " + std::to_string(xid) +
+                        " of job '" + job->id + "', failed: " + why +
                         "; the job cannot continue on it";
   OutAnswers a(out);
   store_.fail_all(*job, ErrorCode::kDeviceFailed, job->device_failure, a);

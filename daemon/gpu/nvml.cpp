@@ -40,6 +40,8 @@ Nvml::Nvml(const std::string& path) {
   sym(ev_register_, "nvmlDeviceRegisterEvents");
   sym(ev_wait_, "nvmlEventSetWait_v2");
   sym(ev_free_, "nvmlEventSetFree");
+  sym(ev_supported_, "nvmlDeviceGetSupportedEventTypes");
+  sym(fields_, "nvmlDeviceGetFieldValues");  // recovery actions: drivers since r570
   sym(ancestor_, "nvmlDeviceGetTopologyCommonAncestor");
   sym(link_state_, "nvmlDeviceGetNvLinkState");
   sym(link_pci_, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
@@ -100,12 +102,7 @@ Device Nvml::describe(unsigned index) const {
   if (dev && pci_ && pci_(dev, &pci) == NVML_SUCCESS) d.pci_bus_id = pci.busId;
   nvmlMemory_t mem{};
   if (dev && memory_ && memory_(dev, &mem) == NVML_SUCCESS) d.memory_bytes = mem.total;
-  unsigned node = 0;
-  if (dev && numa_ && numa_(dev, &node) == NVML_SUCCESS) d.numa_node = node;
-  std::vector<unsigned long> mask(16);  // 1024 CPUs
-  if (dev && affinity_ &&
-      affinity_(dev, static_cast<unsigned>(mask.size()), mask.data()) == NVML_SUCCESS)
-    d.cpu_affinity = cpu_list(mask);
+  if (dev) fill_place(dev, d);
   nvmlComputeMode_t mode = NVML_COMPUTEMODE_DEFAULT;
   if (dev && mode_ && mode_(dev, &mode) == NVML_SUCCESS)
     d.compute_mode = mode == NVML_COMPUTEMODE_PROHIBITED          ? "prohibited"
@@ -117,6 +114,26 @@ Device Nvml::describe(unsigned index) const {
   if (auto p = processes(index)) d.processes = *p;
   d.quarantine = problem(index);
   return d;
+}
+
+// The NUMA node and CPUs near the GPU: the kernel's, from its PCI device
+// (nvmlDeviceGetNumaNodeId is NOT_SUPPORTED on x86, where GPUs are no NUMA
+// nodes of their own); NVML's where the kernel does not say, its NUMA id
+// only where that node has CPUs (on Grace it is the GPU memory's own node,
+// not the socket's).
+void Nvml::fill_place(nvmlDevice_t dev, Device& d) const {
+  PciPlace pci = pci_place(d.pci_bus_id);
+  unsigned node = 0;
+  if (pci.numa >= 0)
+    d.numa_node = pci.numa;
+  else if (numa_ && numa_(dev, &node) == NVML_SUCCESS && cpu_node(node))
+    d.numa_node = node;
+  std::vector<unsigned long> mask(16);  // 1024 CPUs
+  if (!pci.cpus.empty())
+    d.cpu_affinity = pci.cpus;
+  else if (affinity_ &&
+           affinity_(dev, static_cast<unsigned>(mask.size()), mask.data()) == NVML_SUCCESS)
+    d.cpu_affinity = cpu_list(mask);
 }
 
 std::optional<std::vector<Process>> Nvml::processes(unsigned index) const {

@@ -32,10 +32,27 @@ class Nvml {
   // Why GPU `index` must not be leased now (health, MIG); empty when fine.
   std::string problem(unsigned index) const;
 
-  // XID events (health.cpp's watcher): a set with every GPU registered for
-  // critical XIDs; wait() blocks up to timeout_ms and gives (index, xid).
-  bool open_events();
-  std::optional<std::pair<unsigned, unsigned long long>> wait_event(unsigned timeout_ms) const;
+  // XID events (xid_watch.cpp's thread): a new set with each GPU but those
+  // in `skip` registered for the critical-XID events it supports
+  // (nvmlDeviceGetSupportedEventTypes); every GPU that cannot be watched
+  // is logged once, with why. False when this NVML offers no events.
+  bool open_events(const std::vector<unsigned>& skip = {});
+  // How many GPUs the set watches.
+  unsigned watched() const { return watched_; }
+  // What one nvmlEventSetWait_v2 gave: an XID on GPU `index`, nothing
+  // within timeout_ms, NVML_ERROR_GPU_IS_LOST (which NVML returns at once,
+  // every time, while a GPU of the set is lost), or another error.
+  struct Event {
+    enum Kind { kXid, kTimeout, kLost, kError } kind = kTimeout;
+    unsigned index = 0;
+    unsigned long long xid = 0;
+    int error = 0;
+  };
+  Event wait_event(unsigned timeout_ms) const;
+  // Whether this NVML reports the driver's recovery action (r570 and newer).
+  bool reports_recovery() const { return fields_ != nullptr; }
+  // Whether GPU `index` answers NVML_ERROR_GPU_IS_LOST.
+  bool lost(unsigned index) const;
 
   // Fills every device's nvlinks and paths (nvml_topology.cpp), the
   // devices being GPUs 0..n-1 as describe() gave them; leaves them empty
@@ -46,6 +63,9 @@ class Nvml {
   template <class F>
   void sym(F& f, const char* name);
   nvmlDevice_t handle(unsigned index) const;
+  std::string recovery_action(nvmlDevice_t dev) const;
+  std::string watch(unsigned index);
+  void fill_place(nvmlDevice_t dev, Device& d) const;
   bool fill_paths(std::vector<Device>& devices) const;
   void fill_nvlinks(std::vector<Device>& devices) const;
 
@@ -53,6 +73,8 @@ class Nvml {
   bool ok_ = false;
   std::string why_;
   nvmlEventSet_t events_ = nullptr;
+  unsigned watched_ = 0;
+  std::vector<bool> said_unwatched_;  // logged once each
   nvml_fn::Init init_ = nullptr;
   nvml_fn::Shutdown shutdown_ = nullptr;
   nvml_fn::GetCount count_ = nullptr;
@@ -72,6 +94,8 @@ class Nvml {
   nvml_fn::RegisterEvents ev_register_ = nullptr;
   nvml_fn::EventSetWait ev_wait_ = nullptr;
   nvml_fn::EventSetFree ev_free_ = nullptr;
+  nvml_fn::GetSupportedEventTypes ev_supported_ = nullptr;
+  nvml_fn::GetFieldValues fields_ = nullptr;
   nvml_fn::GetTopologyCommonAncestor ancestor_ = nullptr;
   nvml_fn::GetNvLinkState link_state_ = nullptr;
   nvml_fn::GetNvLinkRemotePciInfo link_pci_ = nullptr;
@@ -86,6 +110,19 @@ int64_t parent_pid(int64_t pid);
 // "00000000:3B:00.0" however NVML or a caller spelled it ("0000:3b:00.0"):
 // an eight-digit domain, upper-case hex; unparsable ids only upper-cased.
 std::string normal_bus_id(const std::string& id);
+
+// Where the kernel places the PCI device `bus_id` (NVML's spelling):
+// /sys/bus/pci/devices/<bus>/numa_node and local_cpulist, read under
+// $MUSTER_TEST_SYSROOT instead of / when set (tests' fake tree). numa -1
+// and cpus "" where the kernel does not say.
+struct PciPlace {
+  int64_t numa = -1;
+  std::string cpus;
+};
+PciPlace pci_place(const std::string& bus_id);
+// Whether NUMA node `node` has CPUs: false only where sysfs says it has
+// none (a GPU's own memory node, as on Grace), true where it cannot say.
+bool cpu_node(int64_t node);
 
 // "0-3,8": a CPU set as the kernel's cpulist format writes it.
 std::string cpu_list(const std::vector<unsigned long>& mask);

@@ -1,4 +1,5 @@
-// The part of NVIDIA's nvml.h (API version 12) that muster uses, declared
+// The part of NVIDIA's nvml.h (API version 12; the event types, field
+// values and recovery actions as API version 13 has them) that muster uses, declared
 // exactly as nvml.h declares it: there is no nvml.h at build time (NVML is
 // dlopened), and the NVML double in tests/nvml_double/ exports these same
 // entry points. Names, values and struct layouts must not drift from
@@ -41,7 +42,13 @@ typedef enum nvmlReturn_enum : int {
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_MIG_ENABLE 0x1
+#define nvmlEventTypeSingleBitEccError 0x0000000000000001LL
+#define nvmlEventTypeDoubleBitEccError 0x0000000000000002LL
+#define nvmlEventTypePState 0x0000000000000004LL
 #define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+#define nvmlEventTypeClock 0x0000000000000010LL
+#define nvmlEventTypeNone 0x0000000000000000LL
+#define NVML_FI_DEV_GET_GPU_RECOVERY_ACTION 230
 #define NVML_NVLINK_MAX_LINKS 18
 
 typedef struct nvmlPciInfo_st {
@@ -117,6 +124,46 @@ typedef struct nvmlEventData_st {
   unsigned int computeInstanceId;
 } nvmlEventData_t;
 
+typedef enum nvmlValueType_enum : int {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+  NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+  NVML_VALUE_TYPE_COUNT
+} nvmlValueType_t;
+
+typedef union nvmlValue_st {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  nvmlValueType_t valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
+// What the driver asks for (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION's value).
+typedef enum nvmlDeviceGpuRecoveryAction_s : int {
+  NVML_GPU_RECOVERY_ACTION_NONE = 0,
+  NVML_GPU_RECOVERY_ACTION_GPU_RESET = 1,
+  NVML_GPU_RECOVERY_ACTION_NODE_REBOOT = 2,
+  NVML_GPU_RECOVERY_ACTION_DRAIN_P2P = 3,
+  NVML_GPU_RECOVERY_ACTION_DRAIN_AND_RESET = 4
+} nvmlDeviceGpuRecoveryAction_t;
+
 }  // extern "C"
 // NOLINTEND
 
@@ -143,6 +190,8 @@ using EventSetCreate = nvmlReturn_t (*)(nvmlEventSet_t*);
 using RegisterEvents = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
 using EventSetWait = nvmlReturn_t (*)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
 using EventSetFree = nvmlReturn_t (*)(nvmlEventSet_t);
+using GetSupportedEventTypes = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+using GetFieldValues = nvmlReturn_t (*)(nvmlDevice_t, int, nvmlFieldValue_t*);
 using GetTopologyCommonAncestor = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t,
                                                    nvmlGpuTopologyLevel_t*);
 using GetNvLinkState = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlEnableState_t*);

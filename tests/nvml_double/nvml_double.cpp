@@ -240,10 +240,45 @@ EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
   return NVML_SUCCESS;
 }
 
+#ifndef NVML_DOUBLE_OLD_DRIVER
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
+                                                     unsigned long long* eventTypes) {
+  WITH_GPU();
+  if (!eventTypes) return NVML_ERROR_INVALID_ARGUMENT;
+  if (s.refuses(__func__)) return NVML_ERROR_NOT_SUPPORTED;
+  *eventTypes = g->events;
+  return NVML_SUCCESS;
+}
+
+// nvml.h: values[i].nvmlReturn says per field; the call fails only as a
+// whole (a bad argument, a lost GPU).
+EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                             nvmlFieldValue_t* values) {
+  WITH_GPU();
+  if (!values || valuesCount <= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  for (int i = 0; i < valuesCount; ++i) {
+    nvmlFieldValue_t& v = values[i];
+    v.timestamp = 0;
+    v.latencyUsec = 0;
+    if (v.fieldId != NVML_FI_DEV_GET_GPU_RECOVERY_ACTION || s.refuses(__func__)) {
+      v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+      continue;
+    }
+    v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    v.nvmlReturn = NVML_SUCCESS;
+    v.value.uiVal = g->recovery;
+  }
+  return NVML_SUCCESS;
+}
+#endif
+
+// nvml.h: NOT_SUPPORTED "if the platform does not support this feature or
+// some of requested event types"; nothing is registered then.
 EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
                                              nvmlEventSet_t set) {
   WITH_GPU();
   if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  if (s.refuses(__func__) || (eventTypes & ~g->events)) return NVML_ERROR_NOT_SUPPORTED;
   set->mask[device->index] |= eventTypes;
   return NVML_SUCCESS;
 }
@@ -256,6 +291,11 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* dat
   if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
   for (unsigned waited = 0;; waited += 10) {
     auto s = nvml_double::load();
+    // As the driver does: a lost GPU in the set fails every wait at once,
+    // whatever the timeout.
+    for (unsigned i = 0; i < s.gpus.size(); ++i)
+      if (set->mask[i] && s.gpus[i].lost) return NVML_ERROR_GPU_IS_LOST;
+    if (s.refuses(__func__)) return NVML_ERROR_UNKNOWN;
     while (set->delivered < s.xids.size()) {
       const auto& x = s.xids[set->delivered++];
       if (x.gpu >= s.gpus.size() || !(set->mask[x.gpu] & nvmlEventTypeXidCriticalError)) continue;

@@ -66,6 +66,8 @@ Gpu gpu(std::map<std::string, std::string>& f) {
   num("retired_pending", g.retired_pending);
   num("remap_failed", g.remap_failed);
   num("lost", g.lost);
+  num("recovery", g.recovery);
+  if (f.count("events")) g.events = std::stoull(f["events"], nullptr, 0);
   g.pcie_switch = f["switch"];
   g.bridge = f["bridge"];
   if (f.count("level")) g.level = std::stoi(f["level"]);

@@ -3,6 +3,14 @@
 //       numa=N cpus=0-23,48-71 mode=default|exclusive_process|prohibited
 //       mig=0|1 ecc=N ecc_aggregate=N retired_pending=0|1 remap_failed=0|1
 //       lost=0|1 procs=PID[:BYTES],… switch=ID bridge=ID level=N
+//       events=MASK recovery=N
+//       events: the event types it supports (nvmlEventType* bits, in hex
+//       or decimal; default 0x1f, XIDs among them): 0 as a GeForce board
+//       or a vGPU profile without XID events. recovery: the driver's
+//       recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION), default 0.
+//       lost=1 written while the daemon runs is a GPU lost mid-run: its
+//       queries, and every event wait of a set it is in, answer
+//       NVML_ERROR_GPU_IS_LOST at once.
 //   xid gpu=UUID|BUS code=N          an XID event, in the order written
 //   nvlink a=UUID|BUS b=UUID|BUS count=N [active=0|1]
 //       N NVLinks between two GPUs, in the next free link slots of both;
@@ -15,7 +23,9 @@
 //       N NVLinks from a GPU to an NVSwitch (remote device type SWITCH, the
 //       remote PCI info the switch's bus id), in its next free slots.
 //   unsupported fn=NAME,NAME          these entry points answer
-//       NVML_ERROR_NOT_SUPPORTED (a driver, or a VM, that cannot say)
+//       NVML_ERROR_NOT_SUPPORTED (a driver, or a VM, that cannot say);
+//       nvmlEventSetWait_v2 there answers NVML_ERROR_UNKNOWN at once (a
+//       driver in trouble), nvmlDeviceRegisterEvents NOT_SUPPORTED.
 //   # a comment
 // GPUs are numbered as NVML numbers them: by PCI bus id, whatever the order
 // of the lines. Every field but uuid and bus may be left out.
@@ -56,6 +66,8 @@ struct Gpu {
   int numa = -1;
   std::vector<unsigned> cpus;
   bool mig = false, retired_pending = false, remap_failed = false, lost = false;
+  unsigned long long events = 0x1f;  // nvmlEventType* bits it supports
+  unsigned recovery = 0;             // nvmlDeviceGpuRecoveryAction_t
   unsigned long long ecc_volatile = 0, ecc_aggregate = 0;
   std::vector<Proc> procs;
   std::string pcie_switch, bridge;  // empty: none shared with any GPU

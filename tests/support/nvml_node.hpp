@@ -26,10 +26,15 @@ class NvmlNode {
   }
   void append(const std::string& line) { set(text_ + line + "\n"); }
   const std::string& text() const { return text_; }
+  // MUSTER_TEST_SYSROOT: the node's own (empty unless a test fills it)
+  // /sys, /proc/driver/nvidia and /dev, never the machine's, whose PCI
+  // devices might share the scenario's bus ids.
   std::map<std::string, std::string> env() const {
     return {{"MUSTER_NVML_LIBRARY", program("MUSTER_TEST_NVML_DOUBLE")},
-            {"MUSTER_NVML_SCENARIO", path_}};
+            {"MUSTER_NVML_SCENARIO", path_},
+            {"MUSTER_TEST_SYSROOT", root()}};
   }
+  std::string root() const { return dir_.path() + "/root"; }
 
  private:
   TempDir dir_;

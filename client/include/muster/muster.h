@@ -47,6 +47,11 @@ int muster_join(muster_client* c, const char* job, uint32_t local_world_size, in
                 int local_rank, muster_rank_info* out);
 /* Joins with the variables `muster run` sets. @since 0.1 */
 int muster_join_env(muster_client* c, muster_rank_info* out);
+/* The UUID of the GPU leased to this rank ("GPU-…", as nvidia-smi -L
+ * writes it) into out, NUL-terminated; "" for a rank without a GPU or on a
+ * daemon whose GPU source has no UUIDs. An error when the handle has not
+ * joined, or out (size bytes; 96 is enough) is too small. @since 0.1 */
+int muster_device_uuid(muster_client* c, char* out, size_t size);
 /* Gives the rank and its lease back. @since 0.1 */
 int muster_leave(muster_client* c);
 /* 1 or 0; -1 with an error set when the handle has not joined. @since 0.1 */

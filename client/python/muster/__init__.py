@@ -51,7 +51,9 @@ def client():
 
 def rank_info():
     """RankInfo(job, rank, local_rank, world_size, local_world_size, node_rank,
-    num_nodes, device, generation) from the daemon."""
+    num_nodes, device, device_uuid, generation) from the daemon; device_uuid
+    is the leased GPU's UUID ("GPU-...", as nvidia-smi -L writes it), "" for
+    a rank without a GPU."""
     return client().rank_info
 
 

@@ -171,6 +171,7 @@ void def_rank_info(py::module_& m) {
       .def_readonly("node_rank", &muster::RankInfo::node_rank)
       .def_readonly("num_nodes", &muster::RankInfo::num_nodes)
       .def_readonly("device", &muster::RankInfo::device)
+      .def_readonly("device_uuid", &muster::RankInfo::device_uuid)
       .def_readonly("generation", &muster::RankInfo::generation)
       .def("__repr__", [](const muster::RankInfo& r) {
         return "RankInfo(job='" + r.job + "', rank=" + std::to_string(r.rank) +
@@ -179,7 +180,7 @@ void def_rank_info(py::module_& m) {
                ", local_world_size=" + std::to_string(r.local_world_size) +
                ", node_rank=" + std::to_string(r.node_rank) +
                ", num_nodes=" + std::to_string(r.num_nodes) +
-               ", device=" + std::to_string(r.device) +
+               ", device=" + std::to_string(r.device) + ", device_uuid='" + r.device_uuid + "'" +
                ", generation=" + std::to_string(r.generation) + ")";
       });
 }

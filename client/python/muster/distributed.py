@@ -151,26 +151,71 @@ for _name in ("has_extended_api", "append", "multi_get", "multi_set", "queue_pus
         delattr(MusterStore, _name)
 
 
+def _uuid_text(u):
+    """A UUID as nvidia-smi writes it, lower case, without "GPU-": torch
+    gives a _CudaDeviceProperties.uuid (str() is the bare UUID) or bytes."""
+    if isinstance(u, (bytes, bytearray)):
+        h = bytes(u).hex()
+        u = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+    text = str(u).strip().lower()
+    return text[4:] if text.startswith("gpu-") else text
+
+
+def check_device(device, uuid, rank=None):
+    """Raises RuntimeError unless CUDA device ``device`` is the GPU ``uuid``
+    (the one muster leased, "GPU-..."): a CUDA_VISIBLE_DEVICES or
+    CUDA_DEVICE_ORDER other than the rank joined under renumbers devices.
+    Does nothing where this torch cannot name a device's UUID (older than
+    2.1)."""
+    props = torch.cuda.get_device_properties(device)
+    opened = getattr(props, "uuid", None)
+    if opened is None:
+        return
+    if _uuid_text(opened) != _uuid_text(uuid):
+        who = "" if rank is None else f"rank {rank}: "
+        raise RuntimeError(
+            f"{who}CUDA device {device} is GPU-{_uuid_text(opened)}, not the leased GPU {uuid} "
+            "(start ranks with muster run, or set CUDA_DEVICE_ORDER=PCI_BUS_ID and keep the "
+            "CUDA_VISIBLE_DEVICES the rank joined under)")
+
+
 def init_torch(backend=None, timeout=datetime.timedelta(minutes=30)):
     """Initialises torch.distributed's default process group for this rank.
 
     backend None picks "nccl" when CUDA is available and the daemon leased
     this rank a GPU (which becomes the current CUDA device), else "gloo".
+    With a GPU lease, the CUDA device must be the leased GPU (its UUID is
+    checked) and torch must be able to open it: RuntimeError otherwise,
+    never a silent fall back to gloo (backend="gloo" asks for the CPU).
     Under ``muster run`` the rendezvous goes through musterd's store (no
     MASTER_PORT needed); elsewhere (torchrun) it falls back to env://.
     Returns the backend used."""
     if dist.is_initialized():
         return dist.get_backend()
+    uuid = ""
     if muster.under_muster():
         c = muster.client()
         info = c.rank_info
         rank, world, device = info.rank, info.world_size, info.device
+        uuid = info.device_uuid
     else:
         c = None
         rank = int(os.environ.get("RANK", "0"))
         world = int(os.environ.get("WORLD_SIZE", "1"))
         device = int(os.environ.get("LOCAL_RANK", "-1"))
     cuda = device >= 0 and torch.cuda.is_available() and device < torch.cuda.device_count()
+    # A real GPU lease (a UUID) must open that GPU: never a silent gloo on
+    # the CPU, never another GPU (check_device). Only backend="gloo" asks
+    # for the CPU on purpose.
+    if uuid and device >= 0 and backend != "gloo":
+        if not cuda:
+            raise RuntimeError(
+                f"rank {rank} holds a lease of GPU {uuid} (CUDA device {device}), but torch "
+                f"cannot open it (torch.cuda.is_available()={torch.cuda.is_available()}, "
+                f"device_count()={torch.cuda.device_count() if torch.cuda.is_available() else 0}"
+                "): install a CUDA build of torch, or pass backend=\"gloo\" to train on the "
+                "CPU, or start the job with muster run --cpu")
+        check_device(device, uuid, rank)
     if backend is None:
         backend = "nccl" if cuda and dist.is_nccl_available() else "gloo"
     if cuda:
