@@ -97,9 +97,14 @@ int64_t device_minor(const std::string& root, const std::string& bus) {
 
 }  // namespace
 
+bool lost_reason(const std::string& reason) {
+  return reason.rfind(kLostReasonPrefix, 0) == 0;
+}
+
 std::vector<int64_t> cuda_devices(const std::vector<SeenGpu>& gpus) {
   std::vector<int64_t> all, open;
-  for (size_t i = 0; i < gpus.size(); ++i) all.push_back(static_cast<int64_t>(i));
+  for (size_t i = 0; i < gpus.size(); ++i)
+    if (!gpus[i].lost) all.push_back(static_cast<int64_t>(i));
   std::string root = sysroot();
   struct stat st {};
   if (::stat((root + "/proc/driver/nvidia/gpus").c_str(), &st) != 0) return all;
@@ -107,6 +112,7 @@ std::vector<int64_t> cuda_devices(const std::vector<SeenGpu>& gpus) {
   for (const auto& g : gpus)
     if (g.pci_bus_id.empty()) return all;
   for (size_t i = 0; i < gpus.size(); ++i) {
+    if (gpus[i].lost) continue;
     // A GPU whose /proc entry a container hides, or whose device node a
     // cgroup refuses (EPERM) or a container leaves out (ENOENT), is one
     // CUDA does not enumerate here.
@@ -125,7 +131,7 @@ std::optional<std::vector<int64_t>> visible_gpus(const char* cvd,
   if (gpus.empty()) return std::nullopt;
   std::vector<int64_t> seen = cuda_devices(gpus);
   if (!cvd) {
-    if (seen.size() == gpus.size()) return std::nullopt;
+    if (seen.size() == gpus.size()) return std::nullopt;  // every GPU, in NVML's order
     return seen;
   }
   std::vector<std::string> uuids;

@@ -29,10 +29,19 @@ std::vector<int64_t> visible_devices(const std::string& cvd, const std::vector<s
 struct SeenGpu {
   std::string uuid;
   std::string pci_bus_id;
+  // Lost to the driver (NVML_ERROR_GPU_IS_LOST: fallen off the bus): CUDA
+  // does not enumerate it, so it takes no ordinal and integers after it
+  // count one less.
+  bool lost = false;
 };
 
+// Whether a status reason says the GPU is lost: the daemon's reason for
+// NVML_ERROR_GPU_IS_LOST starts with this (daemon/gpu/nvml_health.cpp).
+inline constexpr const char* kLostReasonPrefix = "lost:";
+bool lost_reason(const std::string& reason);
+
 // The NVML indices of the GPUs CUDA can open in this process, in PCI bus
-// order: those whose /dev/nvidiaN opens (N: the minor number the driver
+// order, lost GPUs left out: those whose /dev/nvidiaN opens (N: the minor number the driver
 // gives in /proc/driver/nvidia/gpus/<bus>/information); every GPU where
 // the driver's /proc files are absent. Read under $MUSTER_TEST_SYSROOT
 // instead of / when set (tests: a cgroup's or container's subset).

@@ -35,3 +35,17 @@ TEST_CASE("a MIG instance is refused with a sentence") {
   CHECK_THROWS_WITH(visible_devices("0,MIG-1234", kUuids, {0, 1}),
                     Catch::Contains("names a MIG instance (MIG-1234): muster leases whole GPUs"));
 }
+
+TEST_CASE("a lost GPU takes no CUDA ordinal: integers after it count one less") {
+  // CUDA does not enumerate a GPU the driver lost (fallen off the bus).
+  std::vector<muster::SeenGpu> gpus = {
+      {"GPU-aa00", "", false}, {"GPU-ab11", "", true}, {"GPU-ba22", "", false}};
+  CHECK(muster::cuda_devices(gpus) == std::vector<int64_t>{0, 2});
+  auto v = muster::visible_gpus("1", gpus);
+  REQUIRE(v);
+  CHECK(*v == std::vector<int64_t>{2});
+  // Unset: the two that are left, in order; the lost one is not visible.
+  CHECK(muster::visible_gpus(nullptr, gpus) == std::vector<int64_t>{0, 2});
+  CHECK(muster::lost_reason("lost: the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST)"));
+  CHECK_FALSE(muster::lost_reason("ECC errors"));
+}

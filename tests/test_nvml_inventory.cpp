@@ -83,13 +83,22 @@ TEST_CASE("an unhealthy GPU is quarantined: shown with its reason, never leased"
   for (int i : {0, 1, 2, 4, 5, 6, 7}) CHECK(s.devices[i].health == "ok");
   CHECK_THAT(muster_status(d, ""), Catch::Contains(reason));
   // Seven ranks get the seven healthy GPUs; an eighth finds none.
+  // Which GPU each got, by UUID: ordinals are CUDA's, and CUDA does not
+  // enumerate a lost GPU, so there the ordinals after it count one less.
   std::vector<std::unique_ptr<Client>> ranks;
-  std::set<int> got;
+  std::set<std::string> got;
+  std::set<int> ordinals;
   for (int r = 0; r < 7; ++r) {
     ranks.push_back(std::make_unique<Client>(muster::ClientOptions{d.endpoint()}));
-    got.insert(ranks.back()->join({"seven", 8, true, r}).device);
+    auto me = ranks.back()->join({"seven", 8, true, r});
+    got.insert(me.device_uuid);
+    ordinals.insert(me.device);
   }
-  CHECK(got == std::set<int>{0, 1, 2, 4, 5, 6, 7});
+  std::set<std::string> healthy;
+  for (int i : {0, 1, 2, 4, 5, 6, 7}) healthy.insert(test::node_uuid(i));
+  CHECK(got == healthy);
+  CHECK(ordinals == (std::string(extra) == "lost=1" ? std::set<int>{0, 1, 2, 3, 4, 5, 6}
+                                                    : std::set<int>{0, 1, 2, 4, 5, 6, 7}));
   Client eighth({d.endpoint()});
   try {
     eighth.join({"seven", 8, true, 7});

@@ -20,7 +20,7 @@ std::optional<std::vector<int64_t>> visible_gpus(const std::string& endpoint) {
   std::vector<SeenGpu> gpus;
   for (const auto& d : Client({endpoint}).status().devices) {
     if (gpus.size() <= d.index) gpus.resize(d.index + 1);
-    gpus[d.index] = {d.uuid, d.pci_bus_id};
+    gpus[d.index] = {d.uuid, d.pci_bus_id, lost_reason(d.reason)};
   }
   auto v = muster::visible_gpus(cvd, gpus);
   if (v && v->empty())

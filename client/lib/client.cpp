@@ -100,7 +100,7 @@ RankInfo Client::join(const JoinOptions& o) {
     std::vector<SeenGpu> gpus;
     for (const auto& d : status().devices) {
       if (gpus.size() <= d.index) gpus.resize(d.index + 1);
-      gpus[d.index] = {d.uuid, d.pci_bus_id};
+      gpus[d.index] = {d.uuid, d.pci_bus_id, lost_reason(d.reason)};
     }
     std::optional<std::vector<int64_t>> visible;
     try {
