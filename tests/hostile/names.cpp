@@ -1,9 +1,8 @@
 // Hostile users (issue #42), attack class 1 (in part): job names. Root
-// never joins another user's job by a name alone -- least of all one taken
-// from its environment (MUSTER_JOB_ID, TORCHELASTIC_RUN_ID), which the
-// other user may have prepared; `muster run` makes up names nobody can
-// guess (96 random bits) and refuses one outside the job-id charset before
-// anything starts.
+// never joins another user's job -- least of all one named by its
+// environment (MUSTER_JOB_ID, TORCHELASTIC_RUN_ID), which the other user may
+// have prepared; `muster run` makes up names nobody can guess (96 random
+// bits) and refuses one outside the job-id charset before anything starts.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -42,6 +41,53 @@ struct Env {
 };
 
 }  // namespace
+
+TEST_CASE(
+    "hostile: root does not join another user's job from MUSTER_JOB_ID or TORCHELASTIC_RUN_ID") {
+  if (!root()) {
+    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
+    return;
+  }
+  TestDaemon d;
+  open_to_everyone(d);
+  const std::string ep = d.endpoint();
+  AsNobody nobody([&](Lines& io) {
+    // The attacker's job, with bait in its store, waiting for root's rank.
+    io.say(ask(ep, encode(1, Join{"trap", 2, false, ::getpid(), 0})));
+    io.say(ask(ep, encode(2, StoreSet{"trap", "config", "INJECTED-BY-UID-65534"})));
+    io.hear();
+  });
+  REQUIRE(starts_with(nobody.hear(), "reply=rank_info"));
+  REQUIRE(nobody.hear() == "reply=ok");
+
+  for (const char* var : {"MUSTER_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+    INFO(var);
+    Env unset_muster("MUSTER_JOB_ID", "");
+    Env e(var, "trap");
+    Env lws("LOCAL_WORLD_SIZE", "2");
+    Client c({ep});
+    try {
+      c.join_from_env();
+      FAIL("root joined uid 65534's job from " << var);
+    } catch (const Error& err) {
+      CHECK(err.code() == ErrorCode::kPermissionDenied);
+      CHECK(std::string(err.what()).find("root does not join another user's job") !=
+            std::string::npos);
+    }
+    CHECK(!c.joined());
+  }
+  // Nor by the name through the API.
+  Client c({ep});
+  CHECK_THROWS_AS(c.join({"trap", 2, false, 1}), Error);
+  // The slot is still free, the attacker's job as it was; root may still
+  // look into it (store_get), which is not joining.
+  auto st = c.status();
+  REQUIRE(st.jobs.size() == 1);
+  CHECK(st.jobs[0].ranks[1].state == "free");
+  CHECK(ask(ep, encode(3, StoreGet{"trap", "config", 0})) ==
+        "reply=value value=INJECTED-BY-UID-65534");
+  nobody.say("done");
+}
 
 TEST_CASE("hostile: generated job ids carry 96 random bits") {
   std::set<std::string> seen;
