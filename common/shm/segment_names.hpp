@@ -29,6 +29,9 @@ std::optional<int64_t> creator_of(const std::string& file_name);
 
 // Removes the segments in /dev/shm whose name starts with prefix and whose
 // creator is gone; returns how many went. Those of live creators stay.
-size_t remove_orphans(const std::string& prefix);
+// owner_uid >= 0: only files that uid owns (the daemon sweeps as root at a
+// job's end: a name alone, which another user's job may share or collide
+// with, never makes it remove a segment of someone else's).
+size_t remove_orphans(const std::string& prefix, int64_t owner_uid = -1);
 
 }  // namespace muster::shm
