@@ -6,11 +6,46 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "muster/error.hpp"
 
 namespace muster::daemon {
+
+namespace {
+
+void check_ancestors(const std::string& dir, const std::string& what, const std::string& option) {
+  const std::string choose = "; choose another with " + option;
+  auto slash = dir.rfind('/');
+  std::string parent = slash == 0 ? "/" : dir.substr(0, slash);
+  char* real = ::realpath(parent.c_str(), nullptr);
+  if (!real) return;  // the open below says what is wrong
+  std::string path = real;
+  std::free(real);
+  for (;;) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return;
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    if (st.st_uid != 0 && st.st_uid != ::geteuid())
+      throw Error(ErrorCode::kPermissionDenied,
+                  what + "the directory above it, " + path + ", is owned by uid " +
+                      std::to_string(st.st_uid) + " (mode " + mode +
+                      "), who could swap the path for another" + choose);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      throw Error(ErrorCode::kPermissionDenied,
+                  what + "the directory above it, " + path + ", has mode " + mode +
+                      ": others may write to it (no sticky bit) and could swap the path for "
+                      "another" +
+                      choose);
+    if (path == "/") return;
+    auto up = path.rfind('/');
+    path = up == 0 ? "/" : path.substr(0, up);
+  }
+}
+
+}  // namespace
 
 void prepare_runtime_dir(const std::string& path, const std::string& option) {
   std::string dir = path;
@@ -38,6 +73,11 @@ int open_own_dir(const std::string& path, const std::string& what_prefix,
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   const std::string what = what_prefix + dir + ": ";
   const std::string choose = "; remove it or choose another with " + option;
+  // Whoever may rename an ancestor may swap the whole path for one of
+  // theirs after the check: every directory above must be root's or ours,
+  // and writable by others only with the sticky bit (as /tmp is), which
+  // keeps them from renaming what is not theirs.
+  check_ancestors(dir, what, option);
   // O_NOFOLLOW: a link planted at the last component is refused, not
   // entered; what the descriptor names is then checked, so nothing can
   // swap the directory between the check and its use.

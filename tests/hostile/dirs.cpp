@@ -93,6 +93,38 @@ TEST_CASE("hostile: a job mapping directory others may write, or another user's,
   CHECK(contains(out2, "refusing job mapping directory " + theirs + ": it is owned by uid 65534"));
 }
 
+TEST_CASE("hostile: a job mapping directory below one that others may rename in is refused") {
+  TempDir t;
+  // World-writable without the sticky bit: anyone may rename the mapping
+  // directory away and put a link to one of root's in its place.
+  std::string open = t.path() + "/open";
+  REQUIRE(::mkdir(open.c_str(), 0755) == 0);
+  REQUIRE(::chmod(open.c_str(), 0777) == 0);
+  auto [code, out] = run_with_mapping(open + "/mapping");
+  INFO(out);
+  CHECK(code == 1);
+  CHECK(contains(out, "refusing job mapping directory " + open +
+                          "/mapping: the directory above "
+                          "it, " +
+                          open + ", has mode 0777"));
+  CHECK(::access((open + "/mapping/0").c_str(), F_OK) != 0);
+  // With the sticky bit (as /tmp), nobody may rename what is not theirs.
+  REQUIRE(::chmod(open.c_str(), 01777) == 0);
+  CHECK_NOTHROW(TestDaemon({"--job-mapping-dir", open + "/mapping"}));
+  if (!root()) {
+    WARN("SKIP (in part): another user's directory needs root; this test runs as uid "
+         << ::geteuid());
+    return;
+  }
+  std::string theirs = t.path() + "/theirs";
+  REQUIRE(::mkdir(theirs.c_str(), 0755) == 0);
+  REQUIRE(::chown(theirs.c_str(), kNobody, kNobody) == 0);
+  auto [code3, out3] = run_with_mapping(theirs + "/mapping");
+  INFO(out3);
+  CHECK(code3 == 1);
+  CHECK(contains(out3, "the directory above it, " + theirs + ", is owned by uid 65534"));
+}
+
 TEST_CASE("hostile: a link planted at the mapping directory's path later is not written through") {
   TempDir t;
   std::string mapping = t.path() + "/mapping", moved = t.path() + "/moved",
