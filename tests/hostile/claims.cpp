@@ -71,7 +71,12 @@ TEST_CASE("hostile: a process with any uid not the attacker's cannot be claimed 
   Mixed ruid_root(0, kNobody, 0);               // a root process running as nobody for now
   Mixed saved_root(kNobody, kNobody, 0);        // can take root back at any time
   Mixed all_nobody(kNobody, kNobody, kNobody);  // truly the attacker's
-  std::vector<pid_t> foreign = {euid_root.pid, ruid_root.pid, saved_root.pid};
+  // And between two users: the second user's process with the attacker's
+  // real or effective uid.
+  Mixed second_e(test::kSecondUser, kNobody, test::kSecondUser);
+  Mixed second_r(kNobody, test::kSecondUser, kNobody);
+  std::vector<pid_t> foreign = {euid_root.pid, ruid_root.pid, saved_root.pid, second_e.pid,
+                                second_r.pid};
   const pid_t theirs = all_nobody.pid;
 
   AsNobody nobody([&](Lines& io) {

@@ -118,3 +118,46 @@ TEST_CASE("hostile: a job the sender may not see is refused as one that does not
   CHECK(st.jobs[0].ranks[0].pid == ::getpid());
   owner.leave();
 }
+
+TEST_CASE("hostile: a second user's job is refused to the attacker as one that does not exist") {
+  if (!root()) {
+    WARN("SKIP: needs root to run two other users; this test runs as uid " << ::geteuid());
+    return;
+  }
+  TestDaemon d;
+  open_to_everyone(d);
+  const std::string ep = d.endpoint();
+  const std::string hidden = "theirs-q3", absent = "absent-q3";
+  // The victim: uid 65533, its job and a secret in its store.
+  AsNobody victim(
+      [&](Lines& io) {
+        io.say(ask(ep, encode(1, Join{hidden, 1, false, ::getpid(), -1})));
+        io.say(ask(ep, encode(2, StoreSet{hidden, "secret", "API-TOKEN-OF-65533"})));
+        io.hear();
+      },
+      test::kSecondUser);
+  REQUIRE(starts_with(victim.hear(), "reply=rank_info"));
+  REQUIRE(victim.hear() == "reply=ok");
+  AsNobody nobody([&](Lines& io) {
+    const int64_t self = ::getpid();
+    auto a = asks_about(hidden, self), b = asks_about(absent, self);
+    for (size_t i = 0; i < a.size(); ++i) {
+      io.say(a[i].first);
+      io.say(ask(ep, a[i].second, {"", 5s}));
+      io.say(ask(ep, b[i].second, {"", 5s}));
+    }
+    io.say("end");
+  });
+  for (;;) {
+    auto kind = nobody.hear();
+    REQUIRE(!kind.empty());
+    if (kind == "end") break;
+    auto seen = nobody.hear(), none = nobody.hear();
+    INFO(kind << ": hidden job: " << seen << " | no job: " << none);
+    CHECK(with_name(seen, hidden, absent) == none);
+    CHECK(seen.find("65533") == std::string::npos);
+  }
+  CHECK(ask(ep, encode(3, StoreGet{hidden, "secret", 0})) ==
+        "reply=value value=API-TOKEN-OF-65533");
+  victim.say("done");
+}
