@@ -111,4 +111,8 @@ size_t remove_orphans(const std::string& prefix, int64_t owner_uid) {
   return removed;
 }
 
+size_t remove_orphans(const std::string& prefix) {
+  return remove_orphans(prefix, -1);
+}
+
 }  // namespace muster::shm
