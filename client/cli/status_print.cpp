@@ -79,6 +79,13 @@ int status_once(const StatusOptions& o) {
     }
     Client c({endpoint});
     auto s = o.job.empty() ? c.status() : c.status(o.job);
+    if (o.owner_uid >= 0) {
+      // Only that user's jobs: a name alone does not say whose job it is.
+      std::erase_if(s.jobs, [&](const JobInfo& j) { return j.uid != o.owner_uid; });
+      if (!o.job.empty() && s.jobs.empty())
+        throw Error(ErrorCode::kUnknownJob, "no job '" + o.job + "' of uid " +
+                                                std::to_string(o.owner_uid) + " on this daemon");
+    }
     if (o.json)
       std::cout << to_json(s) << "\n";
     else if (o.topology)
