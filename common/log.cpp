@@ -5,6 +5,8 @@
 #include <atomic>
 #include <string>
 
+#include "escape.hpp"
+
 namespace muster::log {
 
 namespace {
@@ -17,7 +19,9 @@ void to_stderr(Level level, std::string_view line) {
   std::string s;
   if (!terminal) s = "<" + std::to_string(static_cast<int>(level)) + ">";
   s += "musterd: ";
-  s.append(line);
+  // User text (a key, a barrier name) inside the line must not end it or
+  // start a forged one, nor reach a terminal as control sequences.
+  s += escape(line);
   s.push_back('\n');
   // One write() per line keeps lines whole when several threads log.
   ssize_t r = ::write(STDERR_FILENO, s.data(), s.size());
@@ -65,13 +69,15 @@ void write(Level level, const Fields& fields, std::string_view line) {
 
 std::vector<std::string> journal_fields(Level level, std::string_view line, const Fields& f) {
   std::vector<std::string> v;
-  v.push_back("MESSAGE=" + std::string(line));
+  // Escaped, each field stays one field: no text can start another field
+  // or, in the file sink, another entry (a blank line).
+  v.push_back("MESSAGE=" + escape(line));
   v.push_back("PRIORITY=" + std::to_string(static_cast<int>(level)));
   v.push_back("SYSLOG_IDENTIFIER=musterd");
-  if (!f.job.empty()) v.push_back("JOB=" + std::string(f.job));
+  if (!f.job.empty()) v.push_back("JOB=" + escape(f.job));
   if (f.rank >= 0) v.push_back("RANK=" + std::to_string(f.rank));
   if (f.gpu >= 0) v.push_back("GPU=" + std::to_string(f.gpu));
-  if (!f.peer.empty()) v.push_back("PEER=" + std::string(f.peer));
+  if (!f.peer.empty()) v.push_back("PEER=" + escape(f.peer));
   return v;
 }
 

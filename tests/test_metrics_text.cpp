@@ -24,6 +24,7 @@
 #include "metrics/job_mapping.hpp"
 #include "metrics/sample.hpp"
 #include "metrics/text.hpp"
+#include "muster/error.hpp"
 #include "muster_config.h"
 #include "support/process.hpp"
 #include "systemd/journal.hpp"
@@ -54,7 +55,9 @@ TEST_CASE("label values escape backslash, double quote and newline, nothing else
 
   TextWriter w;
   w.sample("muster_x", {{"job", "we\"ird\\\njob"}, {"gpu", "0"}}, 1);
-  CHECK(w.text() == "muster_x{job=\"we\\\"ird\\\\\\njob\",gpu=\"0\"} 1\n");
+  // The value is muster::escape()d first (a dashboard shows no control
+  // character of a user's), then escaped as the exposition format wants.
+  CHECK(w.text() == "muster_x{job=\"we\\\"ird\\\\\\\\\\\\njob\",gpu=\"0\"} 1\n");
 }
 
 TEST_CASE("numbers are written as Prometheus reads them") {
@@ -236,12 +239,29 @@ TEST_CASE("links planted in the job mapping directory are replaced, never writte
 
 TEST_CASE("a job mapping file that cannot be written is logged, not fatal") {
   TempDir tmp;
-  // A directory that is a file: every write fails, even for root.
+  std::string dir = tmp.path() + "/map";
+  JobMapping m(dir);
+  // A directory where the temporary file goes: the write fails, even for
+  // root, and says so in the log.
+  REQUIRE(::mkdir((dir + "/0.tmp").c_str(), 0700) == 0);
+  CHECK_NOTHROW(m.set(0, "train"));
+  CHECK(muster::test::slurp_or_missing(dir + "/0") == "<missing>");
+  CHECK_NOTHROW(m.set(0, ""));
+}
+
+TEST_CASE("a job mapping directory that is not a directory is refused with a sentence") {
+  TempDir tmp;
   std::string dir = tmp.path() + "/not-a-dir";
   muster::test::spit(dir, "x");
-  JobMapping m(dir);
-  CHECK_NOTHROW(m.set(0, "train"));
-  CHECK_NOTHROW(m.set(0, ""));
+  try {
+    JobMapping m(dir);
+    FAIL("a file was taken for the job mapping directory");
+  } catch (const muster::Error& e) {
+    CHECK(e.code() == muster::ErrorCode::kPermissionDenied);
+    CHECK(std::string(e.what()) == "refusing job mapping directory " + dir +
+                                       ": it is not a directory; remove it or choose another "
+                                       "with --job-mapping-dir");
+  }
 }
 
 TEST_CASE("a log line's journal entry carries the fields its call site knows") {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/gpu_table.hpp"
+#include "escape.hpp"
 
 namespace muster::cli {
 
@@ -16,16 +17,16 @@ void print_gpu_table(const DaemonStatus& s) {
   for (const auto& d : s.devices) {
     std::string numa = d.numa_node >= 0 ? std::to_string(d.numa_node) : "-";
     std::string uuid = d.uuid.empty() ? "-" : d.uuid;
-    std::printf("%-4u %-24s %-40s %-4s %-12s ", d.index, d.name.c_str(), uuid.c_str(), numa.c_str(),
-                d.health.c_str());
+    std::printf("%-4u %-24s %-40s %-4s %-12s ", d.index, escape(d.name).c_str(),
+                escape(uuid).c_str(), numa.c_str(), d.health.c_str());
     if (d.job.empty() && d.in_use)  // another user's: who holds it is theirs to know
       std::printf("%-20s %-6s %s\n", "-", "-", "(in use)");
     else if (d.job.empty())
       std::printf("%-20s %-6s %s\n", "-", "-", d.health == "ok" ? "(free)" : "(not leased)");
     else
-      std::printf("%-20s %-6lld %lld\n", d.job.c_str(), static_cast<long long>(d.rank),
+      std::printf("%-20s %-6lld %lld\n", escape(d.job).c_str(), static_cast<long long>(d.rank),
                   static_cast<long long>(d.pid));
-    if (!d.reason.empty()) std::printf("     %s\n", d.reason.c_str());
+    if (!d.reason.empty()) std::printf("     %s\n", escape(d.reason).c_str());
   }
 }
 

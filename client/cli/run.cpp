@@ -36,6 +36,7 @@
 #include "cli/worker_vars.hpp"
 #include "device_list.hpp"
 #include "endpoint.hpp"
+#include "job_id.hpp"
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
 #include "protocol/limits.hpp"
@@ -76,13 +77,10 @@ Placement place(const std::string& endpoint, const RunOptions& o, const std::str
           w.master_addr, w.master_port, w.generation};
 }
 
+// 96 random bits: a name nobody can guess before the job exists, and so
+// cannot create first (the old job-PID-MS was four of four times taken).
 std::string generated_job_id() {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                .count();
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "job-%d-%llx", getpid(), static_cast<unsigned long long>(ms));
-  return buf;
+  return random_job_id();
 }
 
 // The embedded daemon's peering, should this run start one.

@@ -6,6 +6,7 @@
 #include "cli/run_flags.hpp"
 #include "cli/std_spec.hpp"
 #include "device_list.hpp"
+#include "job_id.hpp"
 #include "peer/secure.hpp"
 
 namespace muster::cli {
@@ -233,6 +234,11 @@ void check(RunOptions& o, const RawOptions& raw, const EnvMap& env) {
   apply_rendezvous(o, raw);
   if (o.max_nodes > 1 && o.coordinator.empty())
     throw std::runtime_error("--nnodes " + raw.nnodes + " needs --rdzv-endpoint HOST:PORT");
+  // The daemon holds a job id to the same charset (job_id.hpp); said now,
+  // a usage error, before a daemon is asked or a worker starts.
+  if (!o.job_id.empty())
+    if (auto why = job_id_problem(o.job_id); !why.empty())
+      throw std::runtime_error("--rdzv-id: " + why);
   if (!o.coordinator.empty() && o.job_id.empty())
     throw std::runtime_error(
         "a multi-node job needs --rdzv-id (--job-id): every node must name "

@@ -1,5 +1,7 @@
 // `muster status`: what the node's daemon holds, as a table or as JSON,
 // once or (--watch) until interrupted.
+#include <pwd.h>
+
 #include <charconv>
 #include <cmath>
 #include <iostream>
@@ -12,7 +14,8 @@ namespace muster::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "Usage: muster status [--json | --topology] [--job ID] [--watch [--interval S]]\n\n"
+    "Usage: muster status [--json | --topology] [--job ID] [--owner USER|UID]\n"
+    "                     [--watch [--interval S]]\n\n"
     "Shows the GPUs of the node's musterd with their lease holders, and its jobs\n"
     "with their ranks (and, while a multi-node rendezvous forms, which nodes\n"
     "joined it), and each job's open barriers and key waits: how many ranks\n"
@@ -29,6 +32,17 @@ constexpr const char* kUsage =
     "daemon (NV# for # NVLinks, else the PCIe path), or says that the daemon\n"
     "does not know; --json carries the same per device.\n\n"
     "Options:\n";
+
+// A user name or a uid number; -1 when it is neither.
+int64_t uid_of(const std::string& who) {
+  if (!who.empty() && who.find_first_not_of("0123456789") == std::string::npos &&
+      who.size() <= 10) {
+    auto n = std::stoll(who);
+    return n <= 0xffffffffLL ? n : -1;
+  }
+  if (const passwd* pw = ::getpwnam(who.c_str())) return pw->pw_uid;
+  return -1;
+}
 
 int usage_error(const std::string& why) {
   std::cerr << "muster status: " << why << "\n";
@@ -62,6 +76,10 @@ std::vector<Flag> status_flags(StatusOptions& o) {
              o.job = v;
              o.job_given = true;
            }},
+          {"owner", 0, "USER|UID",
+           "only the jobs of this user (a job is its owner's: another user's job of the same "
+           "name is not this one)",
+           [&o](const std::string& v) { o.owner = v; }},
           {"watch", 'w', "",
            "show the status again every --interval seconds until interrupted (in place on a "
            "terminal, appended in a pipe)",
@@ -91,6 +109,10 @@ int status_main(const std::vector<std::string>& args) {
     return usage_error("--interval takes seconds from 0.1 to 86400, not '" + o.interval + "'");
   if (o.interval_given && !o.watch) return usage_error("--interval goes with --watch");
   if (o.job_given && o.job.empty()) return usage_error("--job needs a job id");
+  if (!o.owner.empty()) {
+    o.owner_uid = uid_of(o.owner);
+    if (o.owner_uid < 0) return usage_error("--owner: no user '" + o.owner + "'");
+  }
   return o.watch ? status_watch(o, interval) : status_once(o);
 }
 

@@ -7,6 +7,7 @@
 #include "cli/gpu_table.hpp"
 #include "cli/status_view.hpp"
 #include "endpoint.hpp"
+#include "escape.hpp"
 #include "muster/client.hpp"
 
 namespace muster::cli {
@@ -22,7 +23,9 @@ void print_waits(const JobInfo& j, bool color) {
                               : spans    ? " (this node's ranks; --job ID for the whole job)"
                                          : "");
   for (const auto& w : j.waits) {
-    std::string line = to_string(w);
+    // A key or barrier name is any text its job chose: escaped, it cannot
+    // drive the reader's terminal or forge a line (also under --watch).
+    std::string line = escape(to_string(w));
     if (!w.stuck)
       std::printf("    %s\n", line.c_str());
     else if (color)
@@ -35,9 +38,9 @@ void print_waits(const JobInfo& j, bool color) {
 }  // namespace
 
 void print_table(const DaemonStatus& s, const std::string& endpoint, bool color) {
-  std::printf("musterd %s (pid %lld) at %s, up %.0f s\n", s.version.c_str(),
-              static_cast<long long>(s.pid), endpoint.c_str(), s.uptime_s);
-  if (!s.containment.empty()) std::printf("containment: %s\n", s.containment.c_str());
+  std::printf("musterd %s (pid %lld) at %s, up %.0f s\n", escape(s.version).c_str(),
+              static_cast<long long>(s.pid), escape(endpoint).c_str(), s.uptime_s);
+  if (!s.containment.empty()) std::printf("containment: %s\n", escape(s.containment).c_str());
   print_gpu_table(s);
   if (s.jobs.empty()) {
     std::printf("\nJobs: none\n");
@@ -45,19 +48,21 @@ void print_table(const DaemonStatus& s, const std::string& endpoint, bool color)
   }
   for (const auto& j : s.jobs) {
     std::string owner = j.uid >= 0 ? "  uid " + std::to_string(j.uid) : "";
-    std::printf("\nJob %s%s  generation %llu  world size %u (%u on this node)\n", j.id.c_str(),
-                owner.c_str(), static_cast<unsigned long long>(j.generation), j.world_size,
-                j.local_world_size);
+    std::printf("\nJob %s%s  generation %llu  world size %u (%u on this node)\n",
+                escape(j.id).c_str(), owner.c_str(), static_cast<unsigned long long>(j.generation),
+                j.world_size, j.local_world_size);
     if (auto forming = to_string(j.forming); !forming.empty())
-      std::printf("  rendezvous: %s\n", forming.c_str());
-    if (!j.numa_binding.empty()) std::printf("  numa binding: %s\n", j.numa_binding.c_str());
+      std::printf("  rendezvous: %s\n", escape(forming).c_str());
+    if (!j.numa_binding.empty())
+      std::printf("  numa binding: %s\n", escape(j.numa_binding).c_str());
     std::printf("  %-6s %-10s %-10s %-6s %-8s %s\n", "RANK", "LOCAL", "PID", "GPU", "STATE",
                 "CPUS");
     for (const auto& r : j.ranks) {
       std::string dev = r.device >= 0 ? std::to_string(r.device) : "-";
-      std::string cpus = r.cpus.empty() ? "-" : r.cpus;
+      std::string cpus = r.cpus.empty() ? "-" : escape(r.cpus);
       std::printf("  %-6u %-10u %-10lld %-6s %-8s %s\n", r.rank, r.local_rank,
-                  static_cast<long long>(r.pid), dev.c_str(), r.state.c_str(), cpus.c_str());
+                  static_cast<long long>(r.pid), dev.c_str(), escape(r.state).c_str(),
+                  cpus.c_str());
     }
     print_waits(j, color);
   }
@@ -74,6 +79,13 @@ int status_once(const StatusOptions& o) {
     }
     Client c({endpoint});
     auto s = o.job.empty() ? c.status() : c.status(o.job);
+    if (o.owner_uid >= 0) {
+      // Only that user's jobs: a name alone does not say whose job it is.
+      std::erase_if(s.jobs, [&](const JobInfo& j) { return j.uid != o.owner_uid; });
+      if (!o.job.empty() && s.jobs.empty())
+        throw Error(ErrorCode::kUnknownJob, "no job '" + o.job + "' of uid " +
+                                                std::to_string(o.owner_uid) + " on this daemon");
+    }
     if (o.json)
       std::cout << to_json(s) << "\n";
     else if (o.topology)

@@ -14,6 +14,8 @@ struct StatusOptions {
   bool watch = false;
   std::string job;  // --job: that job only, its waits job-wide
   bool job_given = false;
+  std::string owner;       // --owner USER|UID, as given
+  int64_t owner_uid = -1;  // --owner: only the jobs of this uid (-1: all shown)
   std::string interval = "2";
   bool interval_given = false;
 };

@@ -7,6 +7,7 @@
 
 #include "cli/error_file.hpp"
 #include "cli/worker_argv.hpp"
+#include "escape.hpp"
 
 namespace muster::cli {
 
@@ -56,8 +57,10 @@ std::string root_cause(const Failure& f, const RunOptions& o, bool files_kept) {
   s += "  exit      : " + f.outcome.how + "\n";
   s += "  time      : " + format_time(e.time ? e.time : f.when) + "\n";
   if (e.found) {
-    s += "  error     : " + e.message + "\n";
-    if (!e.where.empty()) s += "  raised at : " + e.where + "\n";
+    // A worker wrote the error file: its text is escaped before it reaches
+    // the terminal or log of whoever runs the launcher.
+    s += "  error     : " + escape(e.message) + "\n";
+    if (!e.where.empty()) s += "  raised at : " + escape(e.where) + "\n";
     if (files_kept) s += "  error file: " + file + "\n";
   } else {
     s += "  error     : (no error file: the program did not record one; torch's @record "
@@ -69,8 +72,8 @@ std::string root_cause(const Failure& f, const RunOptions& o, bool files_kept) {
     if (r == local) continue;
     RankError other = read_error_file(f.error_files[r]);
     if (other.found)
-      s += "  also rank " + std::to_string(f.rank_offset + r) + ": " + other.message +
-           (other.where.empty() ? "" : " (" + other.where + ")") + "\n";
+      s += "  also rank " + std::to_string(f.rank_offset + r) + ": " + escape(other.message) +
+           (other.where.empty() ? "" : " (" + escape(other.where) + ")") + "\n";
   }
   return s;
 }

@@ -72,6 +72,8 @@ Object wait_json(const WaitInfo& w) {
 Object job_json(const JobInfo& j) {
   Object o;
   o["id"] = j.id;
+  // A job is its owner's: its name alone does not say which job (issue #42).
+  o["owner"] = j.uid >= 0 ? Object(j.uid) : Object(nullptr);
   o["uid"] = j.uid >= 0 ? Object(j.uid) : Object(nullptr);
   o["generation"] = j.generation;
   o["world_size"] = j.world_size;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "job_id.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/fields.hpp"
 #include "protocol/limits.hpp"
@@ -16,11 +17,8 @@ constexpr uint32_t kU32Max = 0xffffffffu;
 }  // namespace
 
 void wire::check_job_id(const std::string& id) {
-  if (id.empty()) throw Error(ErrorCode::kInvalidArgument, "job id must not be empty");
-  for (unsigned char c : id)
-    if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == ':' || c == '@' || c == '+'))
-      throw Error(ErrorCode::kInvalidArgument,
-                  "job id '" + id + "' may hold only letters, digits and - _ . : @ +");
+  // The charset is job_id.hpp's, the launcher's too.
+  if (auto why = job_id_problem(id); !why.empty()) throw Error(ErrorCode::kInvalidArgument, why);
 }
 
 void wire::check_store_key(const std::string& key) {

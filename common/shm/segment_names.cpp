@@ -1,8 +1,10 @@
 #include "shm/segment_names.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -88,12 +90,17 @@ std::optional<int64_t> creator_of(const std::string& file_name) {
   return pid;
 }
 
-size_t remove_orphans(const std::string& prefix) {
+size_t remove_orphans(const std::string& prefix, int64_t owner_uid) {
   std::vector<std::string> names;
   if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d))
-      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
-        names.emplace_back(e->d_name);
+    while (dirent* e = ::readdir(d)) {
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+      struct stat st {};
+      if (owner_uid >= 0 && (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                             static_cast<int64_t>(st.st_uid) != owner_uid))
+        continue;
+      names.emplace_back(e->d_name);
+    }
     ::closedir(d);
   }
   size_t removed = 0;
@@ -102,6 +109,10 @@ size_t remove_orphans(const std::string& prefix) {
     if (pid && gone(*pid) && ::shm_unlink(("/" + n).c_str()) == 0) ++removed;
   }
   return removed;
+}
+
+size_t remove_orphans(const std::string& prefix) {
+  return remove_orphans(prefix, -1);
 }
 
 }  // namespace muster::shm

@@ -29,6 +29,13 @@ std::optional<int64_t> creator_of(const std::string& file_name);
 
 // Removes the segments in /dev/shm whose name starts with prefix and whose
 // creator is gone; returns how many went. Those of live creators stay.
+// owner_uid >= 0: only files that uid owns (the daemon sweeps as root at a
+// job's end: a name alone, which another user's job may share or collide
+// with, never makes it remove a segment of someone else's).
+size_t remove_orphans(const std::string& prefix, int64_t owner_uid);
+// The same for any owner (libmuster's ranks: the files they can unlink are
+// theirs or open to them anyway). A separate function, not a default
+// argument: libmuster exports the one-argument symbol.
 size_t remove_orphans(const std::string& prefix);
 
 }  // namespace muster::shm

@@ -115,6 +115,7 @@ void JobCgroups::adopt(const std::map<std::string, Job>& jobs) {
   for (const auto& [id, job] : jobs) {
     if (job.global || job.slots.empty()) continue;
     Record& r = records_[id];
+    r.owner = job.owner_uid;
     // Workers of a restored job were placed (or not) by the last daemon;
     // an exec'd process is not moved after the fact.
     for (const auto& s : job.slots)
@@ -143,6 +144,7 @@ void JobCgroups::sync(const std::map<std::string, Job>& jobs) {
   for (const auto& [id, job] : jobs) {
     if (job.global) continue;  // a coordinator's store: no processes here
     Record& r = records_[id];
+    r.owner = job.owner_uid;
     if (!any_reserved(job)) {
       place(id, job, r);
       continue;
@@ -152,6 +154,7 @@ void JobCgroups::sync(const std::map<std::string, Job>& jobs) {
     if (!r.placed.empty()) {
       end(id, r);
       r = Record{};
+      r.owner = job.owner_uid;
     }
     int64_t launcher = 0;
     for (const auto& s : job.slots)
@@ -196,7 +199,7 @@ void JobCgroups::end(const std::string& id, Record& r) {
   }
   // Segments of broadcast roots that were SIGKILLed (the others unlinked
   // theirs); those of live processes stay.
-  if (size_t n = shm::remove_orphans(shm::job_prefix(id)))
+  if (size_t n = shm::remove_orphans(shm::job_prefix(id), r.owner))
     log::info("job=" + id + ": removed " + std::to_string(n) +
               " shared memory segment(s) of dead ranks");
 }

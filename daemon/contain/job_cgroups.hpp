@@ -64,6 +64,7 @@ class JobCgroups {
     std::string dir;           // the job's cgroup; empty until its first worker
     std::set<int64_t> placed;  // worker pids seen (and moved in, with cgroups)
     int64_t launcher = 0;      // watched while the job runs (cgroups only)
+    int64_t owner = -1;        // the job's owner: whose /dev/shm orphans go at its end
   };
   void adopt(const std::map<std::string, Job>& jobs);
   void place(const std::string& id, const Job& job, Record& r);

@@ -6,12 +6,17 @@
 //    daemons' messages are refused on the local socket, a reply type is
 //    never a request, a type without a row is refused.
 //  - A job belongs to the uid that created it (a row that creates_job);
-//    a request whose row says the job's owner sends it is refused with
-//    permission_denied from any other uid. Root (uid 0) acts for any owner.
-//  - A pid a request claims (the row's pids) must be a process of the
-//    caller's uid (its real or effective uid, as /proc/PID/status says),
-//    unless the caller is root: nobody can hand a lease to, or end the lease
-//    of, another user's process.
+//    a request whose row says the job's owner sends it is refused from any
+//    other uid. Root (uid 0) acts for any owner.
+//  - A pid a request claims (the row's pids) must be a process all of whose
+//    uids (real, effective, saved, filesystem: /proc/PID/status) are the
+//    caller's, unless the caller is root: nobody can hand a lease to, or end
+//    the lease of, a process of another user or one running with another
+//    user's privileges.
+//  - A job the caller may not see is refused exactly as a job that does not
+//    exist (same code, same sentence).
+//  - Root acts on any job, but never joins (becomes a rank of) another
+//    user's: a job id from its environment may be one that user prepared.
 //  - A row whose sender is root (draining a GPU) is refused with
 //    permission_denied from every uid but root and the daemon's own.
 //  - Generation fence: a fenced request that carries a generation must
@@ -26,6 +31,7 @@
 #include <optional>
 
 #include "core/state.hpp"
+#include "liveness/proc_uids.hpp"
 #include "protocol/limits.hpp"
 
 namespace muster::daemon {
@@ -63,27 +69,6 @@ Claims claims_of(const proto::Envelope& env, const proto::MessageTraits& t) {
   }
   if (t.fenced && r.has("generation")) c.generation = r.u64("generation", 0, UINT64_MAX);
   return c;
-}
-
-// The real and effective uid of a live process, or nullopt when there is
-// none (or it is hidden from the daemon, e.g. by hidepid).
-std::optional<std::pair<int64_t, int64_t>> process_uids(int64_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%lld/status", static_cast<long long>(pid));
-  FILE* f = std::fopen(path, "re");
-  if (!f) return std::nullopt;
-  char line[256];
-  std::optional<std::pair<int64_t, int64_t>> uids;
-  while (std::fgets(line, sizeof line, f)) {
-    long long real = 0, effective = 0;
-    if (std::strncmp(line, "Uid:", 4) == 0 &&
-        std::sscanf(line + 4, "%lld %lld", &real, &effective) == 2) {
-      uids.emplace(real, effective);
-      break;
-    }
-  }
-  std::fclose(f);
-  return uids;
 }
 
 }  // namespace
@@ -126,26 +111,45 @@ void State::authorize(const ReplyTo& to, const proto::Envelope& env,
     if (!t.creates_job) return;
   } else {
     const Job& job = *found;
-    if (checked && job.owner_uid >= 0 && job.owner_uid != to.peer_uid)
+    // Root becomes a rank of another user's job by no name at all: the
+    // name may come from an environment that user prepared (MUSTER_JOB_ID,
+    // TORCHELASTIC_RUN_ID, whose torchrun default "none" anyone can take),
+    // and root's rank would then share its store and barriers with them.
+    if (to.peer_uid == 0 && job.owner_uid > 0 && env.type == static_cast<uint16_t>(MsgType::kJoin))
       throw Error(ErrorCode::kPermissionDenied,
-                  "job '" + c.job + "' belongs to uid " + std::to_string(job.owner_uid) + "; uid " +
-                      std::to_string(to.peer_uid) + " may not use it");
+                  "job '" + c.job + "' belongs to uid " + std::to_string(job.owner_uid) +
+                      ", not to root: root does not join another user's job (a job id from "
+                      "the environment may be one that user prepared); pick another --job-id");
+    if (checked && job.owner_uid >= 0 && job.owner_uid != to.peer_uid) {
+      // Said exactly as for a job that does not exist (JobTable::get): a job
+      // the sender may not see in status is not revealed by a refusal
+      // either, neither its owner nor that it exists. A request that would
+      // create the job cannot pretend it is absent; it learns only that the
+      // name is taken.
+      if (t.creates_job)
+        throw Error(ErrorCode::kConflict,
+                    "job '" + c.job + "' already runs on this daemon; pick another --job-id");
+      throw Error(ErrorCode::kUnknownJob, "no job '" + c.job + "' on this daemon");
+    }
     if (c.generation && *c.generation != job.generation)
       throw Error(ErrorCode::kStaleGeneration,
                   "request from generation " + std::to_string(*c.generation) + " refused: job '" +
                       c.job + "' is at generation " + std::to_string(job.generation));
   }
   if (!checked) return;
-  for (auto pid : c.pids) {
-    auto uids = process_uids(pid);
-    if (!uids)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "pid " + std::to_string(pid) + " is not a running process");
-    if (uids->first != to.peer_uid && uids->second != to.peer_uid)
+  for (auto pid : c.pids)
+    // Every uid of the process (real, effective, saved, filesystem) must
+    // be the sender's: one that differs is a process whose privileges are
+    // not the sender's alone (a setuid program, a root process running as
+    // the sender for a while), which the daemon would otherwise move into
+    // the sender's cgroup and signal at the job's end. A pid that is gone
+    // gets the same sentence: a refusal tells nothing of others' processes.
+    if (sole_uid(pid) != to.peer_uid)
       throw Error(ErrorCode::kPermissionDenied,
-                  "pid " + std::to_string(pid) + " belongs to uid " + std::to_string(uids->first) +
-                      "; uid " + std::to_string(to.peer_uid) + " may not claim it");
-  }
+                  "pid " + std::to_string(pid) + " is not a running process of uid " +
+                      std::to_string(to.peer_uid) +
+                      " (real, effective, saved and filesystem uid); uid " +
+                      std::to_string(to.peer_uid) + " may not claim it");
 }
 
 }  // namespace muster::daemon

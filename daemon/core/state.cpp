@@ -83,12 +83,16 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         return store_request(to, env, out);
       case proto::Area::kShard:  // but shard itself: sampler_commit, sampler_resume
         return sampler_request(to, env, out);
-      case proto::Area::kBcast:
+      case proto::Area::kBcast: {
         // A job on one node broadcasts through shared memory (client/lib).
-        throw Error(ErrorCode::kInvalidArgument,
-                    std::string("'") + t.name + "' is for jobs that span nodes, which job '" +
-                        codec::MapReader(env.payload, t.name).str("job", 256) +
-                        "' on this daemon is not");
+        // An absent job is unknown_job, as for every other request, so that
+        // a job hidden from the sender (access.cpp) is answered alike.
+        const std::string job = codec::MapReader(env.payload, t.name).str("job", 256);
+        jobs_.get(job);
+        throw Error(ErrorCode::kInvalidArgument, std::string("'") + t.name +
+                                                     "' is for jobs that span nodes, which job '" +
+                                                     job + "' on this daemon is not");
+      }
       default:
         // admit() lets through only requests of the local socket, and every
         // one of those has a case above.

@@ -7,14 +7,23 @@
 #include <cerrno>
 #include <cstring>
 
+#include "escape.hpp"
 #include "log.hpp"
+#include "muster/error.hpp"
+#include "server/runtime_dir.hpp"
 
 namespace muster::daemon::metrics {
 
 JobMapping::JobMapping(std::string dir) : dir_(std::move(dir)) {
   // Readable by dcgm-exporter, which runs as another user.
   if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST)
-    log::warning("--job-mapping-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
+    throw Error(ErrorCode::kInternal,
+                "--job-mapping-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
+  dir_fd_ = open_own_dir(dir_, "refusing job mapping directory ", "--job-mapping-dir");
+}
+
+JobMapping::~JobMapping() {
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 void JobMapping::set(int64_t index, const std::string& job) {
@@ -32,35 +41,38 @@ void JobMapping::set(int64_t index, const std::string& job) {
 }
 
 bool JobMapping::write(int64_t index, const std::string& job, std::string* why) {
-  std::string path = dir_ + "/" + std::to_string(index);
+  const std::string name = std::to_string(index);
+  const std::string path = dir_ + "/" + name;
   if (job.empty()) {
-    if (::unlink(path.c_str()) == 0 || errno == ENOENT) return true;
+    if (::unlinkat(dir_fd_, name.c_str(), 0) == 0 || errno == ENOENT) return true;
     *why = "cannot remove " + path + ": " + std::strerror(errno);
     return false;
   }
-  std::string tmp = path + ".tmp";
-  // The directory may be writable by others (an operator's choice): a link
-  // planted at the temporary name must not make root write through it, so
-  // whatever is there goes, and the file is made new (O_EXCL follows no
-  // link). One planted again in between fails the write, which is logged.
-  // The final name needs nothing: rename replaces a link, not its target.
-  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
-    *why = "cannot remove " + tmp + ": " + std::strerror(errno);
+  const std::string tmp = name + ".tmp";
+  // Relative to the checked directory's descriptor: a link planted at the
+  // directory's path since does not lead there. A leftover temporary file
+  // goes, and the file is made new (O_EXCL follows no link); the final name
+  // needs nothing: rename replaces a link, not its target.
+  if (::unlinkat(dir_fd_, tmp.c_str(), 0) != 0 && errno != ENOENT) {
+    *why = "cannot remove " + dir_ + "/" + tmp + ": " + std::strerror(errno);
     return false;
   }
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd =
+      ::openat(dir_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
-    *why = "cannot create " + tmp + ": " + std::strerror(errno);
+    *why = "cannot create " + dir_ + "/" + tmp + ": " + std::strerror(errno);
     return false;
   }
-  std::string line = job + "\n";
+  // dcgm-exporter reads one job id a line: escaped, none can make two.
+  std::string line = escape(job) + "\n";
   bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   int err = errno;
   ok = (::close(fd) == 0) && ok;
-  if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
-  *why = (ok ? "cannot rename " + tmp + ": " : "cannot write " + tmp + ": ") +
+  if (ok && ::renameat(dir_fd_, tmp.c_str(), dir_fd_, name.c_str()) == 0) return true;
+  *why = (ok ? "cannot rename " + dir_ + "/" + tmp + ": "
+             : "cannot write " + dir_ + "/" + tmp + ": ") +
          std::string(std::strerror(ok ? errno : err));
-  ::unlink(tmp.c_str());
+  ::unlinkat(dir_fd_, tmp.c_str(), 0);
   return false;
 }
 

@@ -5,7 +5,10 @@
 // musterd keeps the file of each GPU it hands out: the job id while a rank
 // holds a lease on it, no file while it is free. Each file is replaced
 // atomically (a temporary file renamed over it); a write that fails is
-// logged and tried again at the next change, never fatal.
+// logged and tried again at the next change, never fatal. The directory
+// must be the daemon's own (server/runtime_dir.hpp open_own_dir): opened
+// once without following a link, owned by its uid and writable by no one
+// else, and every file is made relative to that descriptor.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +19,13 @@ namespace muster::daemon::metrics {
 
 class JobMapping {
  public:
-  // Makes dir when it is missing; a failure is logged (files are tried
-  // anyway, and fail one by one).
+  // Makes dir when it is missing (0755: dcgm-exporter, another user, reads
+  // it), then opens and checks it; throws Error(kPermissionDenied) with a
+  // sentence when it is a link, another user's, or writable by others.
   explicit JobMapping(std::string dir);
+  ~JobMapping();
+  JobMapping(const JobMapping&) = delete;
+  JobMapping& operator=(const JobMapping&) = delete;
   // The holder of GPU `index` now ("" = free): its file written or removed
   // when that differs from what was last written. The first call for an
   // index always writes, so files left by an earlier daemon are put right.
@@ -28,6 +35,7 @@ class JobMapping {
  private:
   bool write(int64_t index, const std::string& job, std::string* why);
   std::string dir_;
+  int dir_fd_ = -1;
   std::map<int64_t, std::string> written_;  // what each file holds now
 };
 

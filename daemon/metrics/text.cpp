@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "escape.hpp"
+
 namespace muster::daemon::metrics {
 
 std::string format_value(double v) {
@@ -62,7 +64,7 @@ void TextWriter::labels(std::span<const Label> ls, const Label* extra) {
   auto one = [&](const Label& l) {
     if (!first) out_ += ',';
     first = false;
-    out_.append(l.name).append("=\"").append(escape_label_value(l.value)).append("\"");
+    out_.append(l.name).append("=\"").append(escape_label_value(escape(l.value))).append("\"");
   };
   for (const auto& l : ls) one(l);
   if (extra) one(*extra);

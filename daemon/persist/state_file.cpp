@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "liveness/pidwatch.hpp"
+#include "liveness/proc_uids.hpp"
 #include "log.hpp"
 #include "persist/files.hpp"
 #include "persist/progress_codec.hpp"
@@ -20,6 +21,45 @@ StateFile::StateFile(std::string dir)
     : dir_(std::move(dir)), path_(dir_ + "/" + kFileName), log_(dir_) {}
 
 StateFile::~StateFile() = default;
+
+namespace {
+
+// A job saved without an owner (by a daemon from before owners, or by an
+// in-process caller) would be anybody's: it takes the uid of the live
+// processes that hold it, when they are all one uid's (every uid of each:
+// real, effective, saved, filesystem), or is dropped with a line that says
+// so. Its saved processes must still be the ones that held it (start time).
+template <class Saved>
+bool adopt_owner(const std::string& id, Saved& at) {
+  auto& job = at.job;
+  std::optional<int64_t> owner;
+  bool one = true;
+  for (uint32_t r = 0; r < job.local_world_size && one; ++r) {
+    const auto& s = job.slots[r];
+    if (!slot_live(s.state)) continue;
+    uint64_t saved = at.started[r];
+    auto uid = PidWatch::alive(s.pid) && (saved == 0 || PidWatch::start_time(s.pid) == saved)
+                   ? sole_uid(s.pid)
+                   : std::nullopt;
+    if (!uid || (owner && *owner != *uid))
+      one = false;
+    else
+      owner = uid;
+  }
+  if (one && owner) {
+    job.owner_uid = *owner;
+    log::notice(log::job(id), "job=" + id + " was saved without an owner; it belongs to uid " +
+                                  std::to_string(*owner) + ", whose processes hold it");
+    return true;
+  }
+  log::warning(log::job(id), "job=" + id +
+                                 " was saved without an owner and no live processes of one uid "
+                                 "hold it: not restored (nobody may take over a job that is "
+                                 "nobody's)");
+  return false;
+}
+
+}  // namespace
 
 uint64_t StateFile::start_time(int64_t pid) {
   return PidWatch::start_time(pid);
@@ -207,6 +247,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   for (auto& [id, at] : l.jobs) {
     auto& job = at.job;
     if (!job.live()) continue;  // nothing left of it
+    if (job.owner_uid < 0 && !adopt_owner(id, at)) continue;
     for (uint32_t r = 0; r < job.local_world_size; ++r) {
       const auto& s = job.slots[r];
       if (!slot_live(s.state)) continue;

@@ -21,6 +21,15 @@ namespace muster::daemon {
 // the sentence.
 void prepare_runtime_dir(const std::string& dir, const std::string& option = "--runtime-dir");
 
+// A directory the daemon writes, opened without following a link at its
+// last component (O_DIRECTORY | O_NOFOLLOW), and checked through that
+// descriptor: owned by this process's euid, writable by neither its group
+// nor others. Returns the descriptor (the caller closes it; files are then
+// made relative to it, with openat), or throws Error kPermissionDenied with
+// a sentence that starts with what_prefix and the path and ends naming
+// option, the flag that picks another directory.
+int open_own_dir(const std::string& dir, const std::string& what_prefix, const std::string& option);
+
 // This machine's host name: part of the daemon's node id among its peers,
 // and the name they show for it unless --node-name says otherwise.
 std::string host_name();

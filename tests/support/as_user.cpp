@@ -219,7 +219,7 @@ std::string Lines::hear(std::chrono::milliseconds timeout) {
   }
 }
 
-AsNobody::AsNobody(const std::function<void(Lines&)>& body) {
+AsNobody::AsNobody(const std::function<void(Lines&)>& body, uid_t uid) {
   int down[2], up[2];
   if (::pipe2(down, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
@@ -239,8 +239,8 @@ AsNobody::AsNobody(const std::function<void(Lines&)>& body) {
     ::close(down[1]);
     ::close(up[0]);
     Lines io{down[0], up[1], {}};
-    if (::setgroups(0, nullptr) != 0 || ::setresgid(kNobody, kNobody, kNobody) != 0 ||
-        ::setresuid(kNobody, kNobody, kNobody) != 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 ||
+        ::setresuid(uid, uid, uid) != 0) {
       io.say("cannot become nobody");
       ::_exit(3);
     }

@@ -20,6 +20,8 @@
 namespace muster::test {
 
 inline constexpr uid_t kNobody = 65534;
+// A second user besides nobody (the hostile tests' victim that is not root).
+inline constexpr uid_t kSecondUser = 65533;
 
 bool root();
 
@@ -104,7 +106,8 @@ struct Lines {
 // sees EOF) and reaps it, killing it after 5 s.
 class AsNobody {
  public:
-  explicit AsNobody(const std::function<void(Lines&)>& body);
+  // uid: the user the child becomes (uid and gid), nobody unless said.
+  explicit AsNobody(const std::function<void(Lines&)>& body, uid_t uid = kNobody);
   ~AsNobody();
   AsNobody(const AsNobody&) = delete;
   AsNobody& operator=(const AsNobody&) = delete;
