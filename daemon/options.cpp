@@ -99,7 +99,7 @@ po::options_description settings_description(Settings& s) {
     ("reply-queue", po::value(&s.o.config.reply_queue)->value_name("N")->default_value(8),
        "replies queued for one local connection that does not read them; one more is "
        "dropped (the client sends its request again), so a connection holds at most N+1 "
-       "replies (a reply is at most 64 MiB, a get's at most 16 MiB)")
+       "replies (a reply is at most 65 MiB, a get's at most 64 MiB)")
     ("max-connections-per-uid", po::value(&s.o.config.max_conns_per_uid)->value_name("N")->default_value(s.o.config.max_conns_per_uid),
        "connections one local user may hold open at once; the next is refused at its "
        "handshake (the client reports quota_exceeded); 0 = no cap")

@@ -291,8 +291,15 @@ TEST_CASE("payload fields are checked for presence, type and range") {
   CHECK(decode_error(encode(1, Join{"j", 1, true, 0, -1})) == ErrorCode::kInvalidArgument);
   // store limits
   CHECK(decode_error(encode(1, StoreSet{"j", "", "v"})) == ErrorCode::kInvalidArgument);
-  CHECK(decode_error(encode(1, StoreSet{"j", std::string(2000, 'k'), "v"})) ==
-        ErrorCode::kTooLarge);
+  // Keys as long as programs give TCPStore pass, up to 64 KiB; the keys of
+  // one wait at most 1 MiB together.
+  CHECK(decode_error(encode(1, StoreSet{"j", std::string(2000, 'k'), "v"})) == ErrorCode::kOk);
+  CHECK(decode_error(encode(1, StoreSet{"j", std::string(limits::kMaxStoreKeyBytes + 1, 'k'),
+                                        "v"})) == ErrorCode::kTooLarge);
+  CHECK(decode_error(encode(1, StoreWait{"j", std::vector<std::string>(18, std::string(60000, 'k')),
+                                         0})) == ErrorCode::kTooLarge);
+  CHECK(decode_error(encode(1, StoreWait{"j", std::vector<std::string>(17, std::string(60000, 'k')),
+                                         0})) == ErrorCode::kOk);
   CHECK(decode_error(encode(1, StoreWait{"j", {}, 0})) == ErrorCode::kInvalidArgument);
   CHECK(decode_error(encode(1, StoreWait{"j", {"a"}, -5})) == ErrorCode::kInvalidArgument);
   CHECK(decode_error(encode(1, Reserve{"j", 2, true, {4096}, 5})) == ErrorCode::kInvalidArgument);

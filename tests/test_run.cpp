@@ -134,6 +134,35 @@ TEST_CASE("a worker that ignores SIGTERM is killed after the grace period") {
   for (auto pid : pids) CHECK_FALSE(test::process_exists(pid));
 }
 
+// torchrun logs a worker it had to SIGKILL; a program that saves a
+// checkpoint on SIGTERM and was cut short must not vanish without a word.
+TEST_CASE("a worker killed after its grace period is named in one line") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--use-env", "--grace-period", "0.5", "/bin/sh", "-c",
+                        "trap '' TERM; if [ \"$RANK\" = 0 ]; then sleep 1; exit 5; fi; "
+                        "echo ignoring; while :; do sleep 0.1; done"}),
+            env_for(dir.path()), true);
+  auto text = p.read_all(20s);
+  CHECK(p.wait(10s) == 5);
+  CAPTURE(text);
+  CHECK(count(text,
+              "still running 0.5 s after SIGTERM: killing them with SIGKILL "
+              "(--grace-period)") == 1);
+  CHECK_THAT(text, Catch::Contains("rank(s) 1 (pid "));
+}
+
+// A worker that ends within its grace is not said to be killed.
+TEST_CASE("workers that end within the grace period are not said to be killed") {
+  test::TempDir dir;
+  Process p(muster_run({"-n", "2", "--use-env", "--grace-period", "5", "/bin/sh", "-c",
+                        "if [ \"$RANK\" = 0 ]; then sleep 0.5; exit 5; fi; exec sleep 30"}),
+            env_for(dir.path()), true);
+  auto text = p.read_all(20s);
+  CHECK(p.wait(10s) == 5);
+  CAPTURE(text);
+  CHECK(count(text, "SIGKILL") == 0);
+}
+
 TEST_CASE("Ctrl-C reaches every worker and nothing outlives muster run") {
   test::TempDir dir;
   Process p(

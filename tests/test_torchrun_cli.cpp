@@ -190,3 +190,20 @@ TEST_CASE("usage errors exit 2 at once with argparse's words") {
   CHECK(pet.code == 2);
   CHECK_THAT(pet.text, Catch::Contains("PET_NNODES"));
 }
+
+// torchrun waits 30 s between SIGTERM and SIGKILL (PContext.close's
+// timeout in torch 1.13) before it logs the kill; so does muster run unless
+// --grace-period says otherwise.
+TEST_CASE("muster run's SIGTERM grace is torchrun's 30 s by default") {
+  test::TempDir dir;
+  auto r = invoke(dir, {"run", "--help"});
+  CHECK(r.code == 0);
+  std::string flat;  // the help's words, wrapping undone
+  for (char c : r.text) {
+    if (c == '\n') c = ' ';
+    if (c != ' ' || (!flat.empty() && flat.back() != ' ')) flat += c;
+  }
+  CHECK_THAT(flat, Catch::Contains("--grace-period SECONDS"));
+  CHECK_THAT(flat, Catch::Contains("seconds between SIGTERM and SIGKILL when stopping workers "
+                                   "(default 30)"));
+}

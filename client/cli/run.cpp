@@ -183,29 +183,36 @@ std::function<std::string()> world_check(const std::string& endpoint, const std:
   };
 }
 
-// The port rank 0's store listens on. Where rank 0 is one of this node's
-// workers, a relay holds MASTER_PORT from before any worker starts and
-// rank 0 alone gets the relay's inner port (cli/store_relay.hpp); the relay
-// lasts the run, across restarts, and ends when rank 0 moves to another
-// node. Without one (--no-store-relay, or MASTER_PORT taken) rank 0 gets
-// MASTER_PORT itself, as under torchrun.
-int rank0_store_port(const RunOptions& o, const Placement& at, int port,
-                     std::optional<StoreRelay>& relay) {
+// The MASTER_PORT of this node's workers other than rank 0. Rank 0 gets
+// MASTER_PORT itself and binds it, as under torchrun, so a program that
+// binds the port it was given (init_method=tcp://HOST:PORT of
+// --master-port) can. Where rank 0 is one of this node's workers, the
+// others get a relay's port instead: it listens from before any worker
+// starts and joins each connection to rank 0's store as soon as rank 0
+// listens (cli/store_relay.hpp), so none waits out torch's retry. The
+// relay lasts the run, across restarts, and ends when rank 0 moves to
+// another node. Without one (--no-store-relay, or no port for it) and on
+// other nodes every worker gets MASTER_PORT itself.
+int others_store_port(const RunOptions& o, const Placement& at, int port,
+                      std::optional<StoreRelay>& relay) {
   if (!o.store_relay || at.rank_offset != 0 || at.master_port != port) {
     relay.reset();
     return at.master_port;
   }
   if (relay) {
     relay->drop_waiting();  // the last attempt's workers' connections
-    return relay->inner_port();
+    return relay->port();
   }
-  try {
-    raise_fd_limit();  // two fds a connection
-    relay.emplace(port);
-  } catch (const std::system_error&) {
-    return port;  // taken: rank 0's own bind will say so, as it would have
+  // The relay's own port is any free one; the kernel may offer MASTER_PORT
+  // itself while rank 0 does not hold it yet, which the relay refuses.
+  for (int tries = 0; tries < 3 && !relay; ++tries) {
+    try {
+      raise_fd_limit();  // two fds a connection
+      relay.emplace(0, port);
+    } catch (const std::system_error&) {
+    }
   }
-  return relay->inner_port();
+  return relay ? relay->port() : port;
 }
 
 // One attempt's group: reserves, places, starts the workers held, tells the
@@ -230,13 +237,13 @@ struct Group {
     auto booked = reserve(endpoint, o, job, attempt, restarts, allowed_devices(o, visible));
     Placement at = place(endpoint, o, job, booked, port);
     rank_offset = at.rank_offset;
-    int rank0_port = rank0_store_port(o, at, port, relay);
+    int others_port = others_store_port(o, at, port, relay);
     auto numa = numa_plan(endpoint, o.numa_binding, booked.devices, at.rank_offset);
     for (uint32_t r = 0; r < o.nproc; ++r) {
       error_files.push_back(dirs.error_file(attempt, r));
       auto vars =
           worker_vars(o, endpoint, job, at, booked, r, restarts, error_files.back(), visible);
-      if (at.rank_offset + r == 0) vars["MASTER_PORT"] = std::to_string(rank0_port);
+      if (at.rank_offset + r != 0) vars["MASTER_PORT"] = std::to_string(others_port);
       workers.push_back(
           spawn_held(r, worker_argv(o, r), worker_env(vars), true, pin_masks(numa.ranks.at(r))));
       pump.add(workers.back(), stream_routes(o.redirects, o.tee, r, dirs.rank_dir(attempt, r)));

@@ -185,9 +185,10 @@ std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
        "stopping workers", &RunOptions::grace_s), seconds(o.grace_s)},
     {"no-prefix-output", 0, "", "pass workers' output through as is, without the `[rankN]: ` "
        "line prefix", on(raw.no_prefix)},
-    {"no-store-relay", 0, "", "give every worker MASTER_PORT itself: no relay on it for rank 0's "
-       "store (by default the node of rank 0 listens there from the start and relays to rank "
-       "0's store, whose MASTER_PORT alone differs, so no rank waits out torch's 1 s retry)",
+    {"no-store-relay", 0, "", "give every worker MASTER_PORT itself: no relay for rank 0's "
+       "store (by default rank 0 binds MASTER_PORT and the other ranks of its node get the port "
+       "of a relay that listens from the start and joins them to rank 0's store, so none waits "
+       "out torch's 1 s retry)",
        off(o.store_relay)},
     {"last-call", 0, "SECONDS", with_default("seconds to wait for more nodes once MIN have "
        "joined, with an elastic --nnodes", &RunOptions::last_call_s), seconds(o.last_call_s)},

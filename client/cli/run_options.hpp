@@ -29,7 +29,7 @@ struct RunOptions {
   double monitor_interval_s = 5.0;     // accepted; muster hears of exits at once
   std::string start_method = "spawn";  // accepted; muster always forks and execs
   int simulate_gpus = -1;              // for an embedded daemon only
-  double grace_s = 5.0;                // SIGTERM -> SIGKILL
+  double grace_s = 30.0;               // SIGTERM -> SIGKILL: torchrun's 30 s
   int master_port = 0;                 // 0: pick a free one
   std::string master_addr;             // MASTER_ADDR on one node (default 127.0.0.1)
   uint32_t max_restarts = 0;           // restarts of the whole group after a failure

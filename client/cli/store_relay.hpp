@@ -3,10 +3,12 @@
 // With env://, rank 0 hosts the job's TCPStore on MASTER_PORT, but it only
 // listens once its `import torch` is done; a rank that reaches its connect
 // first is refused, and torch's client (1.13) sleeps a fixed second before
-// it tries again. StoreRelay listens on MASTER_PORT before any worker
-// starts, so every connect succeeds at once, and joins each connection, byte
-// for byte, to rank 0's store on an inner port as soon as rank 0 listens
-// there (rank 0 alone is given that port as its MASTER_PORT). Nothing is
+// it tries again. StoreRelay listens on a port of its own before any worker
+// starts (the other ranks of rank 0's node get it as their MASTER_PORT), so
+// every connect succeeds at once, and joins each connection, byte for byte,
+// to rank 0's store on MASTER_PORT (the inner port) as soon as rank 0
+// listens there. Rank 0 binds MASTER_PORT itself, so a program that binds
+// the port it was given (init_method=tcp://HOST:PORT) can. Nothing is
 // parsed: the bytes are torch's own protocol, whichever torch it is.
 #pragma once
 

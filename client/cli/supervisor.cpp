@@ -82,6 +82,7 @@ class Supervision {
  private:
   void begin_stop(int sig) {
     stopping_ = true;
+    stop_signal_ = sig;
     kill_at_ = Clock::now() +
                std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s_));
     for (auto& w : ws_)
@@ -109,6 +110,7 @@ class Supervision {
     if (stopping_) {
       auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(kill_at_ - Clock::now());
       if (left.count() <= 0) {
+        if (!said_kill_) say_kill();
         for (auto& w : ws_)
           if (!w.done) kill(-w.pid, SIGKILL);
         left = std::chrono::seconds(1);
@@ -118,6 +120,27 @@ class Supervision {
       ts.tv_nsec = left.count() % 1000000000;
     }
     return ts;
+  }
+
+  // One line, as torchrun logs its forced exit: a worker that kept running
+  // through its grace (a checkpoint too slow, a SIGTERM ignored) lost work.
+  void say_kill() {
+    said_kill_ = true;
+    std::string who;
+    for (const auto& w : ws_)
+      if (!w.done)
+        who += (who.empty() ? "" : ", ") + std::to_string(w.rank) + " (pid " +
+               std::to_string(w.pid) + ")";
+    if (who.empty()) return;
+    const char* abbrev = sigabbrev_np(stop_signal_);
+    if (asked_twice_)
+      std::fprintf(stderr, "muster run: asked again to stop: killing rank(s) %s with SIGKILL\n",
+                   who.c_str());
+    else
+      std::fprintf(stderr,
+                   "muster run: rank(s) %s still running %g s after SIG%s: killing them with "
+                   "SIGKILL (--grace-period)\n",
+                   who.c_str(), grace_s_, abbrev ? abbrev : "TERM");
   }
 
   void on_signal(int sig, const siginfo_t& info) {
@@ -130,6 +153,7 @@ class Supervision {
       begin_stop(sig);
     } else {
       kill_at_ = Clock::now();  // asked twice: no more grace
+      asked_twice_ = true;
     }
     result_.interrupted = true;  // never to be restarted
   }
@@ -179,6 +203,8 @@ class Supervision {
   const std::function<std::string()>& world_check_;
   size_t running_;
   bool stopping_ = false;
+  int stop_signal_ = SIGTERM;
+  bool said_kill_ = false, asked_twice_ = false;
   Clock::time_point kill_at_{};
   Clock::time_point next_check_ = Clock::now();
   Outcome result_;

@@ -106,9 +106,12 @@ void Connection::connect() {
 void Connection::send_frame(uint64_t id, zmq::message_t frame) {
   // The daemon would drop the connection for a larger frame; say why here.
   if (frame.size() > limits::kMaxFrameBytes)
-    throw Error(ErrorCode::kTooLarge, "request of " + std::to_string(frame.size()) +
-                                          " bytes exceeds the protocol's frame limit of " +
-                                          std::to_string(limits::kMaxFrameBytes));
+    throw Error(ErrorCode::kTooLarge,
+                "request of " + std::to_string(frame.size()) +
+                    " bytes exceeds the protocol's frame limit of " +
+                    std::to_string(limits::kMaxFrameBytes) + " bytes (a store value may be up to " +
+                    std::to_string(limits::kMaxValueBytes) +
+                    " bytes; no option raises that: split larger data over several keys)");
   // What happened while nothing was in flight is no reason to resend; a
   // reconnect that lost requests in flight is.
   if (reconnected() && !pending_.empty()) resend_all();

@@ -36,9 +36,11 @@ std::string_view MapReader::bytes(std::string_view name, size_t max_bytes, bool 
   auto v = binary ? std::string_view(o.via.bin.ptr, o.via.bin.size)
                   : std::string_view(o.via.str.ptr, o.via.str.size);
   if (v.size() > max_bytes)
-    throw Error(ErrorCode::kTooLarge, what_ + "." + std::string(name) +
-                                          (binary ? " is larger than " : " is longer than ") +
-                                          std::to_string(max_bytes) + " bytes");
+    throw Error(ErrorCode::kTooLarge,
+                what_ + "." + std::string(name) + " of " + std::to_string(v.size()) +
+                    (binary ? " bytes is larger than " : " bytes is longer than ") +
+                    std::to_string(max_bytes) +
+                    " bytes, the protocol's limit for it (no option raises it)");
   return v;
 }
 

@@ -47,6 +47,8 @@ using Bound = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
 // not empty. Throws kInvalidArgument.
 void check_job_id(const std::string& id);
 void check_store_key(const std::string& key);
+// Each key as check_store_key, and at most kMaxStoreKeysBytes together.
+void check_store_keys(const std::vector<std::string>& keys);
 
 // Fields that have the same key and checks in every message that has them;
 // IO is the Reader or the Writer.
@@ -58,7 +60,7 @@ class Kinds {
     io().check([&] { check_job_id(id); });
   }
   void store_key(std::string& key) {
-    io().str("key", key, limits::kMaxKeyBytes);
+    io().str("key", key, limits::kMaxStoreKeyBytes);
     io().check([&] { check_store_key(key); });
   }
   void pid(std::string_view name, int64_t& pid) { io().num(name, pid, 1, limits::kMaxPid); }

@@ -7,10 +7,21 @@
 
 namespace muster::limits {
 
-inline constexpr size_t kMaxFrameBytes = 64u << 20;  // also set as ZMQ_MAXMSGSIZE
+// A store value: what programs put in torch's TCPStore (pickled objects,
+// large configs) fits, up to 64 MiB (TCPStore has no limit of its own);
+// each counts against its job's store quota (--max-store-bytes).
+inline constexpr size_t kMaxValueBytes = 64u << 20;
+// One value with its key and envelope, and a node daemon's wrapping of
+// that frame when it forwards it.
+inline constexpr size_t kMaxFrameBytes = kMaxValueBytes + (1u << 20);  // also ZMQ_MAXMSGSIZE
 inline constexpr size_t kMaxJobIdBytes = 128;
+// Names: barriers, communicators, counters.
 inline constexpr size_t kMaxKeyBytes = 1024;
-inline constexpr size_t kMaxValueBytes = 16u << 20;
+// A store key (TCPStore has no limit; keys that name files or carry
+// reprs pass), and all the keys of one request (a wait, multi_get) at
+// most kMaxStoreKeysBytes together, which bounds what a parked wait holds.
+inline constexpr size_t kMaxStoreKeyBytes = 64u << 10;
+inline constexpr size_t kMaxStoreKeysBytes = 1u << 20;
 inline constexpr size_t kMaxWaitKeys = 1024;
 inline constexpr uint32_t kMaxLocalWorldSize = 4096;
 inline constexpr uint32_t kMaxDevices = 4096;

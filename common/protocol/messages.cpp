@@ -25,6 +25,19 @@ void wire::check_store_key(const std::string& key) {
   if (key.empty()) throw Error(ErrorCode::kInvalidArgument, "store key must not be empty");
 }
 
+void wire::check_store_keys(const std::vector<std::string>& keys) {
+  size_t total = 0;
+  for (const auto& k : keys) {
+    check_store_key(k);
+    total += k.size();
+  }
+  if (total > limits::kMaxStoreKeysBytes)
+    throw Error(ErrorCode::kTooLarge, "the keys of one request take " + std::to_string(total) +
+                                          " bytes, over muster's limit of " +
+                                          std::to_string(limits::kMaxStoreKeysBytes) +
+                                          " bytes together (a protocol limit: split the request)");
+}
+
 std::string read_job_id(const codec::MapReader& r) {
   auto id = r.str("job", limits::kMaxJobIdBytes);
   wire::check_job_id(id);
@@ -139,12 +152,12 @@ void StoreCompareSet::fields(IO& io) {
 template <class IO>
 void StoreWait::fields(IO& io) {
   fenced(io, *this, [&] {
-    io.strs("keys", keys, limits::kMaxWaitKeys, limits::kMaxKeyBytes);
+    io.strs("keys", keys, limits::kMaxWaitKeys, limits::kMaxStoreKeyBytes);
     io.ms("timeout_ms", timeout_ms);
   });
   io.check([&] {
     if (keys.empty()) throw Error(ErrorCode::kInvalidArgument, "store_wait needs at least one key");
-    std::for_each(keys.begin(), keys.end(), wire::check_store_key);
+    wire::check_store_keys(keys);
   });
 }
 
@@ -340,7 +353,7 @@ void KeyRequest<T>::fields(IO& io) {
 template <MsgType T>
 template <class IO>
 void PrefixRequest<T>::fields(IO& io) {
-  fenced(io, *this, [&] { io.str("prefix", prefix, limits::kMaxKeyBytes); });
+  fenced(io, *this, [&] { io.str("prefix", prefix, limits::kMaxStoreKeyBytes); });
 }
 
 #define MUSTER_SHAPE_CODEC(Shape)                                            \

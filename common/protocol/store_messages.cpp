@@ -11,11 +11,11 @@ namespace muster::proto {
 namespace {
 template <class IO>
 void some_keys(IO& io, std::vector<std::string>& keys, const char* what) {
-  io.strs("keys", keys, limits::kMaxWaitKeys, limits::kMaxKeyBytes);
+  io.strs("keys", keys, limits::kMaxWaitKeys, limits::kMaxStoreKeyBytes);
   io.check([&] {
     if (keys.empty())
       throw Error(ErrorCode::kInvalidArgument, std::string(what) + " needs at least one key");
-    std::for_each(keys.begin(), keys.end(), wire::check_store_key);
+    wire::check_store_keys(keys);
   });
 }
 }  // namespace
@@ -24,7 +24,7 @@ template <class IO>
 void KeyValue::fields(IO& io) {
   // A reply's list_keys items carry no value, multi_get's no key: both
   // may be empty here; requests check their keys themselves.
-  io.str("key", key, limits::kMaxKeyBytes);
+  io.str("key", key, limits::kMaxStoreKeyBytes);
   io.bin("value", value, limits::kMaxValueBytes);
 }
 

@@ -15,9 +15,10 @@ namespace muster::daemon {
 
 // 0 = no limit, for each.
 struct Quotas {
-  // Bytes of keys and values in one job's store. 16 of the largest values
-  // (16 MiB each), or a million NCCL ids; the store is for rendezvous data,
-  // and a node of 8 jobs then holds at most 2 GiB of stores.
+  // Bytes of keys and values in one job's store. Three of the largest
+  // values (64 MiB each) and the rest, or a million NCCL ids; the store is
+  // for rendezvous data, and a node of 8 jobs then holds at most 2 GiB of
+  // stores.
   uint64_t store_bytes = uint64_t{256} << 20;
   // Keys in one job's store: each costs ~100 bytes of bookkeeping beside
   // its bytes, so the byte quota alone would let 1-byte keys cost 25 GiB.

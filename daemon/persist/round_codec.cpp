@@ -188,9 +188,10 @@ void apply(std::map<std::string, CoordJob>& rounds, uint8_t type, const msgpack:
   if (it == rounds.end())
     throw Error(ErrorCode::kBadMessage, "a log record for round '" + id + "', which is not there");
   if (type == sc::kRoundKey)
-    it->second.store.kv.set(r.bin("k", limits::kMaxKeyBytes), r.bin("v", limits::kMaxValueBytes));
+    it->second.store.kv.set(r.bin("k", limits::kMaxStoreKeyBytes),
+                            r.bin("v", limits::kMaxValueBytes));
   else
-    it->second.store.kv.erase(r.bin("k", limits::kMaxKeyBytes));
+    it->second.store.kv.erase(r.bin("k", limits::kMaxStoreKeyBytes));
 }
 
 }  // namespace muster::daemon::round_codec

@@ -209,7 +209,7 @@ void unpack_store(const codec::MapReader& r, KeyValues& kv, const std::string& w
   const auto& a = r.array("kv", 1u << 24);
   for (uint32_t k = 0; k < a.size; ++k) {
     MapReader kr(a.ptr[k], what + " key " + std::to_string(k));
-    kv.set(kr.bin("k", limits::kMaxKeyBytes), kr.bin("v", limits::kMaxValueBytes));
+    kv.set(kr.bin("k", limits::kMaxStoreKeyBytes), kr.bin("v", limits::kMaxValueBytes));
   }
 }
 
@@ -385,12 +385,13 @@ void apply(Loaded& l, uint8_t type, std::string_view payload) {
       return;
     case kKey: {
       MapReader r(o, "log: key");
-      job_of(r).job.kv.set(r.bin("k", limits::kMaxKeyBytes), r.bin("v", limits::kMaxValueBytes));
+      job_of(r).job.kv.set(r.bin("k", limits::kMaxStoreKeyBytes),
+                           r.bin("v", limits::kMaxValueBytes));
       return;
     }
     case kKeyGone: {
       MapReader r(o, "log: key gone");
-      job_of(r).job.kv.erase(r.bin("k", limits::kMaxKeyBytes));
+      job_of(r).job.kv.erase(r.bin("k", limits::kMaxStoreKeyBytes));
       return;
     }
     case kReply: {

@@ -11,9 +11,12 @@ import muster
 
 __all__ = ["MusterStore", "StoreTimeout", "init_torch", "sync_model"]
 
-# Each store gets its own key space in the job's store: ranks create stores
-# in the same order, so the same counter value names the same store.
-_store_count = itertools.count()
+# init_torch is a collective: every rank calls it as often as the others,
+# so its n-th call names the same key space on every rank (a re-init after
+# destroy_process_group starts afresh). Stores the program makes itself are
+# named by their prefix alone: a store made on some ranks only must not
+# shift the key space of the stores made after it.
+_init_count = itertools.count()
 
 
 def _ms(timeout):
@@ -58,14 +61,16 @@ class MusterStore(dist.Store):
     """torch.distributed.Store over the job's key/value store in musterd:
     torch's own bootstrap (gloo and NCCL rendezvous, the store-based
     barrier) goes through the daemon, so no MASTER_ADDR/MASTER_PORT.
-    Its keys live under its own prefix of the job's store; num_keys()
-    counts those."""
+    Its keys live under its prefix in the job's store; num_keys() counts
+    those. Stores with the same prefix share their keys, on every rank, as
+    clients of one TCPStore do; prefix None is this generation's default
+    space, "torch/<generation>/store/" (init_torch's own is apart)."""
 
     def __init__(self, client=None, prefix=None, timeout=None):
         super().__init__()
         self._c = client if client is not None else muster.client()
         if prefix is None:
-            prefix = f"torch/{self._c.rank_info.generation}/{next(_store_count)}/"
+            prefix = f"torch/{self._c.rank_info.generation}/store/"
         self._prefix = prefix
         if timeout is not None:
             self.set_timeout(timeout if isinstance(timeout, datetime.timedelta)
@@ -100,6 +105,11 @@ class MusterStore(dist.Store):
 
     def num_keys(self):
         return self._c.num_keys(self._prefix)
+
+    # torch 1.13's Store trampoline looks overrides up under the C++ names:
+    # a PrefixStore over this store calls these.
+    getNumKeys = num_keys
+    deleteKey = delete_key
 
     # torch's newer Store API: each kept below only when the torch in use
     # declares it on dist.Store (torch 1.13 declares none of them).
@@ -224,7 +234,8 @@ def init_torch(backend=None, timeout=datetime.timedelta(minutes=30)):
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
                                 timeout=timeout)
     else:
-        dist.init_process_group(backend, store=MusterStore(c, timeout=timeout), rank=rank,
+        prefix = f"torch/{info.generation}/init_torch/{next(_init_count)}/"
+        dist.init_process_group(backend, store=MusterStore(c, prefix, timeout), rank=rank,
                                 world_size=world, timeout=timeout)
     return backend
 
