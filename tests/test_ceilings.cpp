@@ -239,7 +239,7 @@ TEST_CASE("no user's waits or jobs make root's status undecodable", "[hostile][c
   waiter.signal(SIGTERM);
 }
 
-TEST_CASE("connections over a uid's cap are shut at accept; others keep a p99 under 100 ms",
+TEST_CASE("silent connections over a uid's cap are shut within a moment; others keep p99 <= 100 ms",
           "[hostile][ceilings]") {
   if (!two_users()) return;
   // A small fd budget, as on a node whose unit sets LimitNOFILE=1024: 640
@@ -277,7 +277,8 @@ TEST_CASE("connections over a uid's cap are shut at accept; others keep a p99 un
     };
     std::vector<pollfd> fds;
     // First: 300 at once, then a second's wait. Those over the cap end
-    // at once (before: at the 5 s handshake limit, if ever).
+    // within the grace (ConnCaps::kGrace, 250 ms), before: at the 5 s
+    // handshake limit, if ever.
     for (int i = 0; i < 300; ++i)
       if (int fd = open_one(); fd >= 0) fds.push_back({fd, POLLIN, 0});
     std::this_thread::sleep_for(1s);
@@ -325,7 +326,7 @@ TEST_CASE("connections over a uid's cap are shut at accept; others keep a p99 un
   std::string reopened = nobody.hear(20s);
   double p99 = percentile(ms, 99), p50 = percentile(ms, 50);
   INFO(ms.size() << " requests: p50 " << p50 << " ms, p99 " << p99 << " ms; nobody " << opened
-                << ", " << reopened);
+                 << ", " << reopened);
   WARN("root's requests during the connection flood: " << ms.size() << ", p50 " << p50
                                                        << " ms, p99 " << p99 << " ms");
   CHECK(unanswered == 0);

@@ -3,14 +3,15 @@
 // (the fd guard, fd_guard.hpp, only keeps the daemon as a whole below its
 // ceiling). Counted from the listeners' monitor events (ACCEPTED and
 // DISCONNECTED carry the connection's fd; the kernel says whose it is:
-// SO_PEERCRED for the local socket, getpeername for TCP) and enforced at
-// once: a connection over its uid's or address's cap is shut down
-// (shutdown(2)) when its ACCEPTED is read, not left to a handshake it may
-// never start; the ZAP handler (peer/zap_handler.hpp) checks again during
-// the handshake. The connection being admitted is already counted: a cap
-// of N admits N. Local connections that have sent nothing yet (in their
-// handshake, or silent) are bounded in total (max_silent): past it the
-// oldest is shut. Refusals are logged once per interval, counted.
+// SO_PEERCRED for the local socket, getpeername for TCP) and enforced from
+// accept on: a connection over its uid's or address's cap has kGrace to be
+// refused by the ZAP handler (peer/zap_handler.hpp) in its handshake, which
+// tells a libmuster client why (quota_exceeded naming the setting); one
+// that has not started its handshake by then is shut down (shutdown(2)),
+// not left holding its fd for the handshake limit. The connection being admitted is already
+// counted: a cap of N admits N. Local connections that have sent nothing yet (in their handshake,
+// or silent) are bounded in total (max_silent): past it the oldest is shut. Refusals are logged
+// once per interval, counted.
 //
 // Plain TCP peers (peer_plain) have no handshake to authenticate them: one
 // counts as a peer once it sent a valid peer request, and one that sent
@@ -41,6 +42,9 @@ class ConnCaps {
         auth_within_(auth_within),
         max_silent_(max_silent) {}
   static constexpr uint64_t kMaxSilent = 1024;
+  // How long a connection over a cap may take to be refused in its
+  // handshake before it is shut.
+  static constexpr std::chrono::milliseconds kGrace{250};
 
   void local_accepted(int fd);
   void local_closed(int fd);
@@ -60,8 +64,9 @@ class ConnCaps {
   std::string admit_local(int64_t uid) const;
   std::string admit_peer(const std::string& address) const;
 
-  // Closes the plain TCP connections that sent no valid request in time;
-  // returns how many.
+  // Shuts the connections over a cap whose grace ended, and closes the
+  // plain TCP connections that sent no valid request in time; returns how
+  // many of the latter.
   size_t sweep(Clock::time_point now);
   // When the next one is due to be closed, if any waits.
   std::optional<Clock::time_point> next_sweep() const;
@@ -79,6 +84,15 @@ class ConnCaps {
     int64_t uid;
     int64_t pid;
   };
+  struct Doomed {
+    Clock::time_point deadline;
+    int64_t uid;  // local: whose, to tell a reused fd
+    int64_t pid;
+    std::string address;  // peer: from where ("" = local)
+    std::string why;
+  };
+  void sweep_doomed(Clock::time_point now);
+  std::unordered_map<int, Doomed> doomed_;
   // Shuts fd down now; counted, and said once per interval.
   void refuse(int fd, const std::string& why);
   // Past max_silent_: the oldest silent local connection is shut.
