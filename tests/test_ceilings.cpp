@@ -211,11 +211,26 @@ TEST_CASE("no user's waits or jobs make root's status undecodable", "[hostile][c
     io.hear();  // the jobs stay while root looks
   });
   REQUIRE(nobody.hear(60s) == "reserved");
+  // A third user's one small job, named to sort after all of nobody's: it
+  // takes its turn beside nobody's first, not after their 25.
+  std::vector<std::string> small = {"setpriv",
+                                    "--reuid=1234",
+                                    "--regid=1234",
+                                    "--clear-groups",
+                                    stuck_rank_program(),
+                                    "zz-small",
+                                    "1",
+                                    "0",
+                                    "idle",
+                                    "x"};
+  Process third(small, {{"MUSTER_ENDPOINT", ep}}, true);
+  REQUIRE(third.read_line(20s).value_or("").find("rank=") != std::string::npos);
   REQUIRE(ask(ep, encode(1, Reserve{"rootjob", 2, false, {}, ::getpid()})) == "reply=reserved");
   auto [rc, out] = status(ep, {"--json"});
   CHECK(rc == 0);
-  // Root's own job is listed whole, then the others by name ("a-wait"
-  // before the big ones); what was left out is counted.
+  // Root's own job is listed whole, then the others' in turns by owner
+  // (by name within one: "a-wait" before the big ones); what was left out
+  // is counted.
   auto doc = nlohmann::json::parse(out);
   REQUIRE(!doc["jobs"].empty());
   CHECK(doc["jobs"][0]["id"] == "rootjob");
@@ -226,7 +241,10 @@ TEST_CASE("no user's waits or jobs make root's status undecodable", "[hostile][c
     ranks_shown += j["ranks"].size();
     ranks_left += j["ranks_left_out"].get<uint64_t>();
   }
-  CHECK(ranks_left + left * 4096 + ranks_shown == 24 * 4096 + 2 + 1);
+  CHECK(ranks_left + left * 4096 + ranks_shown == 24 * 4096 + 2 + 1 + 1);
+  bool third_listed = false;
+  for (const auto& j : doc["jobs"]) third_listed = third_listed || j["id"] == "zz-small";
+  CHECK(third_listed);
   bool cut = false;
   for (const auto& j : doc["jobs"])
     for (const auto& w : j["waits"])
@@ -237,6 +255,7 @@ TEST_CASE("no user's waits or jobs make root's status undecodable", "[hostile][c
   CHECK(text.find("more") != std::string::npos);
   nobody.say("done");
   waiter.signal(SIGTERM);
+  third.signal(SIGTERM);
 }
 
 TEST_CASE("silent connections over a uid's cap are shut within a moment; others keep p99 <= 100 ms",

@@ -135,13 +135,17 @@ proto::StatusReply State::status(int64_t viewer, const std::string& only) const 
 // its ranks and waits were left out, the reply how many jobs.
 void State::status_jobs(proto::StatusReply& s, int64_t viewer, const std::string& only,
                         Clock::time_point now) const {
-  std::vector<const Job*> shown;
+  // Others' jobs take turns by owner (each uid's first, then each uid's
+  // second, ...): one user's many jobs cannot push out another's few.
+  std::vector<std::pair<size_t, const Job*>> shown;
+  std::unordered_map<int64_t, size_t> turn;
   for (const auto& [id, job] : jobs_)
-    if (job.visible_to(viewer) && (only.empty() || id == only)) shown.push_back(&job);
-  std::stable_partition(shown.begin(), shown.end(),
-                        [&](const Job* j) { return j->owner_uid == viewer; });
+    if (job.visible_to(viewer) && (only.empty() || id == only))
+      shown.emplace_back(job.owner_uid == viewer ? 0 : 1 + turn[job.owner_uid]++, &job);
+  std::stable_sort(shown.begin(), shown.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   size_t budget = kStatusObjects;
-  for (const Job* jp : shown) {
+  for (const auto& [order, jp] : shown) {
     const Job& job = *jp;
     const std::string& id = job.id;
     if (budget < kJobObjects) {
