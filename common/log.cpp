@@ -1,5 +1,7 @@
 #include "log.hpp"
 
+#include "log_limit.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -61,10 +63,25 @@ void write(Level level, std::string_view line) {
   write(level, Fields{}, line);
 }
 
-void write(Level level, const Fields& fields, std::string_view line) {
-  if (static_cast<int>(level) > g_max) return;
+namespace {
+void emit(Level level, const Fields& fields, std::string_view line) {
   if (Sink s = g_sink.load()) return s(level, line, fields);
   to_stderr(level, line);
+}
+}  // namespace
+
+void write_unlimited(Level level, std::string_view line) {
+  if (static_cast<int>(level) > g_max) return;
+  emit(level, Fields{}, line);
+}
+
+void write(Level level, const Fields& fields, std::string_view line) {
+  if (static_cast<int>(level) > g_max) return;
+  // Past its kind's rate (log_limit.hpp) a line is counted, not written.
+  std::vector<std::string> summaries;
+  bool allowed = rate_allows(level, line, fields, summaries);
+  for (const auto& s : summaries) emit(Level::kNotice, Fields{}, s);
+  if (allowed) emit(level, fields, line);
 }
 
 std::vector<std::string> journal_fields(Level level, std::string_view line, const Fields& f) {

@@ -8,10 +8,13 @@
 #     kind of sender, against the message table's promises;
 #   - tests/fuzz/fuzz_hostile.cpp: requests of every type whose fields and
 #     envelope carry hostile values (huge counts, deep nesting, wrong types,
-#     boundaries), against the decoder's memory bound and the quotas.
+#     boundaries), against the decoder's memory bound and the quotas;
+#   - tests/fuzz/fuzz_links.cpp: sequences of rendezvous, coordinators'
+#     frames, reconnects and ticks from two users, against the link caps
+#     and for exceptions that would escape a handler.
 # Needs clang and libclang-rt-14-dev (scripts/setup-debian.sh).
 #   scripts/fuzz.sh [SECONDS]     fuzz for 2 x SECONDS in all (default 60), a
-#                                 third of that for each target
+#                                 quarter of that for each target
 #   scripts/fuzz.sh --make-corpus regenerate tests/fuzz/corpus/
 # New inputs go to build-fuzz/corpus (not committed); a crash leaves its
 # input in build-fuzz/ and fails the script.
@@ -42,10 +45,10 @@ if [[ "${1:-}" == "--make-corpus" ]]; then
 fi
 
 seconds=${1:-60}
-# Two targets once fuzzed SECONDS each; three now share the same total.
-per=$((seconds * 2 / 3))
+# Two targets once fuzzed SECONDS each; four now share the same total.
+per=$((seconds * 2 / 4))
 # Whole folders, so that a file split off in one of them is compiled too.
-sources=("${protocol[@]}" common/log.cpp common/wait_text.cpp common/sampler/sampler.cpp
+sources=("${protocol[@]}" common/log.cpp common/log_limit.cpp common/wait_text.cpp common/sampler/sampler.cpp
   daemon/core/*.cpp daemon/jobs/*.cpp daemon/cluster/*.cpp daemon/liveness/pidwatch.cpp
   daemon/gpu/placement.cpp)
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
@@ -68,11 +71,11 @@ for src in "${sources[@]}" daemon/persist/*.cpp; do
   fi
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-for target in fuzz_request fuzz_access fuzz_hostile; do
+for target in fuzz_request fuzz_access fuzz_hostile fuzz_links; do
   "$cxx" "${flags[@]}" "${san[@]}" "tests/fuzz/$target.cpp" "${objs[@]}" -o "$out/$target"
 done
 cd "$out"
-mkdir -p corpus-access corpus-hostile
+mkdir -p corpus-access corpus-hostile corpus-links
 # Crashes (and leaks, timeouts, out-of-memory) end the run with a non-zero
 # status and leave crash-*/leak-*/timeout-*/oom-* here.
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -88,3 +91,8 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ./fuzz_hostile -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=64 \
   -max_len=256 -len_control=0 -print_final_stats=1 corpus-hostile ../tests/fuzz/hostile-seeds
+# Steps are 2-4 bytes each; 64 of them (the most one input takes) make and
+# lose dozens of links.
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ./fuzz_links -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -max_len=256 \
+  -print_final_stats=1 corpus-links

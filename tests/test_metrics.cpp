@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -351,4 +352,74 @@ TEST_CASE("/healthz turns 503 while the state directory is full, and 200 once it
   disk.free_up();
   c.set("after", "1");
   CHECK(eventually([&] { return get(n.metrics, "/healthz").status == 200; }, 10s));
+}
+
+TEST_CASE("/healthz answers under a slowloris from many loopback addresses", "[hostile]") {
+  Node n;
+  const auto colon = n.metrics.rfind(':');
+  const uint16_t port = static_cast<uint16_t>(std::stoi(n.metrics.substr(colon + 1)));
+  // 200 connections from 50 addresses of 127.0.0.0/8 (4 each, under the
+  // per-address limit), each sending its request one byte every 500 ms (an
+  // idle timeout restarts with each), opened again as soon as one ends.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> reopened{0};
+  std::thread loris([&] {
+    auto open_one = [&](int i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in src{};
+      src.sin_family = AF_INET;
+      src.sin_addr.s_addr = htonl(0x7f000002u + static_cast<uint32_t>(i % 50));
+      sockaddr_in dst{};
+      dst.sin_family = AF_INET;
+      dst.sin_port = htons(port);
+      dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
+          ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
+        ::close(fd);
+        return -1;
+      }
+      ::fcntl(fd, F_SETFL, O_NONBLOCK);
+      return fd;
+    };
+    std::vector<int> fds(200, -1);
+    const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    std::vector<size_t> sent(200, 0);
+    while (!stop) {
+      for (int i = 0; i < 200 && !stop; ++i) {
+        char c;
+        if (fds[i] >= 0 && ::recv(fds[i], &c, 1, MSG_DONTWAIT) == 0) {
+          ::close(fds[i]);
+          fds[i] = -1;
+        }
+        if (fds[i] < 0) {
+          fds[i] = open_one(i);
+          sent[i] = 0;
+          ++reopened;
+          continue;
+        }
+        char b = sent[i] < req.size() ? req[sent[i]] : 'a';
+        if (::send(fds[i], &b, 1, MSG_NOSIGNAL) == 1) {
+          ++sent[i];
+        } else {
+          ::close(fds[i]);
+          fds[i] = -1;
+        }
+      }
+      std::this_thread::sleep_for(500ms);
+    }
+    for (int fd : fds)
+      if (fd >= 0) ::close(fd);
+  });
+  std::this_thread::sleep_for(1500ms);  // the slots are taken
+  int answered = 0;
+  for (int i = 0; i < 5; ++i) {
+    answered += get(n.metrics, "/healthz").status == 200;
+    std::this_thread::sleep_for(400ms);
+  }
+  stop = true;
+  loris.join();
+  INFO("slowloris connections opened: " << reopened.load());
+  CHECK(answered == 5);
+  Client c({n.endpoint, 5s});
+  CHECK(c.status().pid == n.proc->pid());
 }

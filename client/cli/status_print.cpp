@@ -33,6 +33,9 @@ void print_waits(const JobInfo& j, bool color) {
     else
       std::printf("    STUCK %s\n", line.c_str());
   }
+  if (j.waits_left_out)
+    std::printf("    (%llu more waits not listed)\n",
+                static_cast<unsigned long long>(j.waits_left_out));
 }
 
 }  // namespace
@@ -64,8 +67,14 @@ void print_table(const DaemonStatus& s, const std::string& endpoint, bool color)
                   static_cast<long long>(r.pid), dev.c_str(), escape(r.state).c_str(),
                   cpus.c_str());
     }
+    if (j.ranks_left_out)
+      std::printf("  (%llu more ranks not listed: muster status --job %s)\n",
+                  static_cast<unsigned long long>(j.ranks_left_out), j.id.c_str());
     print_waits(j, color);
   }
+  if (s.jobs_left_out)
+    std::printf("\n(%llu more jobs not listed: the reply is bounded; muster status --job ID)\n",
+                static_cast<unsigned long long>(s.jobs_left_out));
 }
 
 int status_once(const StatusOptions& o) {

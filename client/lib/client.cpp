@@ -216,6 +216,7 @@ DaemonStatus Client::status(const std::string& job) {
   auto s = session_->call<proto::StatusReply>(proto::Status{job});
   DaemonStatus out{s.version, s.pid, s.uptime_s, {}, {}, s.peer_requests, s.containment};
   out.gpu_source = s.gpu_source;
+  out.jobs_left_out = s.jobs_left_out;
   for (const auto& d : s.devices)
     out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use, d.uuid, d.pci_bus_id,
                            d.numa_node, d.health, d.reason, d.drain, d.cpu_affinity, d.nvlinks,
@@ -231,6 +232,8 @@ DaemonStatus Client::status(const std::string& job) {
                j.numa_binding,
                {},
                j.job_wide};
+    ji.ranks_left_out = j.ranks_left_out;
+    ji.waits_left_out = j.waits_left_out;
     for (const auto& w : j.waits) ji.waits.push_back(detail::from_wire(w));
     for (const auto& r : j.ranks)
       ji.ranks.push_back(

@@ -94,6 +94,8 @@ Object job_json(const JobInfo& j) {
   o["waits"] = Object::array();
   for (const auto& w : j.waits) o["waits"].push_back(wait_json(w));
   o["waits_job_wide"] = j.job_wide;
+  o["ranks_left_out"] = j.ranks_left_out;
+  o["waits_left_out"] = j.waits_left_out;
   return o;
 }
 
@@ -112,6 +114,7 @@ std::string to_json(const DaemonStatus& s) {
   for (const auto& d : s.devices) o["devices"].push_back(device_json(d));
   o["jobs"] = Object::array();
   for (const auto& j : s.jobs) o["jobs"].push_back(job_json(j));
+  o["jobs_left_out"] = s.jobs_left_out;
   return json::dump(o);
 }
 

@@ -251,6 +251,15 @@ void WaitRank::fields(IO& io) {
   io.num("pid", pid, 0, limits::kMaxPid);
 }
 
+std::string bounded_wait_name(std::string name) {
+  if (name.size() <= kMaxWaitNameBytes) return name;
+  const size_t total = name.size();
+  size_t cut = kMaxWaitNameBytes - 40;  // room for the note
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xc0) == 0x80) --cut;
+  name.resize(cut);
+  return name + " ... (" + std::to_string(total - cut) + " more bytes)";
+}
+
 template <class IO>
 void WaitStatus::fields(IO& io) {
   io.str("kind", kind, 16);
@@ -278,6 +287,8 @@ void JobStatus::fields(IO& io) {
   forming.fields(io);
   io.list("waits", waits, kMaxWaits, wire::kUnlessDefault);
   io.boolean("job_wide", job_wide, wire::kUnlessDefault);
+  io.num("ranks_left_out", ranks_left_out, 0, UINT64_MAX, wire::kUnlessDefault);
+  io.num("waits_left_out", waits_left_out, 0, UINT64_MAX, wire::kUnlessDefault);
 }
 
 template <class IO>
@@ -290,6 +301,7 @@ void StatusReply::fields(IO& io) {
   io.str("gpu_source", gpu_source, 32, wire::kAddedLater);
   io.list("devices", devices, limits::kMaxDevices);
   io.list("jobs", jobs, 1u << 20);
+  io.num("jobs_left_out", jobs_left_out, 0, UINT64_MAX, wire::kUnlessDefault);
 }
 
 template <class IO>

@@ -389,6 +389,10 @@ struct JobStatus {
   std::string numa_binding{};       // as its launcher's attach said; "" unknown
   std::vector<WaitStatus> waits{};  // open barriers and key waits (optional on the wire)
   bool job_wide = false;            // waits: the whole job's, from its coordinator (optional)
+  // What the reply left out of this job to stay within its bound: ranks
+  // past those listed, waits past those listed (optional on the wire).
+  uint64_t ranks_left_out = 0;
+  uint64_t waits_left_out = 0;
   MUSTER_FIELDS;
   bool operator==(const JobStatus&) const = default;
 };
@@ -407,6 +411,9 @@ struct StatusReply {
   // Where the daemon's GPUs come from: "nvml", "cuda", "simulated" or
   // "none"; optional on the wire (empty from older daemons).
   std::string gpu_source{};
+  // Jobs the reply left out to stay within its bound (others' after the
+  // caller's own); optional on the wire.
+  uint64_t jobs_left_out = 0;
   MUSTER_MESSAGE(StatusReply);
 };
 

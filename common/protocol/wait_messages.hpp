@@ -23,6 +23,14 @@ struct WaitRank {
 // The ranks one open wait lists at most (the counts say how many there are).
 inline constexpr size_t kMaxWaitRanks = 64;
 inline constexpr size_t kMaxWaits = 256;
+// What a wait's name may take where it is made (a status, a heartbeat):
+// the awaited keys of one request may be 1,024 of 1,024 bytes, and the
+// decoders refuse a name over 4,096 (the whole heartbeat or status with
+// it). Longer names are cut, and say how much was left out.
+inline constexpr size_t kMaxWaitNameBytes = 512;
+// name, cut to kMaxWaitNameBytes (on a UTF-8 character boundary) with
+// " ... (N more bytes)" when it is longer.
+std::string bounded_wait_name(std::string name);
 // A barrier that has not filled, or the ranks that wait for the same key(s).
 struct WaitStatus {
   std::string kind{};     // "barrier" | "key"

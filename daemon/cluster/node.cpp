@@ -15,14 +15,6 @@ using proto::MsgType;
 
 namespace {
 
-bool host_port(const std::string& e) {
-  auto colon = e.rfind(':');
-  return colon != std::string::npos && colon > 0 && colon + 1 < e.size() &&
-         e.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
-         e.size() - colon <= 6 && std::stoi(e.substr(colon + 1)) > 0 &&
-         std::stoi(e.substr(colon + 1)) < 65536;
-}
-
 std::string seconds(std::chrono::milliseconds ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f s", ms.count() / 1000.0);
@@ -113,10 +105,7 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
                 "this daemon cannot join multi-node jobs: " + peering_unavailable_);
   if (node_id_.empty())
     throw Error(ErrorCode::kInternal, "this daemon has no node id for multi-node jobs");
-  for (const auto& [what, endpoint] : {std::pair{"coordinator", &m.coordinator}, {"via", &m.via}})
-    if ((endpoint != &m.via || !m.via.empty()) && !host_port(*endpoint))
-      throw Error(ErrorCode::kInvalidArgument,
-                  std::string(what) + " '" + *endpoint + "' is not HOST:PORT with a port 1..65535");
+  check_links(job, m);
   job.cluster = ClusterInfo{};
   job.cluster->coordinator = m.coordinator;
   // Children in the relay tree reach us where we listen; a wildcard bind

@@ -33,6 +33,13 @@ class NodeLinks {
   // host:port of our peer listener, told to coordinators for the tree.
   void set_peer_endpoint(std::string endpoint) { peer_endpoint_ = std::move(endpoint); }
   void set_name(std::string name) { node_name_ = std::move(name); }
+  // The links (distinct coordinators and relays) one uid's jobs may name,
+  // and all jobs together; 0 = no cap.
+  void set_link_caps(size_t per_uid, size_t total) {
+    links_per_uid_ = per_uid;
+    links_total_ = total;
+  }
+  static constexpr size_t kLinksPerUid = 32;
 
   const std::string& node_id() const { return node_id_; }
   bool has_link(const std::string& link) const { return links_.count(link) != 0; }
@@ -112,6 +119,10 @@ class NodeLinks {
  private:
   // Whether a rendezvous of the job waits for its World.
   bool joining(const std::string& job) const;
+  // Throws invalid_argument when m's coordinator or via is no HOST:PORT,
+  // and quota_exceeded when its links would take the job's owner or the
+  // daemon past its cap (set_link_caps).
+  void check_links(const Job& job, const proto::Rendezvous& m) const;
   // NodeJoin::run of this node's part of the job.
   std::string run_of(const Job& job) const;
   // Sends m to the coordinator at `link` and remembers what to do with
@@ -289,6 +300,8 @@ class NodeLinks {
   };
   std::map<std::string, FormingSeen> forming_;
   std::chrono::milliseconds peer_timeout_{10000};
+  size_t links_per_uid_ = kLinksPerUid;
+  size_t links_total_ = 0;
   std::string peering_unavailable_;
   std::string peer_endpoint_;
   Clock::duration stuck_after_ = std::chrono::seconds(60);

@@ -25,7 +25,9 @@ std::string keys_of(const std::string& coalescing) {
     keys += (keys.empty() ? "" : ", ") + coalescing.substr(at + 1, next - at - 1);
     at = next;
   }
-  return keys;
+  // Bounded where it is made: it goes into heartbeats, which the
+  // coordinator refuses whole over the decoder's limit.
+  return proto::bounded_wait_name(std::move(keys));
 }
 
 }  // namespace
@@ -37,7 +39,8 @@ std::vector<proto::WaitStatus> NodeLinks::waits(const Job& job, Clock::time_poin
   const RelayState& r = rit->second;
   for (const auto& [name, b] : r.barriers) {
     if (b.local_ranks.empty()) continue;  // only children's ranks wait here
-    proto::WaitStatus w{"barrier", name, b.local_ranks.size(), job.local_world_size};
+    proto::WaitStatus w{"barrier", proto::bounded_wait_name(name), b.local_ranks.size(),
+                        job.local_world_size};
     for (uint32_t i = 0; i < job.local_world_size && w.ranks.size() < proto::kMaxWaitRanks; ++i)
       if (!b.local_ranks.count(i)) w.ranks.push_back(local_rank(job, i));
     w.age_ms = age_ms(b.since, now);
@@ -80,7 +83,8 @@ uint64_t NodeLinks::report_stuck(Clock::time_point now) {
       if (!w.stuck) continue;
       bool* flag = nullptr;
       if (w.kind == "barrier") {
-        flag = &r.barriers[w.name].stuck_logged;
+        for (auto& [name, b] : r.barriers)
+          if (proto::bounded_wait_name(name) == w.name) flag = &b.stuck_logged;
       } else {
         for (auto& [key, s] : r.gets_since)
           if (keys_of(key) == w.name) flag = &s.second;

@@ -96,6 +96,10 @@ void State::set_node_name(std::string name) {
   cluster_->node.set_name(std::move(name));
 }
 
+void State::set_link_cap(size_t total) {
+  cluster_->node.set_link_caps(NodeLinks::kLinksPerUid, total);
+}
+
 void State::keep_link(const std::string& coordinator) {
   cluster_->node.keep(coordinator);
 }

@@ -124,6 +124,9 @@ class State {
                    std::string unavailable, uint32_t tree_width);
   // What this node is called in other nodes' rendezvous progress.
   void set_node_name(std::string name);
+  // How many coordinators (links, each three ZeroMQ sockets and a
+  // connection) all jobs together may name (one uid's: NodeLinks).
+  void set_link_cap(size_t total);
   // host:port of our peer listener, told to coordinators for the tree.
   void set_peer_endpoint(std::string endpoint);
   // Requests that arrived on the peer socket (the benchmark counts them).
@@ -172,6 +175,9 @@ class State {
   bool take_save_wanted();
 
  private:
+  // status()'s jobs, within the reply's bound (status.cpp).
+  void status_jobs(proto::StatusReply& s, int64_t viewer, const std::string& only,
+                   Clock::time_point now) const;
   template <class M>
   void reply(const ReplyTo& to, const M& m, std::vector<Outgoing>& out) {
     out.push_back({to, proto::encode(to.request_id, m)});

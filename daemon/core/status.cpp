@@ -1,11 +1,13 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
 #include "core/state.hpp"
 #include "muster_config.h"
+#include "protocol/limits.hpp"
 
 namespace muster::daemon {
 
@@ -67,6 +69,17 @@ std::string cpus_of(int64_t pid, Clock::time_point now) {
   return it->second.cpus;
 }
 
+// What parts of a status reply decode to, in msgpack objects (a map's
+// keys and values, each list item), rounded up: a job's fields and its
+// forming names (kMaxFormingNames), a rank, a wait and a rank it names.
+// The reply stays under half the decoder's budget (kMaxFrameObjects);
+// devices (at most kMaxDevices, ~40 objects each) take the rest.
+constexpr size_t kStatusObjects = limits::kMaxFrameObjects / 2;
+constexpr size_t kJobObjects = 64 + 2 * proto::kMaxFormingNames;
+constexpr size_t kRankObjects = 14;
+constexpr size_t kWaitObjects = 18;
+constexpr size_t kWaitRankObjects = 8;
+
 }  // namespace
 
 proto::StatusReply State::status(int64_t viewer, const std::string& only) const {
@@ -112,11 +125,42 @@ proto::StatusReply State::status(int64_t viewer, const std::string& only) const 
     }
     s.devices.push_back(std::move(ds));
   }
-  for (const auto& [id, job] : jobs_) {
-    if (!job.visible_to(viewer) || (!only.empty() && id != only)) continue;
+  status_jobs(s, viewer, only, now);
+  return s;
+}
+
+// Bounded by construction: the reply must decode (limits.hpp's object
+// budget) whatever other users run. The viewer's own jobs come first,
+// then others' while the budget lasts; a job cut short says how many of
+// its ranks and waits were left out, the reply how many jobs.
+void State::status_jobs(proto::StatusReply& s, int64_t viewer, const std::string& only,
+                        Clock::time_point now) const {
+  // Others' jobs take turns by owner (each uid's first, then each uid's
+  // second, ...): one user's many jobs cannot push out another's few.
+  std::vector<std::pair<size_t, const Job*>> shown;
+  std::unordered_map<int64_t, size_t> turn;
+  for (const auto& [id, job] : jobs_)
+    if (job.visible_to(viewer) && (only.empty() || id == only))
+      shown.emplace_back(job.owner_uid == viewer ? 0 : 1 + turn[job.owner_uid]++, &job);
+  std::stable_sort(shown.begin(), shown.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  size_t budget = kStatusObjects;
+  for (const auto& [order, jp] : shown) {
+    const Job& job = *jp;
+    const std::string& id = job.id;
+    if (budget < kJobObjects) {
+      ++s.jobs_left_out;
+      continue;
+    }
+    budget -= kJobObjects;
     proto::JobStatus js{id, job.generation, job.world_size(), job.local_world_size,
                         {}, job.owner_uid};
     for (uint32_t i = 0; i < job.local_world_size; ++i) {
+      if (budget < kRankObjects) {
+        js.ranks_left_out = job.local_world_size - i;
+        break;
+      }
+      budget -= kRankObjects;
       const auto& slot = job.slots[i];
       uint32_t rank = job.cluster ? job.cluster->rank_offset + i : i;
       // An exited rank's pid may be another process's by now, and a
@@ -129,9 +173,17 @@ proto::StatusReply State::status(int64_t viewer, const std::string& only) const 
     if (job.cluster && !job.cluster->formed) js.forming = cluster_state(id).forming;
     js.numa_binding = job.numa_binding;
     js.waits = job.cluster ? cluster_waits(job, now) : daemon::open_waits(job, store_, now);
+    for (size_t w = 0; w < js.waits.size(); ++w) {
+      size_t cost = kWaitObjects + kWaitRankObjects * js.waits[w].ranks.size();
+      if (budget < cost) {
+        js.waits_left_out = js.waits.size() - w;
+        js.waits.resize(w);
+        break;
+      }
+      budget -= cost;
+    }
     s.jobs.push_back(std::move(js));
   }
-  return s;
 }
 
 // Counted here rather than from status(), which reads each rank's /proc

@@ -34,6 +34,7 @@ void State::report_stuck(Clock::time_point now) {
     }
     // The coordinator's store counts whole subtrees: the nodes' heartbeats
     // name the missing ranks, once they came.
+    name = proto::bounded_wait_name(std::move(name));  // as the waits name it
     auto waits = job->global ? coordinated_waits(job->id) : std::vector<proto::WaitStatus>{};
     bool named = std::any_of(waits.begin(), waits.end(),
                              [&](const auto& s) { return s.kind == kind && s.name == name; });

@@ -33,7 +33,8 @@ namespace {
 
 proto::WaitStatus barrier_wait(const Job& job, const std::string& name, const BarrierState& b,
                                const Store& store, Clock::time_point now) {
-  proto::WaitStatus w{"barrier", name, job.global ? b.count : b.arrived.size(), job.world_size()};
+  proto::WaitStatus w{"barrier", proto::bounded_wait_name(name),
+                      job.global ? b.count : b.arrived.size(), job.world_size()};
   Clock::time_point since = now;
   for (uint64_t id : b.waiters)
     if (const auto* p = store.find(id)) {
@@ -67,7 +68,11 @@ std::vector<proto::WaitStatus> open_waits(const Job& job, const Store& store,
     const auto* p = store.find(id);
     if (!p) continue;
     std::string keys;
-    for (const auto& k : p->keys) keys += (keys.empty() ? "" : ", ") + k;
+    for (const auto& k : p->keys) {
+      keys += (keys.empty() ? "" : ", ") + k;
+      if (keys.size() > proto::kMaxWaitNameBytes) break;  // cut below anyway
+    }
+    keys = proto::bounded_wait_name(std::move(keys));
     auto [it, fresh] = by_keys.try_emplace(keys, proto::WaitStatus{"key", keys});
     auto& w = it->second;
     ++w.arrived;

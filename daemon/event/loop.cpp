@@ -1,5 +1,7 @@
 #include "event/loop.hpp"
 
+#include "event/boundary.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <zmq.hpp>
@@ -100,7 +102,7 @@ void Loop::fire_timers() {
     TimerEvent* t = timers_[i];
     if (!t->scheduled_ || now < t->due_) continue;
     t->scheduled_ = false;
-    t->callback_();
+    contained("a timer", t->callback_);
   }
 }
 
@@ -113,7 +115,9 @@ bool Loop::dispatch() {
     if (!ev) continue;  // cancelled earlier in this round
     bool ready = ev->item_ != SocketEvent::kNone && (items_[ev->item_].revents & ZMQ_POLLIN);
     if (!ready && !ev->every_round_) continue;
-    ev->callback_();
+    // The backstop (boundary.hpp): a source's handlers reply to what they
+    // can; whatever still throws ends that source's turn, not the loop.
+    contained("serving an event source", ev->callback_);
     if (quit_) return false;
   }
   return true;
@@ -122,7 +126,7 @@ bool Loop::dispatch() {
 void Loop::run() {
   quit_ = false;
   for (;;) {
-    if (round_start_) round_start_();
+    if (round_start_) contained("the round's start", round_start_);
     fire_timers();
     if (dirty_) rebuild();
     long timeout = wait_ms();
@@ -131,7 +135,7 @@ void Loop::run() {
       continue;  // a signal handler ran; it wakes us through a source
     }
     if (!dispatch()) return;
-    if (round_end_) round_end_();
+    if (round_end_) contained("the round's end", round_end_);
     if (quit_) return;
   }
 }

@@ -1,9 +1,12 @@
 // The HTTP side of the metrics: /metrics and /healthz served by
 // libmicrohttpd on its own thread, from the last snapshot the event loop
 // published. That thread never touches the daemon's state: it reads one
-// immutable Published under a mutex. A client that connects and never
-// reads or sends holds one of a few connection slots for at most the
-// connection timeout; the loop never waits for the HTTP side.
+// immutable Published under a mutex. Monitoring cannot be held: every
+// request ends within kRequestDeadline of its first byte however slowly
+// its bytes come (a slowloris renews an idle timeout with each byte), an
+// address holds at most kMaxPerAddress connections, and a new connection
+// past either limit evicts the oldest one whose request is still
+// incomplete; the loop never waits for the HTTP side.
 #pragma once
 
 #include <chrono>
@@ -13,6 +16,8 @@
 #include <string>
 
 #include "metrics/address.hpp"
+
+struct MHD_Connection;
 
 namespace muster::daemon::metrics {
 
@@ -27,7 +32,9 @@ class Exporter {
   // /healthz is 503 once the loop has published nothing for this long.
   static constexpr std::chrono::seconds kStaleAfter{5};
   static constexpr unsigned kMaxConnections = 32;
+  static constexpr unsigned kMaxPerAddress = 16;
   static constexpr unsigned kConnectionTimeoutS = 10;
+  static constexpr std::chrono::seconds kRequestDeadline{5};
 
   // Listens on `where`. Throws Error (kInternal) when it cannot, and
   // (kInvalidArgument) in a build without libmicrohttpd.
@@ -45,8 +52,12 @@ class Exporter {
   // What /healthz answers for p at `now`: "" when healthy, else why not.
   static std::string health(const Published* p, std::chrono::steady_clock::time_point now);
 
- private:
+  // The connections libmicrohttpd serves, as the limits see them (http.cpp).
   struct Daemon;
+  // The head of c's request came (its request is no longer incomplete).
+  void headers_came(MHD_Connection* c) const;
+
+ private:
   std::unique_ptr<Daemon> d_;
   uint16_t port_ = 0;
   mutable std::mutex mu_;

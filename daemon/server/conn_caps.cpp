@@ -3,6 +3,8 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include "log.hpp"
+
 namespace muster::daemon {
 
 namespace {
@@ -24,19 +26,68 @@ std::string tcp_peer_address(int fd) {
   return host;
 }
 
+void ConnCaps::refuse(int fd, const std::string& why) {
+  ::shutdown(fd, SHUT_RDWR);
+  ++refused_;
+  ++refused_unlogged_;
+  last_refusal_ = why;
+  auto now = Clock::now();
+  if (now - refusal_logged_ < std::chrono::seconds(10)) return;
+  refusal_logged_ = now;
+  log::notice("shut " + std::to_string(refused_unlogged_) +
+              " connection(s) at accept in the last 10 s, the last one " + last_refusal_);
+  refused_unlogged_ = 0;
+}
+
 void ConnCaps::local_accepted(int fd) {
   // The fd is still the connection's: its DISCONNECTED event, which comes
   // after this ACCEPTED one, has not been read. -1: the kernel would not
   // say (counted together).
   ucred cred{};
   socklen_t len = sizeof cred;
-  int64_t uid = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.uid : -1;
+  bool known = ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0;
+  int64_t uid = known ? cred.uid : -1;
   if (auto old = uid_of_fd_.find(fd); old != uid_of_fd_.end()) forget(per_uid_open_, old->second);
   uid_of_fd_[fd] = uid;
-  ++per_uid_open_[uid];
+  uint64_t n = ++per_uid_open_[uid];
+  // Counted until its DISCONNECTED. A client that handshakes at once is
+  // refused by the ZAP handler, with the sentence libmuster shows; one
+  // that does not is shut when its grace ends (sweep).
+  if (per_uid_ != 0 && n > per_uid_) {
+    silent_.erase(fd);
+    doomed_[fd] = {Clock::now() + kGrace, uid, known ? cred.pid : -1, "",
+                   "of uid " + std::to_string(uid) + ", over its cap (" + std::to_string(n - 1) +
+                       " open; max-connections-per-uid " + std::to_string(per_uid_) + ")"};
+    return;
+  }
+  if (max_silent_ == 0) return;
+  silent_[fd] = {Clock::now(), uid, known ? cred.pid : -1};
+  bound_silent();
+}
+
+void ConnCaps::bound_silent() {
+  while (silent_.size() > max_silent_) {
+    auto oldest = silent_.begin();
+    for (auto it = silent_.begin(); it != silent_.end(); ++it)
+      if (it->second.since < oldest->second.since) oldest = it;
+    int fd = oldest->first;
+    Silent who = oldest->second;
+    silent_.erase(oldest);
+    // Only while the fd is still that connection: its DISCONNECTED may be
+    // on its way and the number reused.
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+        static_cast<int64_t>(cred.uid) == who.uid && cred.pid == who.pid)
+      refuse(fd, "of uid " + std::to_string(who.uid) + ", the oldest of " +
+                     std::to_string(max_silent_) +
+                     " connections that sent nothing yet (in their handshake or silent)");
+  }
 }
 
 void ConnCaps::local_closed(int fd) {
+  silent_.erase(fd);
+  doomed_.erase(fd);
   auto it = uid_of_fd_.find(fd);
   if (it == uid_of_fd_.end()) return;
   forget(per_uid_open_, it->second);
@@ -47,12 +98,19 @@ void ConnCaps::peer_accepted(int fd, bool needs_auth) {
   peer_closed(fd);  // a lost DISCONNECTED: the fd is someone else's now
   std::string address = tcp_peer_address(fd);
   address_of_fd_[fd] = address;
-  ++per_address_open_[address];
+  uint64_t n = ++per_address_open_[address];
+  if (per_address_ != 0 && n > per_address_) {
+    doomed_[fd] = {Clock::now() + kGrace, -1, -1, address,
+                   "from " + address + ", over its cap (" + std::to_string(n - 1) +
+                       " open; max-connections-per-peer " + std::to_string(per_address_) + ")"};
+    return;
+  }
   if (needs_auth) unauthenticated_[fd] = {Clock::now(), address};
 }
 
 void ConnCaps::peer_closed(int fd) {
   unauthenticated_.erase(fd);
+  doomed_.erase(fd);
   auto it = address_of_fd_.find(fd);
   if (it == address_of_fd_.end()) return;
   if (auto n = per_address_open_.find(it->second); n != per_address_open_.end() && --n->second == 0)
@@ -87,7 +145,31 @@ std::string ConnCaps::admit_peer(const std::string& address) const {
          std::to_string(per_address_) + ")";
 }
 
+void ConnCaps::sweep_doomed(Clock::time_point now) {
+  for (auto it = doomed_.begin(); it != doomed_.end();) {
+    const Doomed& d = it->second;
+    if (now < d.deadline) {
+      ++it;
+      continue;
+    }
+    // Only while the fd is still that connection (its DISCONNECTED may be
+    // on its way, and the number reused).
+    bool same;
+    if (d.address.empty()) {
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      same = ::getsockopt(it->first, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+             static_cast<int64_t>(cred.uid) == d.uid && cred.pid == d.pid;
+    } else {
+      same = tcp_peer_address(it->first) == d.address;
+    }
+    if (same) refuse(it->first, d.why);
+    it = doomed_.erase(it);
+  }
+}
+
 size_t ConnCaps::sweep(Clock::time_point now) {
+  sweep_doomed(now);
   size_t closed = 0;
   for (auto it = unauthenticated_.begin(); it != unauthenticated_.end();) {
     if (now - it->second.since < auth_within_) {
@@ -107,6 +189,8 @@ size_t ConnCaps::sweep(Clock::time_point now) {
 
 std::optional<ConnCaps::Clock::time_point> ConnCaps::next_sweep() const {
   std::optional<Clock::time_point> next;
+  for (const auto& [fd, d] : doomed_)
+    if (!next || d.deadline < *next) next = d.deadline;
   for (const auto& [fd, u] : unauthenticated_)
     if (!next || u.since + auth_within_ < *next) next = u.since + auth_within_;
   return next;

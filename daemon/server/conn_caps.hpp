@@ -3,10 +3,15 @@
 // (the fd guard, fd_guard.hpp, only keeps the daemon as a whole below its
 // ceiling). Counted from the listeners' monitor events (ACCEPTED and
 // DISCONNECTED carry the connection's fd; the kernel says whose it is:
-// SO_PEERCRED for the local socket, getpeername for TCP) and enforced by
-// the ZAP handler (peer/zap_handler.hpp) during the handshake, so a refused
-// connection never sends a request. The connection being admitted is
-// already counted: a cap of N admits N.
+// SO_PEERCRED for the local socket, getpeername for TCP) and enforced from
+// accept on: a connection over its uid's or address's cap has kGrace to be
+// refused by the ZAP handler (peer/zap_handler.hpp) in its handshake, which
+// tells a libmuster client why (quota_exceeded naming the setting); one
+// that has not started its handshake by then is shut down (shutdown(2)),
+// not left holding its fd for the handshake limit. The connection being admitted is already
+// counted: a cap of N admits N. Local connections that have sent nothing yet (in their handshake,
+// or silent) are bounded in total (max_silent): past it the oldest is shut. Refusals are logged
+// once per interval, counted.
 //
 // Plain TCP peers (peer_plain) have no handshake to authenticate them: one
 // counts as a peer once it sent a valid peer request, and one that sent
@@ -29,8 +34,17 @@ class ConnCaps {
  public:
   using Clock = std::chrono::steady_clock;
   // 0 = no cap.
-  ConnCaps(uint64_t per_uid, uint64_t per_address, std::chrono::milliseconds auth_within)
-      : per_uid_(per_uid), per_address_(per_address), auth_within_(auth_within) {}
+  // max_silent: local connections that sent nothing yet, of all uids.
+  ConnCaps(uint64_t per_uid, uint64_t per_address, std::chrono::milliseconds auth_within,
+           uint64_t max_silent = kMaxSilent)
+      : per_uid_(per_uid),
+        per_address_(per_address),
+        auth_within_(auth_within),
+        max_silent_(max_silent) {}
+  static constexpr uint64_t kMaxSilent = 1024;
+  // How long a connection over a cap may take to be refused in its
+  // handshake before it is shut.
+  static constexpr std::chrono::milliseconds kGrace{250};
 
   void local_accepted(int fd);
   void local_closed(int fd);
@@ -39,13 +53,20 @@ class ConnCaps {
   void peer_closed(int fd);
   // A valid peer request came on fd: its connection is a peer's.
   void peer_authenticated(int fd) { unauthenticated_.erase(fd); }
+  // A local connection sent its first frame: no longer silent.
+  void local_spoke(int fd) {
+    if (!silent_.empty()) silent_.erase(fd);
+  }
+  // Connections shut at accept so far (over a cap, or the oldest silent).
+  uint64_t refused() const { return refused_; }
 
   // "" to admit, else why not (names the setting).
   std::string admit_local(int64_t uid) const;
   std::string admit_peer(const std::string& address) const;
 
-  // Closes the plain TCP connections that sent no valid request in time;
-  // returns how many.
+  // Shuts the connections over a cap whose grace ended, and closes the
+  // plain TCP connections that sent no valid request in time; returns how
+  // many of the latter.
   size_t sweep(Clock::time_point now);
   // When the next one is due to be closed, if any waits.
   std::optional<Clock::time_point> next_sweep() const;
@@ -58,8 +79,32 @@ class ConnCaps {
     Clock::time_point since;
     std::string address;
   };
+  struct Silent {
+    Clock::time_point since;
+    int64_t uid;
+    int64_t pid;
+  };
+  struct Doomed {
+    Clock::time_point deadline;
+    int64_t uid;  // local: whose, to tell a reused fd
+    int64_t pid;
+    std::string address;  // peer: from where ("" = local)
+    std::string why;
+  };
+  void sweep_doomed(Clock::time_point now);
+  std::unordered_map<int, Doomed> doomed_;
+  // Shuts fd down now; counted, and said once per interval.
+  void refuse(int fd, const std::string& why);
+  // Past max_silent_: the oldest silent local connection is shut.
+  void bound_silent();
   uint64_t per_uid_, per_address_;
   std::chrono::milliseconds auth_within_;
+  uint64_t max_silent_;
+  std::unordered_map<int, Silent> silent_;
+  uint64_t refused_ = 0;
+  uint64_t refused_unlogged_ = 0;
+  std::string last_refusal_;
+  Clock::time_point refusal_logged_{};
   std::unordered_map<int, int64_t> uid_of_fd_;
   std::unordered_map<int64_t, uint64_t> per_uid_open_;
   std::unordered_map<int, std::string> address_of_fd_;

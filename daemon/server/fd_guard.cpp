@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -36,6 +37,16 @@ uint64_t raise_fd_limit() {
   }
   // select() is not used (zmq_poll is poll-based), so nothing caps it lower.
   return rl.rlim_cur == RLIM_INFINITY ? uint64_t{1} << 20 : static_cast<uint64_t>(rl.rlim_cur);
+}
+
+zmq::context_t make_daemon_context() {
+  zmq::context_t ctx(1);
+  // Before the first socket: libzmq sizes its socket table then.
+  uint64_t want = std::min<uint64_t>(raise_fd_limit(), 65536);
+  int most = zmq_ctx_get(ctx.handle(), ZMQ_SOCKET_LIMIT);
+  if (most > 0) want = std::min<uint64_t>(want, static_cast<uint64_t>(most));
+  if (want > 1023) zmq_ctx_set(ctx.handle(), ZMQ_MAX_SOCKETS, static_cast<int>(want));
+  return ctx;
 }
 
 std::optional<uint64_t> count_open_fds() {

@@ -36,6 +36,12 @@ namespace muster::daemon {
 // Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit
 // in force afterwards.
 uint64_t raise_fd_limit();
+// The daemon's ZeroMQ context, its socket limit (ZMQ_MAX_SOCKETS, libzmq's
+// default 1,023) set to the fd limit raise_fd_limit() leaves: each socket
+// takes an fd (its mailbox), and what bounds them is the fd budget and the
+// caps on what makes sockets (peer links: NodeLinks), not a number that a
+// user's jobs reach first (a socket past it threw where nothing caught it).
+zmq::context_t make_daemon_context();
 // Open fds of this process (/proc/self/fd); nullopt when it cannot tell
 // (no fd left to read the directory with).
 std::optional<uint64_t> count_open_fds();

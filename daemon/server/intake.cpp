@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "event/boundary.hpp"
 #include "log.hpp"
 #include "protocol/limits.hpp"
 #include "protocol/message_table.hpp"
@@ -48,7 +49,12 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
   ReplyTo to;
   to.routing_id = frames[0].to_string();
   to.from_peer = from_peer;
-  if (!from_peer) to.conn = conns.token_of(frames.back());
+  if (!from_peer) {
+    to.conn = conns.token_of(frames.back());
+    // No longer one of the silent connections conn_caps.hpp bounds.
+    int fd = zmq_msg_get(const_cast<zmq_msg_t*>(frames.back().handle()), ZMQ_SRCFD);
+    if (fd >= 0) caps->local_spoke(fd);
+  }
   const zmq::message_t* body = nullptr;
   if (frames.size() == 2) {
     body = &frames[1];
@@ -95,6 +101,18 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
   } catch (const proto::EnvelopeError& e) {
     log::debug(std::string("refused a frame: ") + e.what());
     out.push_back(error_out(to, e.request_id, e.code(), e.what()));
+  } catch (...) {
+    // The boundary (event/boundary.hpp) of every request: whatever its
+    // handling threw (ZeroMQ, an allocation, a decoder) fails this request
+    // alone, with a reply; the loop serves on.
+    auto e = std::current_exception();
+    event::contained_failure("a request", e);
+    try {
+      out.push_back(
+          error_out(to, to.request_id, ErrorCode::kInternal,
+                    "musterd could not serve this request: " + event::describe_exception(e)));
+    } catch (...) {
+    }
   }
 }
 

@@ -42,6 +42,18 @@ void PeerLinks::send(const std::string& name, std::string& frame) {
 
 zmq::socket_t* PeerLinks::connect(const std::string& name) {
   if (!security_) return nullptr;  // rendezvous refused these already
+  // Three sockets a link (and its fds): past the context's socket limit or
+  // the fd limit ZeroMQ throws, and the request is dropped like one whose
+  // connection cannot be made (the state gives up after the peer timeout).
+  try {
+    return connect_now(name);
+  } catch (const std::exception& e) {
+    log::warning(log::peer(name), "cannot make a link to coordinator " + name + ": " + e.what());
+    return nullptr;
+  }
+}
+
+zmq::socket_t* PeerLinks::connect_now(const std::string& name) {
   zmq::socket_t s(ctx_, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::routing_id, random_routing_id());
@@ -57,12 +69,7 @@ zmq::socket_t* PeerLinks::connect(const std::string& name) {
   mon.connect(at);
   s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
   peer::make_client(s, *security_);
-  try {
-    s.connect("tcp://" + name);
-  } catch (const zmq::error_t& e) {
-    log::warning(log::peer(name), "cannot connect to coordinator " + name + ": " + e.what());
-    return nullptr;
-  }
+  s.connect("tcp://" + name);
   return &links_.try_emplace(name, *this, name, std::move(s), std::move(mon)).first->second.sock;
 }
 

@@ -51,7 +51,9 @@ class PeerLinks {
     event::SocketEvent event;
     event::SocketEvent monitor_event;
   };
+  // Null when no link can be made (no peering, or ZeroMQ refused).
   zmq::socket_t* connect(const std::string& name);
+  zmq::socket_t* connect_now(const std::string& name);
   void read(Link& link);
   void watch(Link& link);
 

@@ -29,7 +29,8 @@ void Server::watch_deadlines() {
   rt.loop.add_wake_hint([&rt] { return rt.cgroups->removals_pending() ? 10L : -1L; });
   // A client whose replies were dropped is told once it reads again.
   rt.loop.add_wake_hint([&rt] { return rt.unread.empty() ? -1L : 100L; });
-  // Plain TCP connections that never sent a peer request are closed.
+  // Plain TCP connections that never sent a peer request are closed, and
+  // connections over a cap whose grace ended are shut.
   rt.loop.add_wake_hint([&rt]() -> long {
     auto d = rt.caps->next_sweep();
     if (!d) return -1;

@@ -28,7 +28,7 @@
 namespace muster::daemon {
 
 struct Server::Runtime {
-  zmq::context_t ctx{1};
+  zmq::context_t ctx = make_daemon_context();
   zmq::socket_t router{ctx, zmq::socket_type::router};
   ClientConnections conns{ctx};
   PidWatch watch;

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "endpoint.hpp"
+#include "event/boundary.hpp"
 #include "gpu/nvml.hpp"
 #include "gpu/xid_watch.hpp"
 #include "log.hpp"
@@ -193,6 +194,9 @@ void Server::start_fd_guard() {
   uint64_t limit = raise_fd_limit();
   uint64_t reserve = cfg_.fd_reserve ? cfg_.fd_reserve : std::max<uint64_t>(384, limit / 16);
   rt_->fds.emplace(rt_->ctx, limit, reserve);
+  // A link to a coordinator costs three sockets (an fd each) and a
+  // connection: all of them together get an eighth of the fds.
+  rt_->state->set_link_cap(std::max<uint64_t>(64, limit / 8));
   arm_accept_guard();  // the backstop: accept_guard.hpp
   log::notice(
       "file descriptors: limit " + std::to_string(limit) +
@@ -292,22 +296,26 @@ void Server::Runtime::deliver() {
   // dropped too (a client reads its replies in order).
   std::vector<uint64_t> full;
   for (auto& o : out) {
-    if (o.error) observe.error_reply(o.error);
-    if (!o.link.empty()) {
-      links->send(o.link, o.frame);
-    } else if (!o.to.from_peer) {
-      if (o.to.conn != 0 && !conns.live(o.to.conn)) continue;
-      if (std::find(full.begin(), full.end(), o.to.conn) != full.end() ||
-          send_reply(router, o) == SendResult::kFull) {
-        if (std::find(full.begin(), full.end(), o.to.conn) == full.end()) {
-          full.push_back(o.to.conn);
-          drop_unread(o.to.conn, o.to.routing_id);
+    // One reply that cannot be sent (a ZeroMQ error, no memory) is lost
+    // alone: the rest still go, and out is cleared below.
+    event::contained("sending a reply", [&] {
+      if (o.error) observe.error_reply(o.error);
+      if (!o.link.empty()) {
+        links->send(o.link, o.frame);
+      } else if (!o.to.from_peer) {
+        if (o.to.conn != 0 && !conns.live(o.to.conn)) return;
+        if (std::find(full.begin(), full.end(), o.to.conn) != full.end() ||
+            send_reply(router, o) == SendResult::kFull) {
+          if (std::find(full.begin(), full.end(), o.to.conn) == full.end()) {
+            full.push_back(o.to.conn);
+            drop_unread(o.to.conn, o.to.routing_id);
+          }
+          ++replies_dropped;
         }
-        ++replies_dropped;
+      } else if (peer) {
+        send_reply(*peer, o);
       }
-    } else if (peer) {
-      send_reply(*peer, o);
-    }
+    });
   }
   out.clear();
   notify_unread();

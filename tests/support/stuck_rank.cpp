@@ -3,7 +3,8 @@
 // prints `done` or `error=<code>` when that wait ends. Usage:
 //   muster_stuck_rank JOB LOCAL_WORLD_SIZE LOCAL_RANK OP NAME [SKIP_RANK]
 //   muster_stuck_rank - - - OP NAME [SKIP_RANK]     (joins as muster run says)
-// OP: barrier (enter barrier NAME), get (wait for key NAME), idle (nothing).
+// OP: barrier (enter barrier NAME), get (wait for key NAME), idle (nothing),
+// waitlong (wait for 5 keys of 1,000 bytes each, NAME-0-xxx.. to NAME-4-..).
 // With SKIP_RANK, the rank of that global number idles instead: the one
 // that never arrives. Then it sleeps until killed.
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "muster/client.hpp"
 
@@ -43,6 +45,14 @@ int main(int argc, char** argv) {
       c.barrier(argv[5], wait);
     else if (op == "get")
       c.get(argv[5], wait);
+    else if (op == "waitlong") {
+      std::vector<std::string> keys;
+      for (int k = 0; k < 5; ++k) {
+        keys.push_back(std::string(argv[5]) + "-" + std::to_string(k) + "-");
+        keys.back().resize(1000, 'x');
+      }
+      c.wait(keys, wait);
+    }
     if (op != "idle") std::printf("done\n");
     std::fflush(stdout);
   } catch (const muster::Error& e) {

@@ -105,6 +105,10 @@ struct JobInfo {
   // as its coordinator last heard from every node (Client::status(job)).
   std::vector<WaitInfo> waits{};
   bool job_wide = false;
+  // The daemon bounds its reply: ranks and waits of this job it did not
+  // list (0 = none left out).
+  uint64_t ranks_left_out = 0;
+  uint64_t waits_left_out = 0;
 };
 
 struct DaemonStatus {
@@ -121,6 +125,9 @@ struct DaemonStatus {
   // Where the daemon's GPUs come from: "nvml" (the only source that knows
   // the topology), "cuda", "simulated" or "none"; empty from older daemons.
   std::string gpu_source{};
+  // Jobs the daemon did not list to keep its reply bounded (other users'
+  // after the caller's own); ask for one with Client::status(job).
+  uint64_t jobs_left_out = 0;
 };
 
 // The document `muster status --json` prints.
