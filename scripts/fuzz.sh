@@ -9,7 +9,7 @@
 #   - tests/fuzz/fuzz_hostile.cpp: requests of every type whose fields and
 #     envelope carry hostile values (huge counts, deep nesting, wrong types,
 #     boundaries), against the decoder's memory bound and the quotas.
-# Needs clang and libclang-rt-14-dev (scripts/setup-debian.sh).
+# Needs clang and libclang-rt-14-dev (scripts/setup-debian.sh --tests).
 #   scripts/fuzz.sh [SECONDS]     fuzz for 2 x SECONDS in all (default 60), a
 #                                 third of that for each target
 #   scripts/fuzz.sh --make-corpus regenerate tests/fuzz/corpus/

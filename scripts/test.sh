@@ -6,7 +6,7 @@
 # suite under them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup-debian.sh
+./scripts/setup-debian.sh --tests
 dir=build
 opts=(-Dwerror=true)
 test_args=()
