@@ -13,7 +13,10 @@ namespace muster::daemon::metrics {
 
 JobMapping::JobMapping(std::string dir) : dir_(std::move(dir)) {
   // Readable by dcgm-exporter, which runs as another user.
-  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST)
+  // Modes set explicitly: the unit's UMask=0077 would make them 0700/0600.
+  if (::mkdir(dir_.c_str(), 0755) == 0)
+    ::chmod(dir_.c_str(), 0755);
+  else if (errno != EEXIST)
     log::warning("--job-mapping-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
 }
 
@@ -54,7 +57,8 @@ bool JobMapping::write(int64_t index, const std::string& job, std::string* why) 
     return false;
   }
   std::string line = job + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  bool ok = ::fchmod(fd, 0644) == 0 &&
+            ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   int err = errno;
   ok = (::close(fd) == 0) && ok;
   if (ok && ::rename(tmp.c_str(), path.c_str()) == 0) return true;
