@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> names{"help"};
   for (const auto& c : kCommands) {
+    names.push_back(c.name);
     if (cmd != c.name) continue;
     // A variable muster cannot use is a usage error before anything starts.
     if (auto why = muster::cli::bad_environment(); !why.empty() && cmd != "keygen") {
@@ -110,7 +111,6 @@ int main(int argc, char** argv) {
       return 2;
     }
     return c.main(rest);
-    names.push_back(c.name);
   }
   if (cmd == "help") {
     std::cout << usage();
