@@ -297,7 +297,7 @@ TEST_CASE("without node daemons, muster run's embedded daemons form the world", 
                                            {"MUSTER_RUNTIME_DIR", dir.path()}},
         true);
   };
-    // Neither keys nor --peer-plain: refused before anything starts (a
+  // Neither keys nor --peer-plain: refused before anything starts (a
   // usage error) with the command line's flags, not a hang.
   {
     auto p = run(a, {});
