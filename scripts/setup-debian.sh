@@ -4,7 +4,7 @@
 #                             (the C++ example under muster run) needs
 #   setup-debian.sh --torch   and the Python module with PyTorch (the demo's
 #                             PyTorch half)
-#   setup-debian.sh --tests   everything the test suite uses: the above, Catch2,
+#   setup-debian.sh --tests   everything the test suite uses: the above,
 #                             libsystemd and libmicrohttpd (the optional
 #                             features), clang with its sanitizer runtime, a
 #                             Slurm cluster (slurmctld, slurmd, munge) and
@@ -13,9 +13,10 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(build-essential pkg-config meson ninja-build
   libzmq3-dev cppzmq-dev libmsgpack-dev libmsgpack-cxx-dev
-  libboost-program-options-dev nlohmann-json3-dev libxxhash-dev)
+  libboost-program-options-dev nlohmann-json3-dev libxxhash-dev
+  catch2)  # header-only; meson setup wants it for the test targets
 torch=(pybind11-dev python3-torch python3-numpy)
-tests=(catch2 libsystemd-dev libmicrohttpd-dev
+tests=(libsystemd-dev libmicrohttpd-dev
   python3-mesonpy python3-venv python3-pip
   clang libclang-rt-14-dev
   slurmctld slurmd slurm-client munge prometheus curl)
