@@ -16,7 +16,9 @@ case "${1:-}" in
 esac
 ./scripts/setup-debian.sh $torch
 if [[ ! -d build ]]; then
-  meson setup build
+  # Release: no debug info, which is most of the compile time; test.sh
+  # reconfigures the same directory with its own build type.
+  meson setup build --buildtype=release
 elif [[ -n "$torch" ]]; then
   meson setup --reconfigure build  # finds pybind11 if it was installed just now
 fi
