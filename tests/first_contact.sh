@@ -114,13 +114,16 @@ expect "muster run --log-level bad" 2 "invalid choice 'loud'" -- \
 # at /run/muster (root:root 0660 socket, so uid 65534 may not connect).
 if [[ $(id -u) == 0 ]] && command -v unshare >/dev/null && command -v setpriv >/dev/null &&
   unshare -m true 2>/dev/null; then
+  # The outsider's own directories, as a login session has them (whatever
+  # this machine's /tmp allows).
+  mkdir -m 700 "$tmp/nobody" && chown 65534:65534 "$tmp/nobody"
   cat >"$tmp/outsider.sh" <<EOF
 set -u
 mount -t tmpfs none /run
 mkdir -m 755 /run/muster
 "$musterd" --runtime-dir /run/muster --simulate-gpus 2 --no-config 2>/dev/null &
 for _ in \$(seq 100); do [[ -S /run/muster/musterd.sock ]] && break; sleep 0.05; done
-as() { setpriv --reuid 65534 --regid 65534 --clear-groups env -u MUSTER_RUNTIME_DIR -u XDG_RUNTIME_DIR USER=nobody "\$@"; }
+as() { setpriv --reuid 65534 --regid 65534 --clear-groups env -u MUSTER_RUNTIME_DIR USER=nobody XDG_RUNTIME_DIR=$tmp/nobody TMPDIR=$tmp/nobody "\$@"; }
 echo "== status"; as "$muster" status; echo "rc=\$?"
 echo "== cpu"; as "$muster" run -n 2 --cpu /bin/true; echo "rc=\$?"
 echo "== gpu"; as "$muster" run -n 1 /bin/true; echo "rc=\$?"
