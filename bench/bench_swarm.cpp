@@ -21,7 +21,7 @@
 //                       (by its relay, in the tree)
 //   slowest_node        the node whose barrier answer came last (0: a relay)
 // No anchor runs beside these rows: torch 1.13's TCPStore cannot hold 100K
-// clients here; the README quotes the published figures as such. Joins go
+// clients here; doc/benchmarks.md runs no anchor for them. Joins go
 // straight to the coordinator in both topologies (so its messages are
 // O(nodes) there); in the tree, heartbeats, key waits, barriers and leaves
 // go through the relays: O(width) at the coordinator.

@@ -114,10 +114,10 @@ po::options_description settings_description(Settings& s) {
     ("max-parked-waits", po::value(&s.o.config.quotas.parked_waits)->value_name("N")->default_value(s.o.config.quotas.parked_waits),
        "quota: requests parked at once in one job (store get/wait with a timeout, barrier "
        "arrivals); 0 = no limit")
-    ("metrics-listen", po::value(&s.o.config.metrics_listen)->value_name("ADDR:PORT"),
+        ("metrics-listen", po::value(&s.o.config.metrics_listen)->value_name("ADDR[:PORT]"),
        "serve Prometheus metrics on http://ADDR:PORT/metrics and a health check on /healthz, "
-       "e.g. 127.0.0.1:9464 or [::1]:9464; port 0 = any free one (default: off; the metrics "
-       "name jobs: keep them to the loopback or a trusted network)")
+       "e.g. 127.0.0.1 or [::1]; PORT defaults to muster's own, 29401; 0 = any free one "
+       "(default: off; the metrics name jobs: keep them to the loopback or a trusted network)")
     ("job-mapping-dir", po::value(&s.o.config.job_mapping_dir)->value_name("DIR"),
        "keep dcgm-exporter's HPC job mapping in DIR (its --hpc-job-mapping-dir): a file per "
        "GPU, named by its index, holding the id of the job that leases it (default: off)")
@@ -232,6 +232,40 @@ std::string trim(const std::string& s) {
 
 using Lines = std::vector<std::pair<std::string, std::string>>;
 
+// One spelling rule for the command line and the file, as muster run has:
+// a name may use '_' for '-' (simulate_gpus is simulate-gpus).
+std::string dashed(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+// " (did you mean 'X'?)" when one known name is within two edits of name.
+std::string did_you_mean(const std::string& name, const po::options_description& desc,
+                         const char* dashes) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_d = 3;
+  for (const auto& o : desc.options())
+    if (size_t d = distance(name, o->long_name()); d < best_d) {
+      best_d = d;
+      best = o->long_name();
+    }
+  return best.empty() ? "" : " (did you mean '" + std::string(dashes) + best + "'?)";
+}
+
 // Stores checked `name = value` settings as po::parse_config_file would,
 // less its comment rule ('#' anywhere), which would cut keys in two.
 void store_settings(const Lines& lines, const po::options_description& desc,
@@ -273,12 +307,13 @@ Lines read_config(const std::string& file) {
     auto eq = text.find('=');
     if (eq == std::string::npos)
       throw std::runtime_error(where + "expected 'name = value', got '" + text + "'");
-    std::string key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
+    std::string key = dashed(trim(text.substr(0, eq))), value = trim(text.substr(eq + 1));
     Settings scratch;
     auto desc = settings_description(scratch);
     if (key.empty()) throw std::runtime_error(where + "no option name before '='");
     if (!desc.find_nothrow(key, false))
-      throw std::runtime_error(where + "unknown option '" + key + "'");
+      throw std::runtime_error(where + "unknown option '" + trim(text.substr(0, eq)) + "'" +
+                               did_you_mean(key, desc, ""));
     // Boost reads an empty value as true: an opt-in must be said outright.
     if (key == "peer-plain" && value.empty())
       throw std::runtime_error(where + "option 'peer-plain' needs a value: true or false");
@@ -314,13 +349,15 @@ void dump(const po::options_description& d, const std::string& section) {
 
 }  // namespace
 
+// Longer than 80 lines because it is the one place where the command line,
+// the config file and their spelling rule meet, in the order they apply.
 std::optional<Options> parse_options(int argc, char** argv) {
   Settings s;
   po::options_description cli("musterd options");
   // clang-format off
   cli.add_options()
     ("help,h", "print this help and exit")
-    ("version", "print the version and exit")
+    ("version,V", "print the version and exit")
     ("config", po::value<std::string>()->value_name("FILE"),
        "read settings from FILE ('name = value' a line, the names below; '#' at the start or "
        "after a blank starts a comment); "
@@ -337,8 +374,22 @@ std::optional<Options> parse_options(int argc, char** argv) {
   po::options_description parsed;
   parsed.add(all).add(hidden);
   po::variables_map vm;
+  // --simulate_gpus is --simulate-gpus, as in the file (dashed above); a
+  // value after '=' is left as it is.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args)
+    if (a.rfind("--", 0) == 0) {
+      auto eq = a.find('=');
+      a = dashed(a.substr(0, eq)) + (eq == std::string::npos ? "" : a.substr(eq));
+    }
   try {
-    po::store(po::parse_command_line(argc, argv, parsed), vm);
+    try {
+      po::store(po::command_line_parser(args).options(parsed).run(), vm);
+    } catch (const po::unknown_option& e) {
+      std::string name = e.get_option_name();
+      name.erase(0, name.find_first_not_of('-'));
+      throw std::runtime_error(std::string(e.what()) + did_you_mean(name, all, "--"));
+    }
     if (vm.count("dump-options")) {
       dump(cli, "command-line");
       dump(common, "settings");

@@ -12,7 +12,7 @@
 #   - tests/fuzz/fuzz_links.cpp: sequences of rendezvous, coordinators'
 #     frames, reconnects and ticks from two users, against the link caps
 #     and for exceptions that would escape a handler.
-# Needs clang and libclang-rt-14-dev (scripts/setup-debian.sh).
+# Needs clang and libclang-rt-14-dev (scripts/setup-debian.sh --tests).
 #   scripts/fuzz.sh [SECONDS]     fuzz for 2 x SECONDS in all (default 60), a
 #                                 quarter of that for each target
 #   scripts/fuzz.sh --make-corpus regenerate tests/fuzz/corpus/

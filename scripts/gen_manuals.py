@@ -66,6 +66,98 @@ def verb_entry(command, verb):
             f"{roff(verb['summary'])}\n")
 
 
+# What the manuals say beyond the parsers' tables: exit codes, the MUSTER_*
+# variables each program reads (every one), the files, and examples.
+MUSTER_EXIT = [
+    ("0", "success: the job's workers all exited 0, or the command did what was asked"),
+    ("1", "muster could not do it: no daemon, a refused request, a failed start; the "
+          "message says why and what to do"),
+    ("2", "usage: a bad flag, a bad MUSTER_* variable, an unknown job; nothing was started"),
+    ("N", "muster run and launch: the exit code of the worker that failed (128 + S when "
+          "signal S ended it; 130 and 143 when muster run itself was interrupted)"),
+    ("127", "muster run: PROGRAM could not be run (not found, not executable)"),
+]
+MUSTERD_EXIT = [
+    ("0", "stopped by SIGTERM or SIGINT, or \\-\\-check\\-config found no error"),
+    ("1", "a failure at the start or later: the runtime directory refused or held by another "
+          "musterd, a socket that cannot be bound"),
+    ("2", "a bad option, config line or value; nothing was bound"),
+]
+CLIENT_ENV = [
+    ("MUSTER_ENDPOINT", "the daemon to use, any ZeroMQ endpoint (default: "
+                        "ipc://DIR/musterd.sock of MUSTER_RUNTIME_DIR)"),
+    ("MUSTER_RUNTIME_DIR", "the directory of the daemon's socket (default: /run/muster for "
+                           "root; else $XDG_RUNTIME_DIR/muster, else /tmp/muster\\-UID, and "
+                           "/run/muster when no daemon of the user's own runs there)"),
+    ("MUSTER_TIMEOUT_S", "seconds a blocking call (a barrier, a key wait) waits before it fails "
+                         "(default 300; 0 to 86400)"),
+    ("MUSTER_LOG_LEVEL", "error, warning, notice, info or debug: what an embedded daemon says "
+                         "on stderr (muster run \\-v sets info)"),
+    ("MUSTER_PYTHON", "the interpreter for .py programs and \\-m (default: the first python3 "
+                      "on PATH)"),
+    ("MUSTER_SYNC_REDUCE", "muster or torch: where the Python module's sync_model averages "
+                           "(default: torch under gloo)"),
+    ("MUSTER_BCAST", "shm, pool, stream or whole: force one path of the local broadcast "
+                     "(benchmarks)"),
+    ("MUSTER_CHECKSUM", "crc32c or xxh3 instead of the default mulsum for broadcast chunks "
+                        "(benchmarks)"),
+    ("NO_COLOR", "when set and not empty, no colors (muster status \\-\\-watch)"),
+    ("PET_FLAG", "muster run and launch: the default of \\-\\-flag, as torchrun reads them "
+                 "(PET_NPROC_PER_NODE=4)"),
+]
+WORKER_ENV = [
+    ("MUSTER_ENDPOINT, MUSTER_JOB_ID, MUSTER_GENERATION", "the daemon, the job and its "
+     "generation (restart count), for libmuster"),
+    ("MUSTER_DEVICE", "the ordinal of the GPU leased to the rank (CUDA_DEVICE_ORDER=PCI_BUS_ID)"),
+    ("MUSTER_WANTS_GPU", "1 when the job leases GPUs, 0 for \\-\\-cpu"),
+    ("MUSTER_RUN_GUARD", "a token muster run's guardian finds the job's processes by"),
+]
+DAEMON_ENV = [
+    ("MUSTER_LOG_SINK", "journal, stderr or file:PATH: where log lines go (default: the "
+                        "journal when stderr is the journal, else stderr)"),
+    ("MUSTER_NVML_LIBRARY", "the NVML library to load instead of libnvidia\\-ml.so.1"),
+    ("NOTIFY_SOCKET, WATCHDOG_USEC, JOURNAL_STREAM", "set by systemd: readiness, the watchdog, "
+     "the journal"),
+]
+CLIENT_FILES = [
+    ("/run/muster/musterd.sock", "the node's daemon (members of the muster group)"),
+    ("$XDG_RUNTIME_DIR/muster/musterd.sock, /tmp/muster\\-UID/musterd.sock",
+     "a daemon of the user's own, which muster run starts when none runs"),
+]
+DAEMON_FILES = [
+    ("/etc/muster/musterd.conf", "the settings, read when it exists (\\-\\-config, "
+                                 "\\-\\-no\\-config)"),
+    ("/usr/share/doc/muster/musterd.conf.example", "every setting, commented"),
+    ("/run/muster/musterd.sock", "the local socket (root:muster 0660 under the unit)"),
+    ("/run/muster/state.msgpack, /run/muster/state.log", "jobs, leases and stores, kept across "
+                                                         "a restart (\\-\\-state\\-dir)"),
+]
+MUSTER_EXAMPLES = [
+    ("4 workers as torchrun would start them", "muster run \\-n 4 train.py \\-\\-lr 0.1"),
+    ("a CPU job, no daemon needed", "muster run \\-n 2 \\-\\-cpu ./trainer"),
+    ("one node of four (each node runs the same)",
+     "muster run \\-\\-nnodes 4 \\-n 8 \\-\\-rdzv\\-endpoint node0 "
+     "\\-\\-rdzv\\-id run42 train.py"),
+    ("which rank is stuck where", "muster status \\-\\-watch"),
+    ("take GPU 3 out of service", "muster gpu drain 3 \\-\\-reason \"ECC errors\""),
+]
+MUSTERD_EXAMPLES = [
+    ("a daemon with 4 pretend GPUs, to try GPU jobs", "musterd \\-\\-simulate\\-gpus 4 &"),
+    ("check the config file", "musterd \\-\\-check\\-config"),
+    ("metrics on muster's own port (29401)", "musterd \\-\\-metrics\\-listen 127.0.0.1"),
+]
+
+
+def entries(pairs):
+    """A .TP entry a pair: the term in bold, its text (already roff)."""
+    return "".join(f".TP\n\\fB{term}\\fR\n{text}\n" for term, text in pairs)
+
+
+def examples(pairs):
+    """Each example: what it does, then the command as a literal block."""
+    return "".join(f".PP\n{text}:\n.PP\n.nf\n.RS\n{cmd}\n.RE\n.fi\n" for text, cmd in pairs)
+
+
 def muster_page(version, commands, flags, verbs):
     body = (".SH DESCRIPTION\nmuster launches distributed training jobs with torchrun's "
             "command line and environment, and talks to the node's \\fBmusterd\\fR(8).\n"
@@ -81,9 +173,13 @@ def muster_page(version, commands, flags, verbs):
                      "(PET_NPROC_PER_NODE=4), as torchrun's are.\n")
         body += "".join(verb_entry(name, v) for v in verbs.get(name, []))
         body += "".join(tagged(f) for f in flags.get(name, []))
-    body += (".SH ENVIRONMENT\n.TP\nMUSTER_ENDPOINT\nthe daemon to use (default: the runtime "
-             "directory's musterd.sock)\n.TP\nMUSTER_PYTHON\nthe interpreter for .py programs "
-             "and \\-m (default: the first python3 on PATH)\n"
+        body += (".SH \"EXIT STATUS\"\n" + entries(MUSTER_EXIT) +
+             ".SH ENVIRONMENT\n" + entries(CLIENT_ENV) +
+             "Workers started by \\fBmuster run\\fR get these besides torchrun's (RANK, "
+             "LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*):\n" +
+             entries(WORKER_ENV) +
+             ".SH FILES\n" + entries(CLIENT_FILES) +
+             ".SH EXAMPLES\n" + examples(MUSTER_EXAMPLES) +
              ".SH \"SEE ALSO\"\n\\fBmusterd\\fR(8), \\fBmusterd.conf\\fR(5)\n")
     return page("muster", 1, version, "User Commands",
                 "launch and inspect distributed training jobs (a drop-in for torchrun)",
@@ -99,6 +195,10 @@ def musterd_page(version, flags):
     body += "".join(tagged(f) for f in flags["command-line"])
     body += ".SH SETTINGS\nOn the command line or, without the dashes, in the config file.\n"
     body += "".join(tagged(f) for f in flags["settings"])
+    body += (".SH \"EXIT STATUS\"\n" + entries(MUSTERD_EXIT) +
+             ".SH ENVIRONMENT\n" + entries(DAEMON_ENV) +
+             ".SH FILES\n" + entries(DAEMON_FILES) +
+             ".SH EXAMPLES\n" + examples(MUSTERD_EXAMPLES))
     body += '.SH "SEE ALSO"\n\\fBmuster\\fR(1), \\fBmusterd.conf\\fR(5)\n'
     return page("musterd", 8, version, "System Administration",
                 "node daemon for GPU leases, ranks and job stores",
@@ -109,9 +209,14 @@ def conf_page(version, flags):
     body = (".SH DESCRIPTION\n\\fBmusterd\\fR(8) reads /etc/muster/musterd.conf when it "
             "exists (or the file of \\-\\-config): one \\fIname\\fR = \\fIvalue\\fR a line, "
             "the names of musterd's long options; '#' at the start of a line or after a "
-            "blank starts a comment. Unknown names, sections and a name set twice are "
-            "errors (exit 2).\n.SH SETTINGS\n")
+            "blank starts a comment. A name may be spelled with '_' for '-' "
+            "(simulate_gpus), as on the command line. Unknown names (with a \\(lqdid you "
+            "mean\\(rq), sections and a name set twice are errors (exit 2).\n.SH SETTINGS\n")
     body += "".join(tagged(f, "setting") for f in flags["settings"])
+    body += (".SH FILES\n" + entries(DAEMON_FILES[:2]) +
+             ".SH EXAMPLES\n" + examples([("A node that peers with others and serves metrics",
+                                            "peer-bind = 0.0.0.0\npeer-key-file = /etc/muster/peer.key\n"
+                                            "metrics-listen = 127.0.0.1\nstuck-after = 120")]))
     body += '.SH "SEE ALSO"\n\\fBmusterd\\fR(8), \\fBmuster\\fR(1)\n'
     return page("musterd.conf", 5, version, "File Formats", "musterd's settings",
                 "/etc/muster/musterd.conf", body)

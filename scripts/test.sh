@@ -6,7 +6,7 @@
 # suite under them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup-debian.sh
+./scripts/setup-debian.sh --tests
 dir=build
 opts=(-Dwerror=true)
 test_args=()
@@ -27,6 +27,8 @@ elif [[ "${1:-}" == "--sanitize" ]]; then
   export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
   export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 fi
+# The default build type, also over demo.sh's release build of build/.
+[[ "$dir" == build ]] && opts+=(-Dbuildtype=debugoptimized)
 if [[ -d "$dir" ]]; then
   meson setup --reconfigure "$dir" "${opts[@]}"
 else

@@ -1,5 +1,5 @@
 // The message table (common/protocol/message_table.hpp) against the two
-// things that must agree with it: PROTOCOL.md's "Who may do what", which
+// things that must agree with it: doc/protocol.md's "Who may do what", which
 // users read, and daemon::State, which enforces it. The second drives a
 // State directly (no sockets) with a valid request of every type from every
 // kind of sender, against a job that root owns and a secret in its store,
@@ -34,7 +34,7 @@ std::string yes_no(bool b) {
   return b ? "yes" : "-";
 }
 
-// One row as PROTOCOL.md prints it.
+// One row as doc/protocol.md prints it.
 std::string doc_row(const MessageTraits& t) {
   return "| " + std::to_string(static_cast<int>(t.type)) + " | `" + t.name + "` | " +
          scope_name(t.scope) + " | " + sender_name(t.sender) + " | " + area_name(t.area) + " | " +
@@ -42,7 +42,7 @@ std::string doc_row(const MessageTraits& t) {
          claimed_pids_name(t.pids) + " | " + kept_name(t.kept) + " |";
 }
 
-// The rows of the table in PROTOCOL.md's "Who may do what" section.
+// The rows of the table in doc/protocol.md's "Who may do what" section.
 std::vector<std::string> documented_rows() {
   const char* path = std::getenv("MUSTER_PROTOCOL_MD");
   REQUIRE(path != nullptr);
@@ -60,7 +60,7 @@ std::vector<std::string> documented_rows() {
 
 }  // namespace
 
-TEST_CASE("PROTOCOL.md's 'Who may do what' table is the message table, row for row") {
+TEST_CASE("doc/protocol.md's 'Who may do what' table is the message table, row for row") {
   auto doc = documented_rows();
   std::vector<std::string> table;
   for (const auto& t : message_table()) table.push_back(doc_row(t));

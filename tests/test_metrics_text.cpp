@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include "muster_config.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -129,7 +131,9 @@ TEST_CASE("the exposition has HELP and TYPE once per family, before its samples"
       INFO(l);
       REQUIRE(std::regex_match(l, m, sample_re));
       std::string name = m[1];
-      CHECK(name.rfind("muster_", 0) == 0);
+      // muster's own families, and the process_* every Prometheus client
+      // library exports.
+      CHECK((name.rfind("muster_", 0) == 0 || name.rfind("process_", 0) == 0));
       // A sample belongs to the family declared last (histograms add
       // suffixes).
       CHECK(name.rfind(family, 0) == 0);
@@ -137,6 +141,14 @@ TEST_CASE("the exposition has HELP and TYPE once per family, before its samples"
   }
   CHECK(typed == helped);
   CHECK(typed.count("muster_gpu_leased"));
+  // What dashboards made for any exporter look for.
+  for (const char* f : {"muster_build_info", "process_cpu_seconds_total",
+                        "process_resident_memory_bytes", "process_virtual_memory_bytes",
+                        "process_open_fds", "process_max_fds", "process_start_time_seconds"}) {
+    INFO(f);
+    CHECK(typed.count(f));
+  }
+  CHECK_THAT(text, Catch::Contains("muster_build_info{version=\"" MUSTER_VERSION "\""));
   CHECK_THAT(
       text, Catch::Contains("muster_gpu_leased{gpu=\"0\",uuid=\"GPU-aaaa\",job_id=\"train\"} 1\n"));
   CHECK_THAT(text,
@@ -176,13 +188,19 @@ TEST_CASE("/healthz is healthy only with a fresh snapshot and a state that can b
              Catch::Contains("cannot save its state: No space left on device"));
 }
 
-TEST_CASE("--metrics-listen takes a numeric address and a port") {
+TEST_CASE("--metrics-listen takes a numeric address and a port, muster's own by default") {
   auto a = parse_listen_address("127.0.0.1:9464");
   CHECK_FALSE(a.ipv6);
   CHECK(ntohs(reinterpret_cast<sockaddr_in*>(&a.addr)->sin_port) == 9464);
   auto b = parse_listen_address("[::1]:0");
   CHECK(b.ipv6);
-  for (const char* bad : {"9464", "localhost:9464", "127.0.0.1", "127.0.0.1:", "127.0.0.1:http",
+  // No port: muster's own, not a Prometheus exporter's of the 9100-9999 range.
+  auto c = parse_listen_address("127.0.0.1");
+  CHECK(ntohs(reinterpret_cast<sockaddr_in*>(&c.addr)->sin_port) == 29401);
+  auto d = parse_listen_address("[::1]");
+  CHECK(d.ipv6);
+  CHECK(ntohs(reinterpret_cast<sockaddr_in6*>(&d.addr)->sin6_port) == 29401);
+  for (const char* bad : {"9464", "localhost:9464", "", ":9464", "127.0.0.1:", "127.0.0.1:http",
                           "127.0.0.1:70000", "::1:9464", "[::1:9464", "http://127.0.0.1:9464"}) {
     INFO(bad);
     CHECK_THROWS_WITH(parse_listen_address(bad), Catch::Contains("--metrics-listen"));

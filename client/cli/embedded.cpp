@@ -198,7 +198,7 @@ void ensure_daemon(const std::string& endpoint, int simulate_gpus, const Embedde
                     ", and an embedded daemon can only serve an ipc://DIR/musterd.sock endpoint");
   // The directory the daemon would make and check, here: a refusal (another
   // user's directory) is then our error, not a child's silent exit.
-  daemon::prepare_runtime_dir(dir);
+  daemon::prepare_runtime_dir(dir, "MUSTER_RUNTIME_DIR=DIR");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw Error(ErrorCode::kInternal, "pipe failed");
   pid_t pid = fork();

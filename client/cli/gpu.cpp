@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/daemon_probe.hpp"
 #include "endpoint.hpp"
 #include "muster/client.hpp"
 
@@ -66,8 +67,14 @@ int gpu_main(const std::vector<std::string>& args) {
     return usage_error("--reason goes with drain only; an undrain takes none");
   if (verb == "drain" && reason.empty())
     return usage_error("a drain needs --reason TEXT (it shows in muster status)");
+  const std::string endpoint = resolve_endpoint();
+  // At once, rather than after the request timeout.
+  if (auto p = probe_daemon(endpoint); p.reach != Reach::kOk) {
+    std::cerr << "muster gpu " << verb << ": " << p.sentence << "\n";
+    return 1;
+  }
   try {
-    Client c({resolve_endpoint()});
+    Client c({endpoint});
     if (verb == "drain")
       c.drain_gpu(device, reason);
     else

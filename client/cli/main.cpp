@@ -5,6 +5,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/flag_parser.hpp"
+#include "cli/preflight.hpp"
 #include "cli/run_flags.hpp"
 #include "lib/gpu_libs.hpp"
 #include "muster_config.h"
@@ -40,7 +41,7 @@ std::vector<Flag> top_flags(bool& help, bool& version) {
     return [&to](const std::string& v) { to = muster::cli::switch_value(v); };
   };
   return {{"help", 'h', "", "this help ('muster COMMAND --help' for a command's)", on(help)},
-          {"version", 0, "", "print the version", on(version)}};
+          {"version", 'V', "", "print the version", on(version)}};
 }
 
 std::string usage() {
@@ -103,8 +104,14 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> names{"help"};
   for (const auto& c : kCommands) {
-    if (cmd == c.name) return c.main(rest);
     names.push_back(c.name);
+    if (cmd != c.name) continue;
+    // A variable muster cannot use is a usage error before anything starts.
+    if (auto why = muster::cli::bad_environment(); !why.empty() && cmd != "keygen") {
+      std::cerr << "muster " << cmd << ": " << why << "\n";
+      return 2;
+    }
+    return c.main(rest);
   }
   if (cmd == "help") {
     std::cout << usage();

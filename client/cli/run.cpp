@@ -20,6 +20,8 @@
 #include <thread>
 
 #include "cli/commands.hpp"
+#include "cli/daemon_probe.hpp"
+
 #include "cli/embedded.hpp"
 #include "cli/numa.hpp"
 #include "cli/output_pump.hpp"
@@ -294,6 +296,58 @@ bool make_dirs(std::optional<RunDirs>& dirs, const RunOptions& o, const std::str
 
 namespace {
 
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
+// The node's musterd that this user may not use (not in the muster group):
+// a CPU job runs on a musterd of the user's own instead, one that leases
+// no GPU (so never one the node's daemon manages); a GPU job cannot. False
+// after saying why nothing can run.
+bool reachable_endpoint(std::string& endpoint, RunOptions& o, const char* name) {
+  auto p = probe_daemon(endpoint);
+  if (p.reach != Reach::kDenied) return true;
+  const bool defaulted = !env_set("MUSTER_ENDPOINT") && !env_set("MUSTER_RUNTIME_DIR");
+  const bool cpu_job = o.cpu || o.nproc_spec == "cpu";
+  const std::string own = default_runtime_dir();
+  if (defaulted && cpu_job && ipc_dir_of(endpoint) != own) {
+    endpoint = endpoint_for_dir(own);
+    o.simulate_gpus = 0;
+    std::cerr << name << ": " << p.sentence << " This CPU job runs on a musterd of your own in "
+              << own << ".\n";
+    return true;
+  }
+  std::cerr << name << ": " << p.sentence
+            << (defaulted && !cpu_job ? " A GPU job needs the node's musterd, which leases its "
+                                        "GPUs; a CPU job (--cpu) can run without it."
+                                      : "")
+            << "\n";
+  return false;
+}
+
+// The mistakes found before anything starts, each with its sentence: the
+// exit code, or 0 to go on (endpoint possibly moved to the user's own).
+int before_start(RunOptions& o, std::string& endpoint, const char* name) {
+  if (auto why = program_problem(o); !why.empty()) {
+    std::cerr << name << ": " << why << "\n";
+    return 2;
+  }
+  if (!reachable_endpoint(endpoint, o, name)) return 1;
+  // A multi-node job on a daemon this run embeds (no node daemon here)
+  // needs peering settings on this command line; say which before starting.
+  if (!o.coordinator.empty() && !o.peer_plain && o.peer_key_file.empty() &&
+      probe_daemon(endpoint).reach != Reach::kOk) {
+    std::cerr << name
+              << ": a multi-node job without a musterd on this node needs peering keys for the "
+                 "daemon muster run starts: run 'muster keygen --out FILE' once, copy FILE to "
+                 "every node, and add --peer-key-file FILE here (or --peer-plain on a trusted "
+                 "network)\n";
+    return 2;
+  }
+  return 0;
+}
+
 int launcher_main(const std::vector<std::string>& args, bool launch_style) {
   const char* name = launch_style ? "muster launch" : "muster run";
   std::optional<RunOptions> parsed;
@@ -305,6 +359,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
   }
   if (!parsed) return 0;
   std::string endpoint = resolve_endpoint();
+  if (int code = before_start(*parsed, endpoint, name)) return code;
   if (auto done = run_under_slurm(*parsed, endpoint)) return *done;
   block_supervisor_signals();
   try {

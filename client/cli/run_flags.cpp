@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "log.hpp"
+
 namespace muster::cli {
 
 int64_t int_value(const std::string& s) {
@@ -77,6 +79,17 @@ void signals_to_handle(const std::string& v) {
 }
 
 // A flag muster does not have, refused with why and what to use instead.
+// --log-level and -v: MUSTER_LOG_LEVEL, which the embedded daemon reads when
+// this run forks it.
+void log_level(const std::string& v) {
+  log::Level level;
+  if (!log::parse_level(v, level))
+    throw FlagError("invalid choice '" + v +
+                    "' (choose from 'error', 'warning', 'notice', "
+                    "'info', 'debug')");
+  ::setenv("MUSTER_LOG_LEVEL", v.c_str(), 1);
+}
+
 auto refused(const std::string& why) {
   return [why](const std::string&) -> void { throw FlagError(why); };
 }
@@ -214,7 +227,13 @@ std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
     {"slurm-task", 0, "", "each task of the srun step is one rank (srun --ntasks-per-node=GPUS): "
        "no workers are started, PROGRAM runs in the task's place with RANK=SLURM_PROCID, "
        "LOCAL_RANK=SLURM_LOCALID, WORLD_SIZE=SLURM_NTASKS and the GPU of its local rank; needs "
-       "the node's musterd", on(o.slurm_task)},
+              "the node's musterd", on(o.slurm_task)},
+    {"log-level", 0, "LEVEL", "what an embedded daemon this run starts says on stderr: error "
+       "(the default), warning, notice, info or debug; the same as MUSTER_LOG_LEVEL",
+       log_level},
+    {"verbose", 'v', "", "--log-level info: say why an embedded daemon could not start, and "
+       "what it does",
+       [](const std::string& v) { if (switch_value(v)) log_level("info"); }},
   };
   // clang-format on
 }

@@ -27,7 +27,10 @@ uint64_t number(const std::string& s, const std::string& what, uint64_t max) {
 uint64_t required(const EnvMap& env, const char* name, uint64_t max) {
   std::string v = get(env, name);
   if (v.empty())
-    throw std::runtime_error(std::string(name) + " is not set: is this a task of `srun`?");
+    throw std::runtime_error(std::string(name) +
+                             " is not set, though SLURM_JOB_ID and SLURM_STEP_ID are: run "
+                             "muster run as a task of srun, or give --slurm off to ignore "
+                             "Slurm's variables (left over from another job or step)");
   try {
     return number(v, std::string(name) + "='" + v + "'", max);
   } catch (const std::invalid_argument& e) {

@@ -1,9 +1,11 @@
 // `muster status` once: the tables (GPUs, jobs, ranks, open waits) or JSON.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include <unistd.h>
 
+#include "cli/daemon_probe.hpp"
 #include "cli/gpu_table.hpp"
 #include "cli/status_view.hpp"
 #include "endpoint.hpp"
@@ -39,6 +41,11 @@ void print_waits(const JobInfo& j, bool color) {
 }
 
 }  // namespace
+
+bool no_color() {
+  const char* v = std::getenv("NO_COLOR");
+  return v && *v;
+}
 
 void print_table(const DaemonStatus& s, const std::string& endpoint, bool color) {
   std::printf("musterd %s (pid %lld) at %s, up %.0f s\n", escape(s.version).c_str(),
@@ -81,9 +88,8 @@ int status_once(const StatusOptions& o) {
   try {
     auto endpoint = resolve_endpoint();
     // Say so at once rather than after the request timeout.
-    if (!ipc_dir_of(endpoint).empty() && ::access(endpoint.substr(6).c_str(), F_OK) != 0) {
-      std::cerr << "muster status: no musterd is listening at " << endpoint
-                << " (socket file missing; start musterd, or use muster run)\n";
+    if (auto p = probe_daemon(endpoint); p.reach != Reach::kOk) {
+      std::cerr << "muster status: " << p.sentence << "\n";
       return 1;
     }
     Client c({endpoint});
@@ -100,7 +106,7 @@ int status_once(const StatusOptions& o) {
     else if (o.topology)
       print_topology(s);
     else
-      print_table(s, c.endpoint(), o.watch && ::isatty(STDOUT_FILENO));
+      print_table(s, c.endpoint(), o.watch && ::isatty(STDOUT_FILENO) && !no_color());
     std::cout.flush();
     std::fflush(stdout);
   } catch (const Error& e) {

@@ -24,6 +24,10 @@ struct StatusOptions {
 // stdout; color: stuck waits in bold red (a terminal only).
 void print_table(const DaemonStatus& s, const std::string& endpoint, bool color);
 
+// NO_COLOR set to anything but empty (no-color.org): no colors, whatever
+// the terminal.
+bool no_color();
+
 // The status once (0), or the usage error's or the daemon's exit code
 // (2: unknown job; 1: no daemon, other errors), with the message on stderr.
 int status_once(const StatusOptions& o);

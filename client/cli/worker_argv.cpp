@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <regex>
 
 namespace muster::cli {
@@ -80,6 +81,23 @@ std::vector<std::string> worker_argv(const RunOptions& o, uint32_t local_rank) {
     argv.insert(argv.begin() + static_cast<long>(at), "--local_rank=" + std::to_string(local_rank));
   }
   return argv;
+}
+
+std::string program_problem(const RunOptions& o) {
+  if (o.no_python || o.run_path || o.module || ends_with(o.program, ".py") ||
+      !readable_not_executable(o.program))
+    return "";
+  std::ifstream in(o.program);
+  std::string first;
+  std::getline(in, first);
+  if (first.rfind("#!", 0) != 0 || first.find("python") != std::string::npos) return "";
+  std::string interpreter = first.substr(2);
+  interpreter.erase(0, interpreter.find_first_not_of(" \t"));
+  interpreter = interpreter.substr(0, interpreter.find_first_of(" \t"));
+  return o.program + " is a script for " + interpreter +
+         " (#!) but not executable, so it would run with Python: make it executable (chmod +x " +
+         o.program + "), or run it as 'muster run --no-python " + interpreter + " " + o.program +
+         "'";
 }
 
 }  // namespace muster::cli

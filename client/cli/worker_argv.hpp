@@ -25,4 +25,9 @@ size_t local_rank_position(const std::vector<std::string>& argv);
 // --module; `--local_rank=N` only for `muster launch` without --use-env.
 std::vector<std::string> worker_argv(const RunOptions& o, uint32_t local_rank);
 
+// Empty, or why PROGRAM would fail in every worker and what to do: a script
+// for another interpreter (`#!/bin/sh`) that is not executable would run
+// with Python (as torchrun runs it) and fail with a SyntaxError.
+std::string program_problem(const RunOptions& o);
+
 }  // namespace muster::cli

@@ -103,6 +103,9 @@ Object job_json(const JobInfo& j) {
 
 std::string to_json(const DaemonStatus& s) {
   Object o;
+  // The document's shape: fields are only added under one schema version;
+  // one renamed, removed or changed in meaning raises it.
+  o["schema_version"] = kStatusJsonSchema;
   o["version"] = s.version;
   o["pid"] = s.pid;
   // Microseconds, the precision the status has always shown.

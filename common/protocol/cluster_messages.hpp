@@ -1,4 +1,4 @@
-// Messages of multi-node jobs (PROTOCOL.md, "Many nodes"): what muster run
+// Messages of multi-node jobs (doc/protocol.md, "Many nodes"): what muster run
 // asks its daemon (Rendezvous, ClusterState) and what daemons say to the
 // job's coordinator over TCP (NodeJoin, Forward, Heartbeat, RankExited,
 // NodeLeave). Same envelope and rules as every other message.
@@ -165,7 +165,7 @@ struct BarrierUp {
 };
 
 // A node below a relay in the tree, as the relay last heard it (a
-// relayed Heartbeat carries its subtree's liveness up: PROTOCOL.md, "Many
+// relayed Heartbeat carries its subtree's liveness up: doc/protocol.md, "Many
 // nodes").
 struct NodeHeard {
   std::string node_id;
@@ -289,7 +289,7 @@ struct ClusterStateReply {
   MUSTER_MESSAGE(ClusterStateReply);
 };
 
-// Broadcast across nodes (PROTOCOL.md, "Broadcast across nodes"): the
+// Broadcast across nodes (doc/protocol.md, "Broadcast across nodes"): the
 // root rank pushes the chunks of its bytes to its daemon, which passes them
 // (in Forward) to the job's coordinator; there one local rank of every other
 // node pulls them through its own daemon. The coordinator keeps a bounded

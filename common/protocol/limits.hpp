@@ -1,5 +1,5 @@
 // Hard limits the decoder enforces, so that no request can make the daemon
-// allocate without bound. Documented in PROTOCOL.md.
+// allocate without bound. Documented in doc/protocol.md.
 #pragma once
 
 #include <cstddef>

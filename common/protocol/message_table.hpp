@@ -1,6 +1,6 @@
 // Every message type, declared once: its name, who may send it, on which
 // socket, and what the daemon checks or does with it before any handler runs
-// (PROTOCOL.md, "Who may do what", prints the same table; a test holds the
+// (doc/protocol.md, "Who may do what", prints the same table; a test holds the
 // two together). A type without a row is refused. Adding a message means
 // adding its row here, and nowhere else is a list of types kept.
 #pragma once

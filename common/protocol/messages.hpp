@@ -1,4 +1,4 @@
-// One struct per protocol message (see PROTOCOL.md for the table). Each has
+// One struct per protocol message (see doc/protocol.md for the table). Each has
 // kType, pack() and a validating unpack(); field names on the wire are the
 // member names.
 #pragma once
@@ -321,7 +321,7 @@ struct DeviceStatus {
   int64_t rank = -1;
   int64_t pid = 0;
   // Leased. A device leased to a job the caller may not see is in_use with
-  // no job, rank or pid (status privacy: PROTOCOL.md, "Who may do what").
+  // no job, rank or pid (status privacy: doc/protocol.md, "Who may do what").
   bool in_use = false;
   // From NVML, optional on the wire (older daemons, other sources): empty
   // or -1 when unknown.

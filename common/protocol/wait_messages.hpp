@@ -1,4 +1,4 @@
-// The open waits a status carries (PROTOCOL.md, "A wait"): in
+// The open waits a status carries (doc/protocol.md, "A wait"): in
 // status_reply, in heartbeats and in job_waits_reply. Walked by
 // messages.cpp.
 #pragma once

@@ -1,4 +1,4 @@
-// Broadcast across nodes along a chain (World::chain_prev; PROTOCOL.md,
+// Broadcast across nodes along a chain (World::chain_prev; doc/protocol.md,
 // "Broadcast across nodes"): when every node's daemon listens for peers,
 // the coordinator carries no bytes. The root's node holds the chunks its
 // root pushes; node k's daemon pulls each chunk from node k - 1's for its

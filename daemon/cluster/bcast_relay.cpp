@@ -1,5 +1,5 @@
 // Broadcast across nodes, the coordinator's part (see cluster/bcast_relay.hpp
-// and PROTOCOL.md, "Broadcast across nodes"). Requests arrive inside
+// and doc/protocol.md, "Broadcast across nodes"). Requests arrive inside
 // Forward, so forward_in has checked the job, its generation and that its
 // world is not broken; bcast_tick fails what waits when that changes.
 #include <malloc.h>

@@ -1,4 +1,4 @@
-// Joins that come through relays (PROTOCOL.md, "Many nodes"): a relay
+// Joins that come through relays (doc/protocol.md, "Many nodes"): a relay
 // batches its children's NodeJoins into one NodeJoins, and the coordinator
 // answers the Worlds of one relay's children in one Replies. So a round of
 // thousands of nodes costs the coordinator O(relays) messages each way,

@@ -87,7 +87,13 @@ std::string cgroup_dir_of(pid_t pid) {
 }
 
 std::string make(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return "";
+  // 0755 whatever the umask (the unit's UMask=0077): a worker may read its
+  // own cgroup's limits (cpu.max), as container-aware programs do.
+  if (::mkdir(dir.c_str(), 0755) == 0) {
+    ::chmod(dir.c_str(), 0755);
+    return "";
+  }
+  if (errno == EEXIST) return "";
   return failed("cannot create cgroup " + dir, errno);
 }
 

@@ -9,12 +9,17 @@ namespace muster::daemon::metrics {
 
 ListenAddress parse_listen_address(const std::string& text) {
   auto bad = [&](const std::string& why) {
-    return std::runtime_error("--metrics-listen '" + text + "': " + why +
-                              " (expected ADDR:PORT, e.g. 127.0.0.1:9464 or [::1]:9464)");
+    return std::runtime_error(
+        "--metrics-listen '" + text + "': " + why +
+        " (expected ADDR[:PORT], e.g. 127.0.0.1:" + std::to_string(kDefaultPort) + " or [::1])");
   };
+  if (text.empty()) throw bad("no address");
+  // No port (127.0.0.1, [::1]): muster's own.
   auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) throw bad("no port");
-  std::string host = text.substr(0, colon), port = text.substr(colon + 1);
+  bool bare = colon == std::string::npos || text.back() == ']';
+  if (colon == 0) throw bad("no address");
+  std::string host = bare ? text : text.substr(0, colon);
+  std::string port = bare ? std::to_string(kDefaultPort) : text.substr(colon + 1);
   if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
     throw bad("the port is not a number");
   unsigned long p = std::stoul(port);

@@ -1,6 +1,6 @@
-// --metrics-listen's ADDR:PORT: an IPv4 address, or an IPv6 one in
-// brackets, and a port (0 = any free one). Numeric only: the listener binds
-// exactly the address given, never a name that resolves elsewhere.
+// --metrics-listen's ADDR[:PORT]: an IPv4 address, or an IPv6 one in
+// brackets, and a port (0 = any free one; kDefaultPort when left out). Numeric only: the listener
+// binds exactly the address given, never a name that resolves elsewhere.
 #pragma once
 
 #include <netinet/in.h>
@@ -9,6 +9,10 @@
 #include <string>
 
 namespace muster::daemon::metrics {
+
+// The port when none is given: muster's own, outside the 9100-9999 range of
+// Prometheus exporters (all taken) and beside its peer port 29400.
+inline constexpr int kDefaultPort = 29401;
 
 struct ListenAddress {
   sockaddr_storage addr{};

@@ -16,7 +16,10 @@ namespace muster::daemon::metrics {
 
 JobMapping::JobMapping(std::string dir) : dir_(std::move(dir)) {
   // Readable by dcgm-exporter, which runs as another user.
-  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST)
+  // Modes set explicitly: the unit's UMask=0077 would make them 0700/0600.
+  if (::mkdir(dir_.c_str(), 0755) == 0)
+    ::chmod(dir_.c_str(), 0755);
+  else if (errno != EEXIST)
     throw Error(ErrorCode::kInternal,
                 "--job-mapping-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
   dir_fd_ = open_own_dir(dir_, "refusing job mapping directory ", "--job-mapping-dir");
@@ -65,7 +68,8 @@ bool JobMapping::write(int64_t index, const std::string& job, std::string* why) 
   }
   // dcgm-exporter reads one job id a line: escaped, none can make two.
   std::string line = escape(job) + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  bool ok = ::fchmod(fd, 0644) == 0 &&
+            ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   int err = errno;
   ok = (::close(fd) == 0) && ok;
   if (ok && ::renameat(dir_fd_, tmp.c_str(), dir_fd_, name.c_str()) == 0) return true;

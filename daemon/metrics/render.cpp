@@ -1,6 +1,7 @@
-// The muster_* families (README, "Metrics", lists them with what they mean).
+// The muster_* families (doc/operating.md, "Metrics", lists them with what they mean).
 #include <string>
 
+#include "metrics/process.hpp"
 #include "metrics/sample.hpp"
 #include "muster/error.hpp"
 #include "protocol/message_table.hpp"
@@ -131,6 +132,7 @@ std::string render(const Sample& s, const RequestStats& r, const SaveStats& v) {
   TextWriter w;
   w.family("muster_uptime_seconds", Type::kGauge, "seconds since this musterd started");
   w.sample("muster_uptime_seconds", {}, s.uptime_s);
+  process_families(w);
   gpus(w, s);
   jobs(w, s);
   requests(w, r);

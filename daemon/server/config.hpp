@@ -61,7 +61,7 @@ struct Config {
   // A GPU running a process that is not muster's: "refuse" (not leased) or
   // "warn" (leased, logged). Needs NVML.
   std::string foreign_gpu_use = "refuse";
-  // Bounded resources (README, "Limits"). File descriptors kept free below
+  // Bounded resources (doc/operating.md, "Limits"). File descriptors kept free below
   // RLIMIT_NOFILE: at the limit less this many, new connections wait
   // (server/fd_guard.hpp); 0 = max(256, limit / 16).
   uint64_t fd_reserve = 0;
@@ -75,7 +75,7 @@ struct Config {
   // daemons hold one link per coordinator they talk to.
   uint64_t max_conns_per_uid = 4096;
   uint64_t max_conns_per_peer = 1024;
-  // Operating the node (README, "Operating muster"): where the Prometheus
+  // Operating the node (doc/operating.md, "Watching the node"): where the Prometheus
   // exporter listens (ADDR:PORT; empty = no exporter), and where
   // dcgm-exporter's job mapping files are kept (empty = none).
   std::string metrics_listen;

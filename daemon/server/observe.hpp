@@ -1,5 +1,5 @@
-// What the server shows the people who run the node (README, "Operating
-// muster"): the Prometheus exporter (--metrics-listen), fed from the loop
+// What the server shows the people who run the node (doc/operating.md,
+// "Watching the node"): the Prometheus exporter (--metrics-listen), fed from the loop
 // by a snapshot published every second, and dcgm-exporter's job mapping
 // files (--job-mapping-dir), kept in step with the leases at the end of
 // each round. Both are off unless configured; the request path's counting

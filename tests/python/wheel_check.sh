@@ -30,6 +30,7 @@ print("\n".join(names))
 names = [re.sub(r"^muster-[^/]*\.data/(purelib|platlib)/", "", n) for n in names]
 assert any(n.startswith("muster/_muster") and n.endswith(".so") for n in names), "no extension"
 assert "muster/distributed.py" in names, "no distributed.py"
+assert "muster/LICENSE" in names, "no LICENSE (Apache-2.0) in the package"
 stray = [n for n in names if not (n.startswith("muster/") or ".dist-info/" in n)]
 assert not stray, stray
 PY

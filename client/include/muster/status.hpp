@@ -130,7 +130,10 @@ struct DaemonStatus {
   uint64_t jobs_left_out = 0;
 };
 
-// The document `muster status --json` prints.
+// The document `muster status --json` prints. Its "schema_version" is this
+// number: fields are only added under one version; a field renamed,
+// removed or changed in meaning raises it. @since 0.2
+inline constexpr int kStatusJsonSchema = 1;
 std::string to_json(const DaemonStatus& s);
 
 }  // namespace muster

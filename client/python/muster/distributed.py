@@ -309,7 +309,7 @@ def sync_model(model, reduce_parameters=False, reduce_buffers=False):
     (buffers) are averaged across ranks instead; other tensors (integer
     buffers such as BatchNorm's num_batches_tracked) always come from rank 0.
     CPU tensors are copied through musterd's shared-memory sync_model (faster
-    than gloo's broadcast, see README) and averaged through gloo's all_reduce
+    than gloo's broadcast, see doc/benchmarks.md) and averaged through gloo's all_reduce
     when torch.distributed is up with gloo (faster than musterd's averaging;
     MUSTER_SYNC_REDUCE=muster|torch overrides); device tensors go through
     torch.distributed, which must be initialised (init_torch). Averages are
@@ -325,7 +325,7 @@ def sync_model(model, reduce_parameters=False, reduce_buffers=False):
         if not muster.under_muster():
             _sync_torch(cpu, reduce_parameters, reduce_buffers, world)
         else:
-            # Measured (README, "Python"): copies from rank 0 are faster through
+            # Measured (doc/benchmarks.md, sync_model): copies from rank 0 are faster through
             # musterd's shared memory than gloo's broadcast; averages are faster
             # through gloo's all_reduce, so those go there when gloo is up.
             avg = [it for it in cpu if it[0].dtype in _GLOO_AVG

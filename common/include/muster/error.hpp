@@ -1,5 +1,5 @@
 // Error codes that travel on the wire. The numbers are part of the protocol:
-// never renumber, only append (common/PROTOCOL.md). Public: installed with
+// never renumber, only append (doc/protocol.md). Public: installed with
 // libmuster's headers.
 #pragma once
 
