@@ -181,8 +181,8 @@ field() {  # field RECORD KEY
 nrec=$(grep -c . <<<"$records" || true)
 [[ $nrec -eq $WORLD ]] || fail "$nrec workers reported, expected $WORLD"
 
-declare -A node_of_ns=() seen_rank=() seen_shard=()
-id0="" ids0="" gen0="" master0="" master_r0=""
+declare -A node_of_ns=() seen_rank=() seen_shard=() master_of=()
+id0="" ids0="" gen0="" master0="" relay0=""
 while read -r rec; do
   [[ -n "$rec" ]] || continue
   ns=$(field "$rec" ns)
@@ -209,14 +209,7 @@ while read -r rec; do
   [[ "$id" == "$id0" ]] || fail "$what: a different NCCL id ($id0 elsewhere)"
   [[ "$(field "$rec" ids)" == "$ids0" ]] || fail "$what: different scalable-init ids"
   [[ "$(field "$rec" generation)" == "$gen0" ]] || fail "$what: a different generation"
-  # Every rank but 0 has MASTER_PORT itself, where node 0's muster run
-  # relays to rank 0's store; rank 0 has its store's own port.
-  if ((rank == 0)); then
-    master_r0=$(field "$rec" master)
-  else
-    : "${master0:=$(field "$rec" master)}"
-    [[ "$(field "$rec" master)" == "$master0" ]] || fail "$what: a different MASTER_ADDR:PORT"
-  fi
+  master_of[$rank]=$(field "$rec" master)
   # torch's DistributedSampler: 1000 samples over 6 ranks is 167 each, all different.
   shard=$(field "$rec" shard)
   [[ "$shard" == 167:* ]] || fail "$what: shard is not 167 indices"
@@ -225,6 +218,22 @@ while read -r rec; do
 done <<<"$records"
 
 [[ ${#seen_rank[@]} -eq $WORLD ]] || fail "ranks seen: ${!seen_rank[*]}, expected 0..$((WORLD - 1))"
+# Rank 0 binds MASTER_PORT itself and every worker of the other nodes gets
+# it; rank 0's node-mates get the port of node 0's muster run relay, which
+# joins them to rank 0's store: the same address, another port.
+master0=${master_of[0]:-}
+for ((r = 1; r < WORLD; r++)); do
+  m=${master_of[$r]:-}
+  [[ -n "$m" ]] || continue
+  if ((r < NPROC)); then
+    : "${relay0:=$m}"
+    [[ "$m" == "$relay0" ]] || fail "rank $r: a relay other than its node-mates' ($m, $relay0)"
+    [[ "${m%:*}" == "${master0%:*}" && "$m" != "$master0" ]] ||
+      fail "rank $r: MASTER_ADDR:PORT $m is not node 0's relay beside rank 0's $master0"
+  else
+    [[ "$m" == "$master0" ]] || fail "rank $r: MASTER_ADDR:PORT $m, not rank 0's $master0"
+  fi
+done
 [[ "$gen0" == "0" ]] || fail "generation $gen0, expected 0"
 # Node ranks: one per namespace, 0..2 between them; the job says so on stderr too.
 master_ns=""
@@ -245,8 +254,7 @@ if [[ -n "$master_ns" ]]; then
   [[ "${master0%:*}" == "${ADDR[$master_ns]}" ]] ||
     fail "MASTER_ADDR ${master0%:*} is not node 0's address ${ADDR[$master_ns]} (${NS[$master_ns]})"
   [[ "${master0#*:}" =~ ^[1-9][0-9]*$ ]] || fail "MASTER_PORT '${master0#*:}' is no port"
-  [[ "${master_r0%:*}" == "${master0%:*}" ]] || fail "rank 0's MASTER_ADDR ${master_r0%:*} differs"
-  [[ "${master_r0#*:}" =~ ^[1-9][0-9]*$ ]] || fail "rank 0's MASTER_PORT '${master_r0#*:}' is no port"
+  [[ "${relay0#*:}" =~ ^[1-9][0-9]*$ ]] || fail "the relay's MASTER_PORT '${relay0#*:}' is no port"
 else
   fail "no namespace became node 0"
 fi

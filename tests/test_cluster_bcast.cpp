@@ -120,8 +120,12 @@ void kill_mid_broadcast(uint32_t root, int victim, int victim_rank = -1, int tre
   const int nodes = 4;
   Cluster c(nodes, tree_width);
   std::vector<std::unique_ptr<Process>> runs;
+  // bcast-loop workers ignore SIGTERM (to report the broadcast's error
+  // rather than die of the stop), so each stop lasts the whole grace: 2 s
+  // here rather than torchrun's 30 s default.
   for (int i = 0; i < nodes; ++i)
-    runs.push_back(c.run(i, "bcast-kill", std::to_string(nodes), {"--node-rank", std::to_string(i)},
+    runs.push_back(c.run(i, "bcast-kill", std::to_string(nodes),
+                         {"--node-rank", std::to_string(i), "--grace-period", "2"},
                          {"bcast-loop", std::to_string(kSize), std::to_string(root)}));
   std::vector<std::string> seen(nodes);
   // Reads node's output up to a line of worker `prefix` that holds `what`.

@@ -98,21 +98,31 @@ TEST_CASE("a released embedded daemon is gone when its launcher exits") {
   CHECK(access((dir.path() + "/musterd.sock").c_str(), F_OK) != 0);
 }
 
-// A daemon forked while muster run's store relay holds MASTER_PORT (here:
-// the first died, and the restart starts another) must not keep the
-// relay's sockets: a fork without exec inherits every fd.
+// A daemon forked while muster run's store relay listens (here: the first
+// died, and the restart starts another) must not keep the relay's sockets:
+// a fork without exec inherits every fd. The relay's port is the one rank 0's
+// node-mates get as MASTER_PORT.
 TEST_CASE("an embedded daemon started during a run holds none of the launcher's sockets") {
   test::TempDir dir;
   std::string sock = dir.path() + "/musterd.sock";
   int port = 29000 + static_cast<int>(getpid() % 500);
-  Process a(test::muster_cmd("run", {"-n", "1", "--cpu", "--max-restarts", "1", "--master-port",
+  Process a(test::muster_cmd("run", {"-n", "2", "--cpu", "--max-restarts", "1", "--master-port",
                                      std::to_string(port), "/bin/sh", "-c",
+                                     "if [ $RANK = 1 ]; then echo relay $MASTER_PORT; exit 0; fi; "
                                      "echo attempt $TORCHELASTIC_RESTART_COUNT; sleep 1; "
                                      "[ $TORCHELASTIC_RESTART_COUNT = 1 ] && sleep 3; exit 1"}),
             test::embedded_env(dir.path()), true);
-  REQUIRE(a.read_line(20s).value_or("") == "[rank0]: attempt 0");
-  auto relay = listeners(port);
-  REQUIRE_FALSE(relay.empty());  // muster run's relay, on MASTER_PORT
+  int relay_port = 0;
+  bool started = false;
+  while (!relay_port || !started) {
+    auto l = a.read_line(20s);
+    REQUIRE(l);
+    if (l->rfind("[rank1]: relay ", 0) == 0) relay_port = std::stoi(l->substr(15));
+    if (*l == "[rank0]: attempt 0") started = true;
+  }
+  CHECK(relay_port != port);
+  auto relay = listeners(relay_port);
+  REQUIRE_FALSE(relay.empty());  // muster run's relay
   auto first = daemon_pid(sock);
   kill(static_cast<pid_t>(first), SIGKILL);
   std::string line;
@@ -123,7 +133,7 @@ TEST_CASE("an embedded daemon started during a run holds none of the launcher's 
   }
   auto second = daemon_pid(sock);
   CHECK(second != first);
-  CHECK(listeners(port) == relay);
+  CHECK(listeners(relay_port) == relay);
   CHECK_FALSE(holds_socket(static_cast<pid_t>(second), relay));
   CHECK(holds_socket(a.pid(), relay));  // the check itself finds the launcher's
   a.signal(SIGTERM);

@@ -261,7 +261,7 @@ TEST_CASE("shard requests that cannot be served get clear errors", "[shards]") {
   expect({"nope", 0, 100, 0, 0, true, false}, ErrorCode::kUnknownJob, "no job 'nope'");
   // 2^30 unshuffled samples on 2 ranks: 2^29 indices per rank, far over a frame.
   expect({"errs", 0, uint64_t{1} << 30, 0, 0, false, false}, ErrorCode::kTooLarge,
-         "more than one 64 MiB reply can carry");
+         "more than one 65 MiB reply can carry");
   // Over 2^28 shuffled samples would need a permutation over 1 GiB.
   World wide(d, "errs-wide", 64);
   expect({"errs-wide", 0, (uint64_t{1} << 28) + 1, 0, 0, true, false}, ErrorCode::kTooLarge,

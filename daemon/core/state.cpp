@@ -83,16 +83,8 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
         return store_request(to, env, out);
       case proto::Area::kShard:  // but shard itself: sampler_commit, sampler_resume
         return sampler_request(to, env, out);
-      case proto::Area::kBcast: {
-        // A job on one node broadcasts through shared memory (client/lib).
-        // An absent job is unknown_job, as for every other request, so that
-        // a job hidden from the sender (access.cpp) is answered alike.
-        const std::string job = codec::MapReader(env.payload, t.name).str("job", 256);
-        jobs_.get(job);
-        throw Error(ErrorCode::kInvalidArgument, std::string("'") + t.name +
-                                                     "' is for jobs that span nodes, which job '" +
-                                                     job + "' on this daemon is not");
-      }
+      case proto::Area::kBcast:
+        return refuse_local_bcast(env, t);
       default:
         // admit() lets through only requests of the local socket, and every
         // one of those has a case above.
@@ -105,6 +97,17 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
     log::error(std::string("internal error handling ") + (name ? name : "?") + ": " + e.what());
     fail(to, ErrorCode::kInternal, std::string("internal error: ") + e.what(), out);
   }
+}
+
+void State::refuse_local_bcast(const proto::Envelope& env, const proto::MessageTraits& t) {
+  // A job on one node broadcasts through shared memory (client/lib). An
+  // absent job is unknown_job, as for every other request, so that a job
+  // hidden from the sender (access.cpp) is answered alike.
+  const std::string job = codec::MapReader(env.payload, t.name).str("job", 256);
+  jobs_.get(job);
+  throw Error(ErrorCode::kInvalidArgument, std::string("'") + t.name +
+                                               "' is for jobs that span nodes, which job '" + job +
+                                               "' on this daemon is not");
 }
 
 std::optional<Clock::time_point> State::next_deadline() const {

@@ -210,6 +210,8 @@ class State {
   // or parked until the permutation is computed (shards.cpp).
   void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void answer_parked(Permuter::Done done, std::vector<Outgoing>& out);
+  // A broadcast request for a job of this node only: always an error.
+  [[noreturn]] void refuse_local_bcast(const proto::Envelope& env, const proto::MessageTraits& t);
   // sampler_commit and sampler_resume (sampler_requests.cpp).
   void sampler_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
 
