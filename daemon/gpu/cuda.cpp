@@ -18,6 +18,9 @@ namespace muster::gpu {
 
 namespace {
 
+// Without HAVE_CUDA (-Dcuda=disabled) the build asks no CUDA library at all,
+// NVML being its only source of GPUs.
+#if HAVE_CUDA
 // The few driver API types discover_cuda uses, as NVIDIA's cuda.h declares
 // them (CUresult is an enum of int size, CUdevice an int, CUuuid 16 bytes).
 using CUresult = int;
@@ -98,6 +101,7 @@ std::string nvml_bus_id(std::string id) {
   for (auto& c : id) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return id;
 }
+#endif
 
 }  // namespace
 
