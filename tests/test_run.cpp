@@ -229,6 +229,44 @@ TEST_CASE("muster status reports a missing daemon clearly") {
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
 }
 
+// --wait-for-gpus: a job whose GPUs another job holds waits (saying who
+// holds them) and starts when they come free; past its time, or on Ctrl-C,
+// it ends without starting a worker.
+TEST_CASE("muster run --wait-for-gpus waits for a leased GPU, gives up after its time") {
+  test::TestDaemon d({"--simulate-gpus", "1"});
+  std::map<std::string, std::string> env{{"MUSTER_ENDPOINT", d.endpoint()}};
+  Process a(muster_run({"-n", "1", "--use-env", "/bin/sh", "-c", "echo up; sleep 4"}), env);
+  REQUIRE(a.read_line(10s).value_or("") == "[rank0]: up");
+  // Without the flag: at once, as before.
+  Process now(muster_run({"-n", "1", "/bin/true"}), env, true);
+  auto now_text = now.read_all(10s);
+  CHECK(now.wait(5s) == 1);
+  CHECK_THAT(now_text, Catch::Contains("is leased to job"));
+  // Too short a wait: the sentence, exit 1, no worker.
+  Process brief(muster_run({"-n", "1", "--wait-for-gpus", "1", "/bin/echo", "ran"}), env, true);
+  auto brief_text = brief.read_all(10s);
+  CHECK(brief.wait(5s) == 1);
+  CHECK_THAT(brief_text, Catch::Contains("waiting for GPUs (0 s of 1 s, --wait-for-gpus)"));
+  CHECK_THAT(brief_text, Catch::Contains("no GPUs came free in 1 s"));
+  CHECK_THAT(brief_text, !Catch::Contains("[rank0]: ran"));
+  // Ctrl-C while waiting: 130, saying no worker started.
+  Process stopped(muster_run({"-n", "1", "--wait-for-gpus", "60", "/bin/echo", "ran"}), env, true);
+  CHECK_THAT(stopped.read_line(10s).value_or(""), Catch::Contains("waiting for GPUs"));
+  stopped.signal(SIGINT);
+  auto stopped_text = stopped.read_all(10s);
+  CHECK(stopped.wait(5s) == 130);
+  CHECK_THAT(stopped_text, Catch::Contains("stopped waiting for GPUs; no worker was started"));
+  // Long enough: starts once A's GPU is free.
+  Process b(
+      muster_run({"-n", "1", "--wait-for-gpus", "60", "/bin/sh", "-c", "echo got $MUSTER_DEVICE"}),
+      env, true);
+  auto b_text = b.read_all(30s);
+  CHECK(b.wait(5s) == 0);
+  CHECK_THAT(b_text, Catch::Contains("waiting for GPUs"));
+  CHECK_THAT(b_text, Catch::Contains("[rank0]: got 0"));
+  CHECK(a.wait(10s) == 0);
+}
+
 TEST_CASE("muster status shows a running job's ranks and leases") {
   test::TestDaemon d({"--simulate-gpus", "2"});
   Process p(muster_run({"-n", "2", "--use-env", "/bin/sh", "-c", "echo $$; exec sleep 30"}),

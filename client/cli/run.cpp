@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <system_error>
 #include <thread>
 
@@ -123,6 +125,45 @@ void resolve_nproc(const std::string& endpoint, RunOptions& o) {
   std::cerr << "muster: --nproc-per-node " << o.nproc_spec << ": " << o.nproc << " workers\n";
 }
 
+// Ctrl-C or SIGTERM while muster run waits for GPUs: no worker started.
+struct StoppedWaiting : std::runtime_error {
+  int sig;
+  explicit StoppedWaiting(int s)
+      : std::runtime_error(std::string("SIG") + sigabbrev_np(s) +
+                           ": stopped waiting for GPUs; no worker was started"),
+        sig(s) {}
+};
+
+// --wait-for-gpus: whether to try the Reserve again after `e`, saying every
+// 10 s why. Only no_device waits (the daemon's sentence names each GPU's
+// holder, or a quarantine, which the user may then stop waiting for); the
+// wait is the launcher's, so two waiting jobs are served in no set order.
+struct GpuWait {
+  std::optional<std::chrono::steady_clock::time_point> start;
+  std::chrono::steady_clock::time_point next_word;
+};
+
+bool wait_for_gpus(const RunOptions& o, const Error& e, GpuWait& w) {
+  if (o.cpu || o.wait_gpus_s <= 0 || e.code() != ErrorCode::kNoDevice) return false;
+  auto now = std::chrono::steady_clock::now();
+  if (!w.start) w.start = w.next_word = now;
+  auto& start = w.start;
+  auto& next_word = w.next_word;
+  auto waited = std::chrono::duration<double>(now - *start).count();
+  if (waited >= o.wait_gpus_s) {
+    std::cerr << "muster run: no GPUs came free in " << o.wait_gpus_s << " s (--wait-for-gpus)\n";
+    return false;
+  }
+  if (int sig = take_pending_stop_signal()) throw StoppedWaiting(sig);
+  if (now >= next_word) {
+    std::cerr << "muster run: waiting for GPUs (" << static_cast<int>(waited) << " s of "
+              << o.wait_gpus_s << " s, --wait-for-gpus): " << e.what() << "\n";
+    next_word += std::chrono::seconds(10);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  return true;
+}
+
 // A restart's Reserve: the daemon may still be noting the old workers' exits
 // (the job is still there, or its GPUs), and an embedded daemon left idle
 // may have stopped; give both a few seconds.
@@ -131,6 +172,7 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
                             const std::vector<int>& devices) {
   bool restart = attempt > 0;
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  GpuWait gpu_wait;
   for (;;) {
     bool answered = false;  // ensure_daemon found or started one
     try {
@@ -144,6 +186,7 @@ muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
       // last job had just ended stopped meanwhile; the next round starts
       // another. Retried on a first attempt too.
       bool gone = e.code() == ErrorCode::kUnavailable;
+      if (wait_for_gpus(o, e, gpu_wait)) continue;
       if (!((restart && (busy || gone)) || (answered && gone)) ||
           std::chrono::steady_clock::now() > until)
         throw;
@@ -396,6 +439,10 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     Outcome out;
     try {
       out = group.run(endpoint, o, job, attempt, restarts, port, *dirs, relay);
+    } catch (const StoppedWaiting& e) {
+      std::cerr << "muster run: " << e.what() << "\n";
+      code = 128 + e.sig;
+      break;
     } catch (const std::exception& e) {
       std::cerr << "muster run: " << e.what() << "\n";
       kill_all(group.workers, SIGKILL);

@@ -196,6 +196,14 @@ std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
     {"cpu", 0, "", "lease no GPU even when the daemon has some", on(o.cpu)},
     {"grace-period", 0, "SECONDS", with_default("seconds between SIGTERM and SIGKILL when "
        "stopping workers", &RunOptions::grace_s), seconds(o.grace_s)},
+    {"wait-for-gpus", 0, "SECONDS", "when the GPUs the job needs are leased to other jobs, "
+       "wait up to SECONDS for them, saying every 10 s who holds them (default 0: fail at once, "
+       "as torchrun does)",
+       [&o](const std::string& v) {
+         o.wait_gpus_s = float_value(v);
+         if (o.wait_gpus_s < 0 || o.wait_gpus_s > 7 * 24 * 3600)
+           throw FlagError("must be between 0 and 604800 seconds");
+       }},
     {"no-prefix-output", 0, "", "pass workers' output through as is, without the `[rankN]: ` "
        "line prefix", on(raw.no_prefix)},
     {"no-store-relay", 0, "", "give every worker MASTER_PORT itself: no relay for rank 0's "

@@ -30,6 +30,7 @@ struct RunOptions {
   std::string start_method = "spawn";  // accepted; muster always forks and execs
   int simulate_gpus = -1;              // for an embedded daemon only
   double grace_s = 30.0;               // SIGTERM -> SIGKILL: torchrun's 30 s
+  double wait_gpus_s = 0;              // --wait-for-gpus: while none are free (0 = fail at once)
   int master_port = 0;                 // 0: pick a free one
   std::string master_addr;             // MASTER_ADDR on one node (default 127.0.0.1)
   uint32_t max_restarts = 0;           // restarts of the whole group after a failure
