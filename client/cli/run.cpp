@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <deque>
 #include <functional>
@@ -17,7 +16,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <system_error>
 #include <thread>
 
@@ -28,6 +26,7 @@
 #include "cli/numa.hpp"
 #include "cli/output_pump.hpp"
 #include "cli/rendezvous_wait.hpp"
+#include "cli/reserve.hpp"
 #include "cli/run_dirs.hpp"
 #include "cli/run_gpus.hpp"
 #include "cli/run_options.hpp"
@@ -125,76 +124,6 @@ void resolve_nproc(const std::string& endpoint, RunOptions& o) {
   std::cerr << "muster: --nproc-per-node " << o.nproc_spec << ": " << o.nproc << " workers\n";
 }
 
-// Ctrl-C or SIGTERM while muster run waits for GPUs: no worker started.
-struct StoppedWaiting : std::runtime_error {
-  int sig;
-  explicit StoppedWaiting(int s)
-      : std::runtime_error(std::string("SIG") + sigabbrev_np(s) +
-                           ": stopped waiting for GPUs; no worker was started"),
-        sig(s) {}
-};
-
-// --wait-for-gpus: whether to try the Reserve again after `e`, saying every
-// 10 s why. Only no_device waits (the daemon's sentence names each GPU's
-// holder, or a quarantine, which the user may then stop waiting for); the
-// wait is the launcher's, so two waiting jobs are served in no set order.
-struct GpuWait {
-  std::optional<std::chrono::steady_clock::time_point> start;
-  std::chrono::steady_clock::time_point next_word;
-};
-
-bool wait_for_gpus(const RunOptions& o, const Error& e, GpuWait& w) {
-  if (o.cpu || o.wait_gpus_s <= 0 || e.code() != ErrorCode::kNoDevice) return false;
-  auto now = std::chrono::steady_clock::now();
-  if (!w.start) w.start = w.next_word = now;
-  auto& start = w.start;
-  auto& next_word = w.next_word;
-  auto waited = std::chrono::duration<double>(now - *start).count();
-  if (waited >= o.wait_gpus_s) {
-    std::cerr << "muster run: no GPUs came free in " << o.wait_gpus_s << " s (--wait-for-gpus)\n";
-    return false;
-  }
-  if (int sig = take_pending_stop_signal()) throw StoppedWaiting(sig);
-  if (now >= next_word) {
-    std::cerr << "muster run: waiting for GPUs (" << static_cast<int>(waited) << " s of "
-              << o.wait_gpus_s << " s, --wait-for-gpus): " << e.what() << "\n";
-    next_word += std::chrono::seconds(10);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(450));
-  return true;
-}
-
-// A restart's Reserve: the daemon may still be noting the old workers' exits
-// (the job is still there, or its GPUs), and an embedded daemon left idle
-// may have stopped; give both a few seconds.
-muster::Reservation reserve(const std::string& endpoint, const RunOptions& o,
-                            const std::string& job, uint32_t attempt, uint32_t generation,
-                            const std::vector<int>& devices) {
-  bool restart = attempt > 0;
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  GpuWait gpu_wait;
-  for (;;) {
-    bool answered = false;  // ensure_daemon found or started one
-    try {
-      ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
-      answered = true;
-      Client launcher({endpoint});
-      return muster::reserve(launcher, job, o.nproc, !o.cpu, devices, getpid(), generation);
-    } catch (const Error& e) {
-      bool busy = e.code() == ErrorCode::kConflict || e.code() == ErrorCode::kNoDevice;
-      // A daemon that answered and then was gone: an embedded one whose
-      // last job had just ended stopped meanwhile; the next round starts
-      // another. Retried on a first attempt too.
-      bool gone = e.code() == ErrorCode::kUnavailable;
-      if (wait_for_gpus(o, e, gpu_wait)) continue;
-      if (!((restart && (busy || gone)) || (answered && gone)) ||
-          std::chrono::steady_clock::now() > until)
-        throw;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
 // The job's check for supervise(): why the group must stop, or "". A GPU
 // the job holds failed (device_failed: the sentence names it and its local
 // rank) ends the group as a failed rank would; for a multi-node job, so
@@ -279,7 +208,8 @@ struct Group {
       ensure_daemon(endpoint, o.simulate_gpus, peering_for(o));
       visible = visible_gpus(endpoint);
     }
-    auto booked = reserve(endpoint, o, job, attempt, restarts, allowed_devices(o, visible));
+    auto booked = reserve_slots(endpoint, o, peering_for(o), job, attempt, restarts,
+                                allowed_devices(o, visible));
     Placement at = place(endpoint, o, job, booked, port);
     rank_offset = at.rank_offset;
     int others_port = others_store_port(o, at, port, relay);
