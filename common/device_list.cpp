@@ -144,4 +144,19 @@ int64_t visible_ordinal(const std::vector<int64_t>& visible, int64_t device) {
   return it == visible.end() ? -1 : it - visible.begin();
 }
 
+std::string gpu_uuid_text(const char (&bytes)[16]) {
+  static const int groups[] = {4, 2, 2, 2, 6};
+  std::string out = "GPU";
+  size_t at = 0;
+  char hex[3];
+  for (int g : groups) {
+    out += '-';
+    for (int i = 0; i < g; ++i, ++at) {
+      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(bytes[at]));
+      out += hex;
+    }
+  }
+  return out;
+}
+
 }  // namespace muster

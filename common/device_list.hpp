@@ -25,6 +25,10 @@ std::vector<int64_t> parse_device_list(const std::string& s);
 std::vector<int64_t> visible_devices(const std::string& cvd, const std::vector<std::string>& uuids,
                                      const std::vector<int64_t>& seen);
 
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML and nvidia-smi write
+// the 16 bytes of a UUID that the CUDA driver and runtime give.
+std::string gpu_uuid_text(const char (&bytes)[16]);
+
 // A GPU as the daemon's status shows it, by NVML index.
 struct SeenGpu {
   std::string uuid;

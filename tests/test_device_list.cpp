@@ -49,3 +49,9 @@ TEST_CASE("a lost GPU takes no CUDA ordinal: integers after it count one less") 
   CHECK(muster::lost_reason("lost: the GPU fell off the bus (NVML_ERROR_GPU_IS_LOST)"));
   CHECK_FALSE(muster::lost_reason("ECC errors"));
 }
+
+TEST_CASE("a UUID's 16 bytes are written as NVML and nvidia-smi write them") {
+  const char bytes[16] = {'\x5a', '\x12', '\x00', '\xff', '\x01', '\x23', '\x45', '\x67',
+                          '\x89', '\xab', '\xcd', '\xef', '\x10', '\x20', '\x30', '\x40'};
+  CHECK(muster::gpu_uuid_text(bytes) == "GPU-5a1200ff-0123-4567-89ab-cdef10203040");
+}

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "device_list.hpp"
 #include "gpu_libs.hpp"
 #include "muster/broadcast.hpp"
 
@@ -40,23 +41,6 @@ ncclUniqueId to_id(const std::string& bytes) {
   return id;
 }
 
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML and nvidia-smi write
-// a UUID.
-std::string uuid_text(const cudaUUID_t& u) {
-  static const int groups[] = {4, 2, 2, 2, 6};
-  std::string out = "GPU";
-  size_t at = 0;
-  char hex[3];
-  for (int g : groups) {
-    out += '-';
-    for (int i = 0; i < g; ++i, ++at) {
-      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(u.bytes[at]));
-      out += hex;
-    }
-  }
-  return out;
-}
-
 bool same_uuid(std::string a, std::string b) {
   auto lower = [](std::string& s) {
     for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -91,7 +75,7 @@ int select_device(const RankInfo& info) {
     cudaDeviceProp prop{};
     check(CALL(cuda_runtime, cudaGetDeviceProperties)(&prop, info.device),
           "cudaGetDeviceProperties");
-    if (std::string opened = uuid_text(prop.uuid); !same_uuid(opened, info.device_uuid))
+    if (std::string opened = gpu_uuid_text(prop.uuid.bytes); !same_uuid(opened, info.device_uuid))
       throw Error(ErrorCode::kNoDevice,
                   "rank " + std::to_string(info.rank) + " of job '" + info.job + "': CUDA device " +
                       std::to_string(info.device) + " is " + opened + ", not the leased GPU " +

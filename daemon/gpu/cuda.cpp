@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "device_list.hpp"
 #include "gpu/inventory.hpp"
 #include "muster_config.h"
 
@@ -76,22 +77,6 @@ bool load(Driver& d, std::string& why) {
   return true;
 }
 
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as NVML and nvidia-smi write it.
-std::string uuid_text(const CUuuid& u) {
-  static const int groups[] = {4, 2, 2, 2, 6};
-  std::string out = "GPU";
-  size_t at = 0;
-  char hex[3];
-  for (int g : groups) {
-    out += '-';
-    for (int i = 0; i < g; ++i, ++at) {
-      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(u.bytes[at]));
-      out += hex;
-    }
-  }
-  return out;
-}
-
 // The driver writes "0000:3b:00.0" (a 4-digit domain); NVML and the rest of
 // muster "00000000:3B:00.0". One form, so that a bus id from either source
 // compares and sorts the same.
@@ -138,7 +123,7 @@ bool discover_cuda([[maybe_unused]] std::vector<Device>& out) {
     Device g;
     char text[256] = {};
     g.name = d.name(text, sizeof text - 1, dev) == kCudaSuccess ? text : "GPU";
-    if (CUuuid u{}; d.uuid && d.uuid(&u, dev) == kCudaSuccess) g.uuid = uuid_text(u);
+    if (CUuuid u{}; d.uuid && d.uuid(&u, dev) == kCudaSuccess) g.uuid = gpu_uuid_text(u.bytes);
     if (char bus[64] = {}; d.bus_id && d.bus_id(bus, sizeof bus - 1, dev) == kCudaSuccess)
       g.pci_bus_id = nvml_bus_id(bus);
     if (size_t bytes = 0; d.memory && d.memory(&bytes, dev) == kCudaSuccess) g.memory_bytes = bytes;
