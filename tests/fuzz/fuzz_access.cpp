@@ -155,10 +155,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!attack) continue;
     if (a.replies.size() != 1) die(what + ": not exactly one reply");
     auto& env = a.replies[0];
-    if (env.type != static_cast<uint16_t>(proto::MsgType::kErrorReply) ||
-        static_cast<ErrorCode>(proto::ErrorReply::unpack(env.payload).code) !=
-            ErrorCode::kPermissionDenied)
-      die(what + ": not refused with permission_denied");
+    // A request only root may send is permission_denied. Another user's
+    // job is answered as a missing one (unknown_job), so that a refusal
+    // reveals nothing status hides; a request that would create it learns
+    // only that the name is taken (conflict).
+    ErrorCode want = row.sender == proto::Sender::kAdmin ? ErrorCode::kPermissionDenied
+                     : row.creates_job                   ? ErrorCode::kConflict
+                                                         : ErrorCode::kUnknownJob;
+    if (env.type != static_cast<uint16_t>(proto::MsgType::kErrorReply)) die(what + ": not refused");
+    const auto e = proto::ErrorReply::unpack(env.payload);
+    if (static_cast<ErrorCode>(e.code) != want)
+      die(what + ": refused with code " + std::to_string(e.code) + " (" + e.message + "), not " +
+          std::to_string(static_cast<int>(want)));
     if (a.to_links != 0) die(what + ": sent on to a coordinator");
     if (file.encode(s, cache) != before) die(what + ": changed the state");
   }
