@@ -1,7 +1,6 @@
 #include "muster/gpu.hpp"
 
 #include <cctype>
-#include <cstdio>
 
 #include "device_list.hpp"
 #include "gpu_libs.hpp"
