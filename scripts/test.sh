@@ -12,7 +12,9 @@ opts=(-Dwerror=true)
 test_args=()
 if [[ "${1:-}" == "--features-off" ]]; then
   dir=build-nofeatures
-  opts+=(-Dauto_features=disabled)
+  # A unity build, as demo.sh makes: two sources that each define the same
+  # file-local name fail here, not first in a newcomer's quick start.
+  opts+=(-Dauto_features=disabled -Dunity=on -Dunity_size=24)
 elif [[ "${1:-}" == "--sanitize" ]]; then
   dir=build-asan
   # b_lundef=false: libmuster.so leaves the sanitizer runtime's symbols to
@@ -28,7 +30,7 @@ elif [[ "${1:-}" == "--sanitize" ]]; then
   export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 fi
 # The default build type, also over demo.sh's release build of build/.
-[[ "$dir" == build ]] && opts+=(-Dbuildtype=debugoptimized)
+[[ "$dir" == build ]] && opts+=(-Dbuildtype=debugoptimized -Dunity=off)
 if [[ -d "$dir" ]]; then
   meson setup --reconfigure "$dir" "${opts[@]}"
 else

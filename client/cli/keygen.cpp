@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/flag_parser.hpp"
+#include "cli/posix_io.hpp"
 #include "muster/error.hpp"
 #include "peer/secure.hpp"
 
@@ -22,12 +23,6 @@ const char* kKeygenAfter =
     "Then set `peer-key-file = FILE` in musterd.conf. A daemon admits the daemons\n"
     "whose public keys are in its peer-authorized-keys file, and always its own:\n"
     "copying one key file to every node is the simple setup.\n";
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
 }  // namespace
 
 std::vector<Flag> keygen_flags(bool& help, std::string& out, bool& out_given, bool& force) {

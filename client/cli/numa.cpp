@@ -121,8 +121,8 @@ class Machine {
 
 // Each rank's CPUs under mode (node or socket), within what this process
 // may use; a rank whose set would be empty or is unknown stays unpinned.
-std::vector<RankPin> bind(const std::string& mode, const std::vector<const DeviceInfo*>& gpus,
-                          Machine& m) {
+std::vector<RankPin> pin_ranks(const std::string& mode, const std::vector<const DeviceInfo*>& gpus,
+                               Machine& m) {
   std::vector<RankPin> pins(gpus.size());
   for (size_t r = 0; r < gpus.size(); ++r) {
     auto& pin = pins[r];
@@ -219,7 +219,7 @@ NumaPlan plan_numa_binding(const std::string& asked, const std::vector<const Dev
   Machine m;
   // Crowded ranks get the next wider set: node, then socket, then none.
   for (; plan.mode != "none"; plan.mode = plan.mode == "node" ? "socket" : "none") {
-    auto pins = bind(plan.mode, gpus, m);
+    auto pins = pin_ranks(plan.mode, gpus, m);
     auto why = crowded(pins);
     if (why.empty()) {
       plan.ranks = std::move(pins);

@@ -9,6 +9,13 @@
 
 namespace muster::cli {
 
+// This machine's name; "" when the kernel gives none.
+inline std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
 inline void close_fd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;

@@ -25,6 +25,7 @@
 #include "cli/embedded.hpp"
 #include "cli/numa.hpp"
 #include "cli/output_pump.hpp"
+#include "cli/posix_io.hpp"
 #include "cli/rendezvous_wait.hpp"
 #include "cli/reserve.hpp"
 #include "cli/run_dirs.hpp"
@@ -48,10 +49,10 @@ namespace muster::cli {
 
 namespace {
 
-std::string host_name() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0 || !*host) return "127.0.0.1";
-  return host;
+// The address other nodes reach this one at, when --local-addr is not given.
+std::string host_or_loopback() {
+  auto host = host_name();
+  return host.empty() ? "127.0.0.1" : host;
 }
 
 Placement place(const std::string& endpoint, const RunOptions& o, const std::string& job,
@@ -70,7 +71,7 @@ Placement place(const std::string& endpoint, const RunOptions& o, const std::str
   r.max_nodes = o.max_nodes;
   r.last_call = std::chrono::milliseconds(static_cast<int64_t>(o.last_call_s * 1000));
   r.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.rdzv_timeout_s * 1000));
-  r.master_addr = o.local_addr.empty() ? host_name() : o.local_addr;
+  r.master_addr = o.local_addr.empty() ? host_or_loopback() : o.local_addr;
   r.master_port = port;
   auto w = wait_for_world(endpoint, job, r, o.launch_style ? "muster launch" : "muster run");
   std::cerr << "muster run: job " << job << " generation " << w.generation << ": node "

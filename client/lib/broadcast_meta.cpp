@@ -19,9 +19,9 @@ void put_str(std::string& s, const std::string& v) {
   s += v;
 }
 
-class Reader {
+class MetaReader {
  public:
-  explicit Reader(const std::string& s) : s_(s) {}
+  explicit MetaReader(const std::string& s) : s_(s) {}
   template <class T>
   T get() {
     need(sizeof(T));
@@ -77,7 +77,7 @@ std::string encode(const Meta& m) {
 }
 
 Meta decode(const std::string& s) {
-  Reader r(s);
+  MetaReader r(s);
   Meta m;
   if (r.get<uint32_t>() != kMagic)
     throw Error(ErrorCode::kInternal, "collective metadata has an unknown format");

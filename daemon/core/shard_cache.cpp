@@ -4,11 +4,11 @@
 
 namespace muster::daemon {
 
-namespace {
-
-std::string mib(uint64_t bytes) {
+std::string mib_text(uint64_t bytes) {
   return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
 }
+
+namespace {
 
 template <class V>
 size_t oldest(const V& v) {
@@ -36,8 +36,8 @@ void ShardCache::check_fits(uint64_t n) {
   const uint64_t bytes = n * sizeof(uint32_t);  // n <= 2^40: no overflow
   if (bytes > kBudgetBytes)
     throw Error(ErrorCode::kTooLarge, "a shuffled dataset of " + std::to_string(n) +
-                                          " samples needs a " + mib(bytes) +
-                                          " permutation, over musterd's " + mib(kBudgetBytes) +
+                                          " samples needs a " + mib_text(bytes) +
+                                          " permutation, over musterd's " + mib_text(kBudgetBytes) +
                                           " limit; shuffle in the client instead");
 }
 

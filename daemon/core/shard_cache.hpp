@@ -13,6 +13,9 @@
 
 namespace muster::daemon {
 
+// A size for a refusal's sentence: whole MiB, rounded up ("65 MiB").
+std::string mib_text(uint64_t bytes);
+
 class ShardCache {
  public:
   static constexpr size_t kPermsPerJob = 2;                // this epoch and the one before

@@ -39,10 +39,6 @@ namespace {
 // Room for the envelope and the reply's other fields within one frame.
 constexpr size_t kMaxShardBytes = limits::kMaxFrameBytes - 4096;
 
-std::string mib(uint64_t bytes) {
-  return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
-}
-
 // Writes count indices of `width` bytes, little-endian, to dst, where index
 // k is base(position k of this rank) among the entries after spec.consumed,
 // with torch's padding by cycling those (common/sampler/sampler.hpp).
@@ -109,8 +105,8 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
   if (count > kMaxShardBytes / width)
     throw Error(ErrorCode::kTooLarge, "rank " + std::to_string(m.rank) + "'s shard of " +
                                           std::to_string(count) + " indices needs " +
-                                          mib(count * width) + ", more than one " +
-                                          mib(limits::kMaxFrameBytes) +
+                                          mib_text(count * width) + ", more than one " +
+                                          mib_text(limits::kMaxFrameBytes) +
                                           " reply can carry; use more ranks or split the dataset");
 
   // An empty shard (the epoch used up) needs no permutation.
@@ -152,7 +148,7 @@ void State::answer_parked(Permuter::Done done, std::vector<Outgoing>& out) {
   if (!done.perm) {
     for (const auto& p : f.waiting)
       fail(p.to, ErrorCode::kInternal,
-           "musterd could not allocate the " + mib(f.key.n * sizeof(uint32_t)) +
+           "musterd could not allocate the " + mib_text(f.key.n * sizeof(uint32_t)) +
                " permutation of " + std::to_string(f.key.n) + " samples",
            out);
     return;

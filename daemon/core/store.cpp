@@ -6,12 +6,6 @@
 
 namespace muster::daemon {
 
-namespace {
-bool all_present(const Job& job, const std::vector<std::string>& keys) {
-  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return job.kv.contains(k); });
-}
-}  // namespace
-
 uint64_t Store::add(Waiter w) {
   uint64_t id = next_++;
   w.deadline_it = deadlines_.emplace(w.deadline, id);
@@ -85,7 +79,7 @@ void Store::key_changed(Job& job, Answers& a) {
     auto it = waiters_.find(id);
     if (it == waiters_.end()) continue;  // already timed out
     const Waiter& w = it->second;
-    if (!all_present(job, w.keys)) {
+    if (!job.has_all(w.keys)) {
       keep.push_back(id);
       continue;
     }

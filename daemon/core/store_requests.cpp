@@ -11,12 +11,6 @@ namespace muster::daemon {
 
 using proto::MsgType;
 
-namespace {
-bool all_present(const Job& job, const std::vector<std::string>& keys) {
-  return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return job.kv.contains(k); });
-}
-}  // namespace
-
 void State::store_request(const ReplyTo& to, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
   auto now = Clock::now();
@@ -74,7 +68,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
     case MsgType::kStoreWait: {
       auto m = proto::StoreWait::unpack(env.payload);
       Job& job = store_job(to, m.job);
-      if (all_present(job, m.keys)) return reply(to, proto::Ok{}, out);
+      if (job.has_all(m.keys)) return reply(to, proto::Ok{}, out);
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kTimeout,
                     "key(s) " + missing_keys(job.kv, m.keys) + " not set in job '" + m.job + "'");

@@ -136,6 +136,12 @@ struct Job {
   bool visible_to(int64_t viewer) const {
     return viewer <= 0 || owner_uid < 0 || owner_uid == viewer;
   }
+  // Whether the store holds every one of `keys` (a wait's condition).
+  bool has_all(const std::vector<std::string>& keys) const {
+    for (const auto& k : keys)
+      if (!kv.contains(k)) return false;
+    return true;
+  }
   bool live() const {
     for (const auto& s : slots)
       if (slot_live(s.state)) return true;
