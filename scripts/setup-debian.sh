@@ -15,7 +15,7 @@ pkgs=(build-essential pkg-config meson ninja-build
   libzmq3-dev cppzmq-dev libmsgpack-dev libmsgpack-cxx-dev
   libboost-program-options-dev nlohmann-json3-dev libxxhash-dev
   catch2)  # header-only; meson setup wants it for the test targets
-torch=(pybind11-dev python3-torch python3-numpy)
+torch=(pybind11-dev python3-dev python3-torch python3-numpy)
 tests=(libsystemd-dev libmicrohttpd-dev
   python3-mesonpy python3-venv python3-pip
   clang libclang-rt-14-dev

@@ -232,14 +232,16 @@ TEST_CASE("every request type from every kind of sender is answered as its row s
           CHECK(a.code == ErrorCode::kPermissionDenied);
         } else if (stranger && (t.sender == Sender::kJobOwner || t.sender == Sender::kAdmin)) {
           // The attack: refused at once, nothing changed, nothing sent on.
-          // A job the stranger may not see is answered as one that does not
-          // exist (issue #42); a request that would create it learns only
-          // that the name is taken.
+          // The job's name is the stranger's own namespace, where root's job
+          // is not: answered as a job that does not exist; a request that
+          // would create one of its own there is refused for the pid it
+          // claims (root's).
           CHECK(a.replies == 1);
           if (t.sender == Sender::kAdmin)
             CHECK(a.code == ErrorCode::kPermissionDenied);
           else
-            CHECK(a.code == (t.creates_job ? ErrorCode::kConflict : ErrorCode::kUnknownJob));
+            CHECK(a.code ==
+                  (t.creates_job ? ErrorCode::kPermissionDenied : ErrorCode::kUnknownJob));
           CHECK(a.to_links == 0);
           CHECK(fx.snapshot() == before);
           continue;

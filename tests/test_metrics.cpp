@@ -35,6 +35,13 @@ using test::Process;
 using test::TempDir;
 
 namespace {
+// The owner label of the test's own jobs: its uid.
+std::string me() {
+  return std::to_string(::getuid());
+}
+}  // namespace
+
+namespace {
 
 struct Reply {
   int status = 0;  // 0: no answer
@@ -181,13 +188,15 @@ TEST_CASE("metrics show the ranks, leases, requests and errors of a running job"
 
   auto r0 = rank(n, "train", 2, 0);
   auto r1 = rank(n, "train", 2, 1);
-  CHECK(n.await("muster_job_ranks{job_id=\"train\",state=\"joined\"}", 2) == 2);
+  CHECK(n.await("muster_job_ranks{job_id=\"train\",owner=\"" + me() + "\",state=\"joined\"}", 2) ==
+        2);
   t = n.scrape();
   CHECK(value(t, "muster_jobs") == 1);
   CHECK(value(t, "muster_requests_total{type=\"join\"}") == 2);
   CHECK(value(t, "muster_request_duration_seconds_count{type=\"join\"}") == 2);
-  CHECK(value(t, "muster_job_world_size{job_id=\"train\"}") == 2);
-  std::regex leased(R"re(muster_gpu_leased\{gpu="(\d)",uuid="[^"]*",job_id="train"\} 1)re");
+  CHECK(value(t, "muster_job_world_size{job_id=\"train\",owner=\"" + me() + "\"}") == 2);
+  std::regex leased(
+      R"re(muster_gpu_leased\{gpu="(\d)",uuid="[^"]*",job_id="train",owner="\d+"\} 1)re");
   CHECK(std::distance(std::sregex_iterator(t.begin(), t.end(), leased), std::sregex_iterator()) ==
         2);
   // dcgm-exporter's files: the job id, one line, per leased GPU.
@@ -204,7 +213,7 @@ TEST_CASE("metrics show the ranks, leases, requests and errors of a running job"
     CHECK(n.await("muster_error_replies_total{code=\"not_found\"}", not_found + 1) ==
           not_found + 1);
     t = n.scrape();
-    CHECK(value(t, "muster_store_bytes{job_id=\"kv\"}") == 1001);
+    CHECK(value(t, "muster_store_bytes{job_id=\"kv\",owner=\"" + me() + "\"}") == 1001);
     CHECK(value(t, "muster_requests_total{type=\"store_set\"}") == 1);
     CHECK(value(t, "muster_state_save_duration_seconds_count") >= 1);
     CHECK(value(t, "muster_state_save_failures_total") == 0);
@@ -213,7 +222,8 @@ TEST_CASE("metrics show the ranks, leases, requests and errors of a running job"
   // A rank ends: its GPU is free again, in the metrics and the mapping.
   r1->signal(SIGKILL);
   r1->wait(10s);
-  CHECK(n.await("muster_job_ranks{job_id=\"train\",state=\"exited\"}", 1) == 1);
+  CHECK(n.await("muster_job_ranks{job_id=\"train\",owner=\"" + me() + "\",state=\"exited\"}", 1) ==
+        1);
   CHECK(eventually([&] { return test::slurp_or_missing(n.mapping() + "/1") == "<missing>"; }, 10s));
   CHECK(test::slurp_or_missing(n.mapping() + "/0") == "train\n");
   r0->signal(SIGKILL);
@@ -241,13 +251,13 @@ TEST_CASE("a key wait older than --stuck-after shows in muster_stuck_waits until
     c.join({"hang", 1, false, -1});
     CHECK(test::code_of([&] { c.get("never", 6000ms); }) == ErrorCode::kTimeout);
   });
-  CHECK(n.await("muster_stuck_waits{job_id=\"hang\"}", 1) == 1);
+  CHECK(n.await("muster_stuck_waits{job_id=\"hang\",owner=\"" + me() + "\"}", 1) == 1);
   std::string t = n.scrape();
   CHECK(value(t, "muster_stuck_waits_detected_total") == 1);
-  CHECK(value(t, "muster_parked_waits{job_id=\"hang\"}") == 1);
+  CHECK(value(t, "muster_parked_waits{job_id=\"hang\",owner=\"" + me() + "\"}") == 1);
   waiter.join();
   // The wait timed out: nothing is stuck now, but the detection is counted.
-  CHECK(n.await("muster_stuck_waits{job_id=\"hang\"}", 0) == 0);
+  CHECK(n.await("muster_stuck_waits{job_id=\"hang\",owner=\"" + me() + "\"}", 0) == 0);
   CHECK(value(n.scrape(), "muster_stuck_waits_detected_total") == 1);
 }
 

@@ -97,10 +97,11 @@ TEST_CASE("a histogram's buckets are cumulative and end at +Inf, then _sum and _
 
 TEST_CASE("the exposition has HELP and TYPE once per family, before its samples") {
   Sample s;
-  s.gpus.push_back({0, "GPU-aaaa", "train", false, false});
-  s.gpus.push_back({1, "GPU-bbbb", "", true, false});
+  s.gpus.push_back({0, "GPU-aaaa", "train", "1000", false, false});
+  s.gpus.push_back({1, "GPU-bbbb", "", "", true, false});
   JobSample j;
   j.id = "train";
+  j.owner = "1000";
   j.generation = 2;
   j.world_size = 4;
   j.ranks = {0, 1, 0, 3, 0};
@@ -150,14 +151,18 @@ TEST_CASE("the exposition has HELP and TYPE once per family, before its samples"
   }
   CHECK_THAT(text, Catch::Contains("muster_build_info{version=\"" MUSTER_VERSION "\""));
   CHECK_THAT(
-      text, Catch::Contains("muster_gpu_leased{gpu=\"0\",uuid=\"GPU-aaaa\",job_id=\"train\"} 1\n"));
-  CHECK_THAT(text,
-             Catch::Contains("muster_gpu_leased{gpu=\"1\",uuid=\"GPU-bbbb\",job_id=\"\"} 0\n"));
+      text,
+      Catch::Contains(
+          "muster_gpu_leased{gpu=\"0\",uuid=\"GPU-aaaa\",job_id=\"train\",owner=\"1000\"} 1\n"));
+  CHECK_THAT(
+      text,
+      Catch::Contains("muster_gpu_leased{gpu=\"1\",uuid=\"GPU-bbbb\",job_id=\"\",owner=\"\"} 0\n"));
   CHECK_THAT(text, Catch::Contains("muster_gpu_quarantined{gpu=\"1\",uuid=\"GPU-bbbb\"} 1\n"));
-  CHECK_THAT(text, Catch::Contains("muster_job_ranks{job_id=\"train\",state=\"joined\"} 3\n"));
-  CHECK_THAT(text, Catch::Contains("muster_job_generation{job_id=\"train\"} 2\n"));
-  CHECK_THAT(text, Catch::Contains("muster_parked_waits{job_id=\"train\"} 3\n"));
-  CHECK_THAT(text, Catch::Contains("muster_stuck_waits{job_id=\"train\"} 0\n"));
+  CHECK_THAT(text, Catch::Contains(
+                       "muster_job_ranks{job_id=\"train\",owner=\"1000\",state=\"joined\"} 3\n"));
+  CHECK_THAT(text, Catch::Contains("muster_job_generation{job_id=\"train\",owner=\"1000\"} 2\n"));
+  CHECK_THAT(text, Catch::Contains("muster_parked_waits{job_id=\"train\",owner=\"1000\"} 3\n"));
+  CHECK_THAT(text, Catch::Contains("muster_stuck_waits{job_id=\"train\",owner=\"1000\"} 0\n"));
   CHECK_THAT(text, Catch::Contains("muster_requests_total{type=\"join\"} 2\n"));
   CHECK_THAT(text, Catch::Contains("muster_requests_total{type=\"ping\"} 0\n"));
   CHECK_THAT(text, Catch::Contains("muster_error_replies_total{code=\"not_found\"} 1\n"));

@@ -39,6 +39,9 @@ const JobInfo* find_job(const DaemonStatus& s, const std::string& id) {
 }  // namespace
 
 TEST_CASE("another uid can neither join, read, write nor release a job it does not own") {
+  // Each user's job names are their own: another uid naming root's job
+  // reaches nothing (unknown_job, as for a job that does not exist), and its
+  // join of that name makes a job of its own.
   if (!root()) {
     WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
     return;
@@ -54,7 +57,6 @@ TEST_CASE("another uid can neither join, read, write nor release a job it does n
 
   AsNobody nobody([&](Lines& io) {
     int64_t self = ::getpid();
-    io.say(ask(ep, encode(1, Join{"owned", 2, false, self, 1})));
     io.say(ask(ep, encode(2, StoreGet{"owned", "secret", 0})));
     io.say(ask(ep, encode(3, StoreSet{"owned", "secret", "stolen"})));
     io.say(ask(ep, encode(4, StoreAdd{"owned", "n", 1})));
@@ -65,29 +67,27 @@ TEST_CASE("another uid can neither join, read, write nor release a job it does n
     io.say(ask(ep, encode(9, Shard{"owned", 0, 10, 0, 0, true, false})));
     io.say(ask(ep, encode(10, Leave{"owned", root_pid, 0})));  // the owner's lease
     io.say(ask(ep, encode(11, Attach{"owned", {self, self}})));
+    // Its join makes a job of its own of that name (each user's names are
+    // their own), which its later requests reach; root's stays untouched.
+    io.say(ask(ep, encode(1, Join{"owned", 2, false, self, 1})));
     io.say(ask(ep, encode(12, Reserve{"owned", 1, false, {}, self})));
-    // Its own job works: what was refused above was refused for ownership.
-    io.say(ask(ep, encode(13, Join{"mine", 1, false, self, -1})));
-    io.say(ask(ep, encode(14, StoreSet{"mine", "k", "v"})));
-    io.say(ask(ep, encode(15, StoreGet{"mine", "k", 0})));
-    io.say(ask(ep, encode(16, Leave{"mine", self, 0})));
+    io.say(ask(ep, encode(14, StoreSet{"owned", "k", "v"})));
+    io.say(ask(ep, encode(15, StoreGet{"owned", "k", 0})));
+    io.say(ask(ep, encode(16, Leave{"owned", self, 1})));
   });
-  const char* names[] = {
-      "join",         "store_get",  "store_set", "store_add", "store_compare_set",
-      "store_delete", "store_wait", "barrier",   "shard",     "leave",
-      "attach",       "reserve"};
+  const char* names[] = {"store_get",    "store_set",  "store_add", "store_compare_set",
+                         "store_delete", "store_wait", "barrier",   "shard",
+                         "leave",        "attach"};
   for (const char* name : names) {
     auto line = nobody.hear();
     INFO(name << ": " << line);
-    // Refused as if there were no such job (issue #42): nothing of whose it
-    // is; a join or reserve, which would create it, learns the name is taken.
-    if (std::string(name) == "join" || std::string(name) == "reserve")
-      CHECK(line ==
-            "error=conflict job 'owned' already runs on this daemon; pick another --job-id");
-    else
-      CHECK(line == "error=unknown_job no job 'owned' on this daemon");
+    // Refused as if there were no such job: nothing of whose it is.
+    CHECK(line == "error=unknown_job no job 'owned' on this daemon");
   }
-  CHECK(starts_with(nobody.hear(), "reply=rank_info rank=0"));
+  CHECK(starts_with(nobody.hear(), "reply=rank_info rank=1"));
+  CHECK(nobody.hear() ==
+        "error=conflict job 'owned' already runs on this daemon with 2 local rank(s); pick "
+        "another --job-id");
   CHECK(nobody.hear() == "reply=ok");
   CHECK(nobody.hear() == "reply=value value=v");
   CHECK(nobody.hear() == "reply=ok");
@@ -124,11 +124,15 @@ TEST_CASE("root may act on another user's job") {
   });
   REQUIRE(nobody.hear() == "reply=reserved");
   REQUIRE(nobody.hear() == "reply=ok");
-  CHECK(ask(ep, encode(3, StoreGet{"theirs", "k", 0})) == "reply=value value=from-nobody");
-  CHECK(ask(ep, encode(4, StoreSet{"theirs", "k", "from-root"})) == "reply=ok");
-  CHECK(ask(ep, encode(5, StoreGet{"theirs", "k", 0})) == "reply=value value=from-root");
+  // By the job's name, root reaches its own namespace: nothing there.
+  CHECK(ask(ep, encode(3, StoreGet{"theirs", "k", 0})) ==
+        "error=unknown_job no job 'theirs' on this daemon");
+  // By its key (name~owner), which root alone may say, nobody's job.
+  CHECK(ask(ep, encode(3, StoreGet{"theirs~65534", "k", 0})) == "reply=value value=from-nobody");
+  CHECK(ask(ep, encode(4, StoreSet{"theirs~65534", "k", "from-root"})) == "reply=ok");
+  CHECK(ask(ep, encode(5, StoreGet{"theirs~65534", "k", 0})) == "reply=value value=from-root");
   // Root ends nobody's slot (its pid is nobody's): the job is gone.
-  CHECK(ask(ep, encode(6, Leave{"theirs", nobody.pid(), 0})) == "reply=ok");
+  CHECK(ask(ep, encode(6, Leave{"theirs~65534", nobody.pid(), 0})) == "reply=ok");
   CHECK(Client({ep}).status().jobs.empty());
   nobody.say("done");
 }

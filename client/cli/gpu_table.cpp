@@ -1,6 +1,9 @@
 // The GPU table of `muster status`: each GPU's holder, and what NVML told
 // the daemon of it (UUID, NUMA node, health).
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
 
 #include "cli/gpu_table.hpp"
 #include "escape.hpp"
@@ -23,9 +26,13 @@ void print_gpu_table(const DaemonStatus& s) {
       std::printf("%-20s %-6s %s\n", "-", "-", "(in use)");
     else if (d.job.empty())
       std::printf("%-20s %-6s %s\n", "-", "-", d.health == "ok" ? "(free)" : "(not leased)");
-    else
-      std::printf("%-20s %-6lld %lld\n", escape(d.job).c_str(), static_cast<long long>(d.rank),
-                  static_cast<long long>(d.pid));
+    else  // another owner's job of the same name is told apart by its uid
+      std::printf("%-20s %-6lld %lld\n",
+                  (escape(d.job) + (d.owner >= 0 && d.owner != static_cast<int64_t>(::getuid())
+                                        ? " (uid " + std::to_string(d.owner) + ")"
+                                        : ""))
+                      .c_str(),
+                  static_cast<long long>(d.rank), static_cast<long long>(d.pid));
     if (!d.reason.empty()) std::printf("     %s\n", escape(d.reason).c_str());
   }
 }

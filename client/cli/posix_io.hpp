@@ -1,13 +1,26 @@
 // Small POSIX helpers shared by the launcher's parts.
 #pragma once
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace muster::cli {
+
+// A user name or a uid number (--owner); -1 when it is neither.
+inline int64_t uid_of(const std::string& who) {
+  if (!who.empty() && who.find_first_not_of("0123456789") == std::string::npos &&
+      who.size() <= 10) {
+    auto n = std::stoll(who);
+    return n <= 0xffffffffLL ? n : -1;
+  }
+  if (const passwd* pw = ::getpwnam(who.c_str())) return pw->pw_uid;
+  return -1;
+}
 
 // This machine's name; "" when the kernel gives none.
 inline std::string host_name() {

@@ -81,10 +81,14 @@ Placement place(const std::string& endpoint, const RunOptions& o, const std::str
           w.master_addr, w.master_port, w.generation};
 }
 
-// 96 random bits: a name nobody can guess before the job exists, and so
-// cannot create first (the old job-PID-MS was four of four times taken).
-std::string generated_job_id() {
-  return random_job_id();
+// The job this run books: --rdzv-id, else 96 random bits (a name nobody can
+// guess before the job exists). Root in another user's job (--owner)
+// speaks of it by its key (common/job_id.hpp), which the daemon takes from
+// root only and only once the job exists; the reserve says the owner in its
+// own field (muster::reserve).
+std::string job_for(const RunOptions& o) {
+  std::string job = o.job_id.empty() ? random_job_id() : o.job_id;
+  return o.owner_uid >= 0 ? job_key(o.owner_uid, job) : job;
 }
 
 // The embedded daemon's peering, should this run start one.
@@ -343,7 +347,7 @@ int launcher_main(const std::vector<std::string>& args, bool launch_style) {
     return 1;
   }
   const RunOptions& o = *parsed;
-  std::string job = o.job_id.empty() ? generated_job_id() : o.job_id;
+  std::string job = job_for(o);
   int port = o.master_port ? o.master_port : free_port();
   std::optional<RunDirs> dirs;
   if (!make_dirs(dirs, o, job, name)) return 1;

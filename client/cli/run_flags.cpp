@@ -190,6 +190,9 @@ std::string embedded(const std::string& help) {
 std::vector<Flag> muster_flags(RunOptions& o, RawOptions& raw) {
   // clang-format off
   return {
+    {"owner", 0, "USER|UID", "root only: the job is this user's (each user's job ids are "
+       "their own): the launcher books and meets in that user's job, and its workers join it",
+       text(o.owner)},
     {"devices", 0, "LIST", "GPUs this job may lease, e.g. 0,1,4,6: NVML indices, or positions in "
      "CUDA_VISIBLE_DEVICES when that is set",
        text(raw.devices)},

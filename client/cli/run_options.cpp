@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/numa.hpp"
+#include "cli/posix_io.hpp"
 #include "cli/run_flags.hpp"
 #include "cli/std_spec.hpp"
 #include "device_list.hpp"
@@ -239,6 +240,18 @@ void check(RunOptions& o, const RawOptions& raw, const EnvMap& env) {
   if (!o.job_id.empty())
     if (auto why = job_id_problem(o.job_id); !why.empty())
       throw std::runtime_error("--rdzv-id: " + why);
+  if (!o.owner.empty()) {
+    o.owner_uid = uid_of(o.owner);
+    if (o.owner_uid < 0) throw std::runtime_error("--owner: no user '" + o.owner + "'");
+    if (o.owner_uid == static_cast<int64_t>(::getuid()))
+      o.owner_uid = -1;  // one's own
+    else if (::getuid() != 0)
+      throw std::runtime_error(
+          "--owner: only root may run in another user's job (each user's "
+          "job ids are their own: leave --owner out)");
+    else if (o.job_id.empty())
+      throw std::runtime_error("--owner needs --rdzv-id: the id of that user's job");
+  }
   if (!o.coordinator.empty() && o.job_id.empty())
     throw std::runtime_error(
         "a multi-node job needs --rdzv-id (--job-id): every node must name "

@@ -17,6 +17,8 @@ struct RunOptions {
   std::string nproc_spec = "1";  // as given: N, gpu, cpu or auto (resolved at start)
   std::vector<int> devices;      // allowed subset for this job
   std::string job_id;            // empty: generated
+  std::string owner;             // --owner USER|UID, as given (root only)
+  int64_t owner_uid = -1;        // its uid; -1: the caller's own job
   bool use_env = false;          // `muster run`: a no-op (never appends)
   bool launch_style = false;     // `muster launch`: append --local_rank=N unless use_env
   bool cpu = false;

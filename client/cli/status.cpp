@@ -1,12 +1,12 @@
 // `muster status`: what the node's daemon holds, as a table or as JSON,
 // once or (--watch) until interrupted.
-#include <pwd.h>
 
 #include <charconv>
 #include <cmath>
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/posix_io.hpp"
 #include "cli/status_view.hpp"
 
 namespace muster::cli {
@@ -32,17 +32,6 @@ constexpr const char* kUsage =
     "daemon (NV# for # NVLinks, else the PCIe path), or says that the daemon\n"
     "does not know; --json carries the same per device.\n\n"
     "Options:\n";
-
-// A user name or a uid number; -1 when it is neither.
-int64_t uid_of(const std::string& who) {
-  if (!who.empty() && who.find_first_not_of("0123456789") == std::string::npos &&
-      who.size() <= 10) {
-    auto n = std::stoll(who);
-    return n <= 0xffffffffLL ? n : -1;
-  }
-  if (const passwd* pw = ::getpwnam(who.c_str())) return pw->pw_uid;
-  return -1;
-}
 
 int usage_error(const std::string& why) {
   std::cerr << "muster status: " << why << "\n";

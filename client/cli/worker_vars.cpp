@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "device_list.hpp"
+#include "job_id.hpp"
 
 extern char** environ;
 
@@ -41,9 +42,9 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
       {"MASTER_PORT", std::to_string(at.master_port)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restarts)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts)},
-      {"TORCHELASTIC_RUN_ID", job},
+      {"TORCHELASTIC_RUN_ID", std::string(job_name(job))},
       {"MUSTER_ENDPOINT", endpoint},
-      {"MUSTER_JOB_ID", job},
+      {"MUSTER_JOB_ID", std::string(job_name(job))},
       {"MUSTER_WANTS_GPU", o.cpu ? "0" : "1"},
       {"MUSTER_DEVICE", std::to_string(device)},
       // CUDA's own default order (fastest first) may differ from PCI bus
@@ -56,6 +57,9 @@ std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::s
       // agent store to use, not even with --rdzv-backend static.
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
+  // --owner: the workers join that user's job, which the daemon lets them
+  // do because this launcher registered their pids (attach).
+  if (o.owner_uid >= 0) vars["MUSTER_JOB_OWNER"] = std::to_string(o.owner_uid);
   // torchrun's default: a hung NCCL collective ends the worker (and the job
   // restarts) instead of hanging it.
   for (const char* v : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})

@@ -65,6 +65,14 @@ int muster_join(muster_client* c, const char* job, uint32_t local_world_size, in
   });
 }
 
+int muster_join_owner(muster_client* c, const char* job, int64_t owner, uint32_t local_world_size,
+                      int wants_gpu, int local_rank, muster_rank_info* out) {
+  return guarded(c, [&](muster::Client& cl) {
+    if (!job) throw null_arg("job");
+    fill(cl.join({job, local_world_size, wants_gpu != 0, local_rank, owner}), out);
+  });
+}
+
 int muster_join_env(muster_client* c, muster_rank_info* out) {
   return guarded(c, [&](muster::Client& cl) { fill(cl.join_from_env(), out); });
 }

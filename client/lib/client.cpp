@@ -91,6 +91,7 @@ void Client::undrain_gpu(uint32_t device) {
 RankInfo Client::join(const JoinOptions& o) {
   proto::Join m{o.job, o.local_world_size, o.wants_gpu, static_cast<int64_t>(::getpid()),
                 o.local_rank};
+  if (o.owner >= 0) m.owner = o.owner;
   RankInfo info = from_wire(session_->call<proto::RankInfo>(m));
   // Under a scheduler's or container's CUDA_VISIBLE_DEVICES, or a cgroup
   // that lets CUDA see a subset, the ordinal is the leased GPU's position
@@ -134,6 +135,10 @@ RankInfo Client::join_from_env() {
       static_cast<uint32_t>(env_int("LOCAL_WORLD_SIZE", 1, 1, limits::kMaxLocalWorldSize));
   o.local_rank = static_cast<int>(env_int("LOCAL_RANK", -1, -1, limits::kMaxLocalWorldSize - 1));
   o.wants_gpu = env_int("MUSTER_WANTS_GPU", 1, 0, 1) == 1;
+  // Set by `muster run --owner` (root starting workers into another user's
+  // job). The variable alone lets nobody in: the daemon takes such a join
+  // only from a process that job's launcher registered.
+  o.owner = env_int("MUSTER_JOB_OWNER", -1, -1, 0xffffffffLL);
   return join(o);
 }
 
@@ -220,7 +225,7 @@ DaemonStatus Client::status(const std::string& job) {
   for (const auto& d : s.devices)
     out.devices.push_back({d.index, d.name, d.job, d.rank, d.pid, d.in_use, d.uuid, d.pci_bus_id,
                            d.numa_node, d.health, d.reason, d.drain, d.cpu_affinity, d.nvlinks,
-                           d.paths});
+                           d.paths, d.owner});
   for (const auto& j : s.jobs) {
     JobInfo ji{j.id,
                j.generation,

@@ -3,6 +3,7 @@
 #include "muster/launcher.hpp"
 
 #include "forming.hpp"
+#include "job_id.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "session.hpp"
 
@@ -12,6 +13,12 @@ Reservation reserve(Client& client, const std::string& job, uint32_t local_world
                     bool wants_gpu, const std::vector<int>& allowed_devices, int64_t launcher_pid,
                     uint64_t generation) {
   proto::Reserve m{job, local_world_size, wants_gpu, {}, launcher_pid, generation};
+  // A key ("name~uid", root reaching another user's job): the reserve names
+  // the job and says its owner apart (daemon/core/namespaces.cpp).
+  if (job.find('~') != std::string::npos) {
+    m.job = std::string(job_name(job));
+    m.owner = job_key_owner(job);
+  }
   for (int d : allowed_devices) m.devices.push_back(d);
   auto r = detail::session_of(client).call<proto::Reserved>(m);
   return {r.generation, std::vector<int>(r.devices.begin(), r.devices.end())};

@@ -16,6 +16,7 @@ Object device_json(const DeviceInfo& d) {
   o["index"] = d.index;
   o["name"] = d.name;
   o["job"] = leased ? Object(d.job) : Object(nullptr);
+  o["owner"] = leased && d.owner >= 0 ? Object(d.owner) : Object(nullptr);
   o["rank"] = leased ? Object(d.rank) : Object(nullptr);
   o["pid"] = leased ? Object(d.pid) : Object(nullptr);
   o["in_use"] = d.in_use || leased;

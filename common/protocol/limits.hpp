@@ -14,7 +14,11 @@ inline constexpr size_t kMaxValueBytes = 64u << 20;
 // One value with its key and envelope, and a node daemon's wrapping of
 // that frame when it forwards it.
 inline constexpr size_t kMaxFrameBytes = kMaxValueBytes + (1u << 20);  // also ZMQ_MAXMSGSIZE
+// A job's key on a daemon (job_id.hpp job_key: its name, '~' and its
+// owner's uid) is at most kMaxJobIdBytes; the name a user gives leaves room
+// for the longest uid (10 digits) and the '~'.
 inline constexpr size_t kMaxJobIdBytes = 128;
+inline constexpr size_t kMaxJobNameBytes = kMaxJobIdBytes - 11;
 // Names: barriers, communicators, counters.
 inline constexpr size_t kMaxKeyBytes = 1024;
 // A store key (TCPStore has no limit; keys that name files or carry

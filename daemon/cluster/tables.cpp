@@ -3,6 +3,7 @@
 #include "cluster/tables.hpp"
 
 #include "core/state.hpp"
+#include "job_id.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -110,7 +111,7 @@ void State::set_peer_endpoint(std::string endpoint) {
 
 void State::status_request(const ReplyTo& to, const proto::Status& m, std::vector<Outgoing>& out) {
   // One job that spans nodes: its coordinator has the job-wide waits.
-  if (const Job* job = m.job.empty() ? nullptr : jobs_.find(m.job);
+  if (const Job* job = m.job.empty() ? nullptr : jobs_.find(job_key(to.peer_uid, m.job));
       job && job->visible_to(to.peer_uid) && job->cluster && job->cluster->formed &&
       cluster_->node.ask_job_waits(to, *job, out))
     return;

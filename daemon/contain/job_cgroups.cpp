@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "contain/cgroup.hpp"
+#include "job_id.hpp"
 #include "log.hpp"
 #include "shm/segment_names.hpp"
 
@@ -199,7 +200,10 @@ void JobCgroups::end(const std::string& id, Record& r) {
   }
   // Segments of broadcast roots that were SIGKILLed (the others unlinked
   // theirs); those of live processes stay.
-  if (size_t n = shm::remove_orphans(shm::job_prefix(id), r.owner))
+  // libmuster names segments by the job's name (its processes know no key):
+  // two users' jobs of one name share a prefix, told apart by the owner of
+  // each file.
+  if (size_t n = shm::remove_orphans(shm::job_prefix(std::string(job_name(id))), r.owner))
     log::info("job=" + id + ": removed " + std::to_string(n) +
               " shared memory segment(s) of dead ranks");
 }

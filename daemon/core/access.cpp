@@ -15,8 +15,10 @@
 //    user's privileges.
 //  - A job the caller may not see is refused exactly as a job that does not
 //    exist (same code, same sentence).
-//  - Root acts on any job, but never joins (becomes a rank of) another
-//    user's: a job id from its environment may be one that user prepared.
+//  - Each sender's job names are its own namespace (namespaces.cpp runs
+//    first and makes the name the job's key): root reaches another user's
+//    job only by naming its owner, and joins it only from a process that
+//    job's launcher registered.
 //  - A row whose sender is root (draining a GPU) is refused with
 //    permission_denied from every uid but root and the daemon's own.
 //  - Generation fence: a fenced request that carries a generation must
@@ -111,15 +113,6 @@ void State::authorize(const ReplyTo& to, const proto::Envelope& env,
     if (!t.creates_job) return;
   } else {
     const Job& job = *found;
-    // Root becomes a rank of another user's job by no name at all: the
-    // name may come from an environment that user prepared (MUSTER_JOB_ID,
-    // TORCHELASTIC_RUN_ID, whose torchrun default "none" anyone can take),
-    // and root's rank would then share its store and barriers with them.
-    if (to.peer_uid == 0 && job.owner_uid > 0 && env.type == static_cast<uint16_t>(MsgType::kJoin))
-      throw Error(ErrorCode::kPermissionDenied,
-                  "job '" + c.job + "' belongs to uid " + std::to_string(job.owner_uid) +
-                      ", not to root: root does not join another user's job (a job id from "
-                      "the environment may be one that user prepared); pick another --job-id");
     if (checked && job.owner_uid >= 0 && job.owner_uid != to.peer_uid) {
       // Said exactly as for a job that does not exist (JobTable::get): a job
       // the sender may not see in status is not revealed by a refusal

@@ -27,6 +27,7 @@ void State::fail(const ReplyTo& to, ErrorCode code, const std::string& msg,
 void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
   // Decoding happens before any state is touched; a throw below this point
   // comes from validation that also runs before mutation.
+  JobScope scope;
   try {
     // The message table's row, checked against where the request came from
     // and who sent it (access.cpp), before any handler runs.
@@ -37,65 +38,76 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
       ++peer_requests_;
       if (t.type != MsgType::kPing) return peer_request(to, env, out);
     } else {
+      // The job, in the sender's namespace (namespaces.cpp): from here on
+      // the request names it by its key.
+      scope = scope_job(to, env, t);
       authorize(to, env, t);
       if (t.forwardable && maybe_forward(to, env, out)) return;
     }
-    switch (t.type) {
-      case MsgType::kPing:
-        proto::Ping::unpack(env.payload);
-        reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
-        return;
-      case MsgType::kJoin:
-        reply(to, jobs_.join(proto::Join::unpack(env.payload), to.peer_uid), out);
-        return;
-      case MsgType::kLeave:
-        leave(proto::Leave::unpack(env.payload), out);
-        reply(to, proto::Ok{}, out);
-        return;
-      case MsgType::kReserve:
-        reply(to, jobs_.reserve(proto::Reserve::unpack(env.payload), to.peer_uid), out);
-        return;
-      case MsgType::kAttach:
-        jobs_.attach(proto::Attach::unpack(env.payload));
-        reply(to, proto::Ok{}, out);
-        return;
-      case MsgType::kBarrier:
-        barrier(to, proto::Barrier::unpack(env.payload), out);
-        return;
-      case MsgType::kStatus:
-        return status_request(to, proto::Status::unpack(env.payload), out);
-      case MsgType::kGpuDrain:
-        return gpu_drain(to, proto::GpuDrain::unpack(env.payload), out);
-      case MsgType::kShard:
-        return shard_request(to, env, out);
-      case MsgType::kRendezvous:
-        return rendezvous(to, env, out);
-      case MsgType::kClusterState:
-        reply(to,
-              proto::ClusterStateReply{cluster_state(proto::ClusterState::unpack(env.payload).job)},
-              out);
-        return;
-      default:
-        break;
-    }
-    switch (t.area) {
-      case proto::Area::kStore:
-        return store_request(to, env, out);
-      case proto::Area::kShard:  // but shard itself: sampler_commit, sampler_resume
-        return sampler_request(to, env, out);
-      case proto::Area::kBcast:
-        return refuse_local_bcast(env, t);
-      default:
-        // admit() lets through only requests of the local socket, and every
-        // one of those has a case above.
-        throw Error(ErrorCode::kInternal, std::string("no handler for '") + t.name + "'");
-    }
+    dispatch(to, env, t, scope, out);
   } catch (const Error& e) {
-    fail(to, e.code(), e.what(), out);
+    fail(to, e.code(), scope.speak(e.what()), out);
   } catch (const std::exception& e) {
     const char* name = proto::type_name(env.type);
     log::error(std::string("internal error handling ") + (name ? name : "?") + ": " + e.what());
     fail(to, ErrorCode::kInternal, std::string("internal error: ") + e.what(), out);
+  }
+}
+
+void State::dispatch(const ReplyTo& to, const proto::Envelope& env, const proto::MessageTraits& t,
+                     const JobScope& scope, std::vector<Outgoing>& out) {
+  switch (t.type) {
+    case MsgType::kPing:
+      proto::Ping::unpack(env.payload);
+      reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
+      return;
+    case MsgType::kJoin: {
+      auto info = jobs_.join(proto::Join::unpack(env.payload), scope.owner);
+      info.job = scope.spoken();
+      reply(to, info, out);
+      return;
+    }
+    case MsgType::kLeave:
+      leave(proto::Leave::unpack(env.payload), out);
+      reply(to, proto::Ok{}, out);
+      return;
+    case MsgType::kReserve:
+      reply(to, jobs_.reserve(proto::Reserve::unpack(env.payload), scope.owner), out);
+      return;
+    case MsgType::kAttach:
+      jobs_.attach(proto::Attach::unpack(env.payload));
+      reply(to, proto::Ok{}, out);
+      return;
+    case MsgType::kBarrier:
+      barrier(to, proto::Barrier::unpack(env.payload), out);
+      return;
+    case MsgType::kStatus:
+      return status_request(to, proto::Status::unpack(env.payload), out);
+    case MsgType::kGpuDrain:
+      return gpu_drain(to, proto::GpuDrain::unpack(env.payload), out);
+    case MsgType::kShard:
+      return shard_request(to, env, out);
+    case MsgType::kRendezvous:
+      return rendezvous(to, env, out);
+    case MsgType::kClusterState:
+      reply(to,
+            proto::ClusterStateReply{cluster_state(proto::ClusterState::unpack(env.payload).job)},
+            out);
+      return;
+    default:
+      break;
+  }
+  switch (t.area) {
+    case proto::Area::kStore:
+      return store_request(to, env, out);
+    case proto::Area::kShard:  // but shard itself: sampler_commit, sampler_resume
+      return sampler_request(to, env, out);
+    case proto::Area::kBcast:
+      return refuse_local_bcast(env, t);
+    default:
+      // admit() lets through only requests of the local socket, and every
+      // one of those has a case above.
+      throw Error(ErrorCode::kInternal, std::string("no handler for '") + t.name + "'");
   }
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/job_scope.hpp"
 #include "core/job_table.hpp"
 #include "core/permuter.hpp"
 #include "core/quotas.hpp"
@@ -187,6 +188,17 @@ class State {
   // The request's row of the message table, if it may arrive where it did
   // (access.cpp); throws Error otherwise.
   const proto::MessageTraits& admit(const ReplyTo& to, const proto::Envelope& env) const;
+  // The job a local request names, in the sender's namespace: the
+  // request's job field made its key in place (namespaces.cpp). Throws
+  // Error for a name outside the charset or an owner the sender may not
+  // name; changes nothing else.
+  JobScope scope_job(const ReplyTo& to, const proto::Envelope& env, const proto::MessageTraits& t);
+  // Root's join into another user's job: only from a process registered in
+  // one of its slots (or a descendant of one); throws otherwise.
+  void check_registered(const JobScope& s, int64_t pid) const;
+  // Runs the request's handler (after admit, scope_job and authorize).
+  void dispatch(const ReplyTo& to, const proto::Envelope& env, const proto::MessageTraits& t,
+                const JobScope& scope, std::vector<Outgoing>& out);
   // Ownership, claimed pids and the generation fence, as the row says
   // (access.cpp): throws Error before any handler runs; changes nothing.
   void authorize(const ReplyTo& to, const proto::Envelope& env,
@@ -280,6 +292,9 @@ class State {
   // The uid besides root that may send what only root may (the message
   // table's "root" rows): the one the daemon runs as.
   int64_t admin_uid_;
+  // The key of the job the request in hand names (scope_job): its payload
+  // points here while the handler reads it.
+  std::string scoped_key_;
   std::string containment_;
   std::string gpu_source_;
 };

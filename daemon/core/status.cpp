@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/state.hpp"
+#include "job_id.hpp"
 #include "muster_config.h"
 #include "protocol/limits.hpp"
 
@@ -80,14 +81,20 @@ constexpr size_t kRankObjects = 14;
 constexpr size_t kWaitObjects = 18;
 constexpr size_t kWaitRankObjects = 8;
 
+// Whether status's job filter picks the job keyed `key`: by its name (for
+// root, every owner's job of that name; for others, their own is the only
+// one they see) or by its key (a node asking for its coordinator's waits).
+bool status_names(const std::string& key, const std::string& only) {
+  return key == only || job_name(key) == only;
+}
+
 }  // namespace
 
 proto::StatusReply State::status(int64_t viewer, const std::string& only) const {
-  if (!only.empty()) {
-    const Job* job = jobs_.find(only);
-    if (!job || !job->visible_to(viewer))
-      throw Error(ErrorCode::kUnknownJob, "no job '" + only + "' on this daemon");
-  }
+  if (!only.empty() && std::none_of(jobs_.begin(), jobs_.end(), [&](const auto& j) {
+        return j.second.visible_to(viewer) && status_names(j.first, only);
+      }))
+    throw Error(ErrorCode::kUnknownJob, "no job '" + only + "' on this daemon");
   proto::StatusReply s;
   s.version = MUSTER_VERSION;
   s.pid = ::getpid();
@@ -119,7 +126,8 @@ proto::StatusReply State::status(int64_t viewer, const std::string& only) const 
     // Another uid's GPU is only "in use": who holds it is theirs to know.
     if (const auto& job = d.job; !job.empty() && jobs_.all().at(job).visible_to(viewer)) {
       const auto& slot = jobs_.all().at(job).slots.at(d.local_rank);
-      ds.job = job;
+      ds.job = job_name(job);
+      ds.owner = jobs_.all().at(job).owner_uid;
       ds.rank = d.local_rank;
       ds.pid = slot.pid;
     }
@@ -140,7 +148,7 @@ void State::status_jobs(proto::StatusReply& s, int64_t viewer, const std::string
   std::vector<std::pair<size_t, const Job*>> shown;
   std::unordered_map<int64_t, size_t> turn;
   for (const auto& [id, job] : jobs_)
-    if (job.visible_to(viewer) && (only.empty() || id == only))
+    if (job.visible_to(viewer) && (only.empty() || status_names(id, only)))
       shown.emplace_back(job.owner_uid == viewer ? 0 : 1 + turn[job.owner_uid]++, &job);
   std::stable_sort(shown.begin(), shown.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -153,8 +161,12 @@ void State::status_jobs(proto::StatusReply& s, int64_t viewer, const std::string
       continue;
     }
     budget -= kJobObjects;
-    proto::JobStatus js{id, job.generation, job.world_size(), job.local_world_size,
-                        {}, job.owner_uid};
+    proto::JobStatus js{std::string(job_name(id)),
+                        job.generation,
+                        job.world_size(),
+                        job.local_world_size,
+                        {},
+                        job.owner_uid};
     for (uint32_t i = 0; i < job.local_world_size; ++i) {
       if (budget < kRankObjects) {
         js.ranks_left_out = job.local_world_size - i;

@@ -21,7 +21,8 @@ void gpus(TextWriter& w, const Sample& s) {
            "1 while the GPU is leased to a rank of the job in label job_id, else 0");
   for (const auto& g : s.gpus) {
     std::string i = std::to_string(g.index);
-    w.sample("muster_gpu_leased", {{"gpu", i}, {"uuid", g.uuid}, {"job_id", g.job}},
+    w.sample("muster_gpu_leased",
+             {{"gpu", i}, {"uuid", g.uuid}, {"job_id", g.job}, {"owner", g.owner}},
              g.job.empty() ? 0 : 1);
   }
   w.family("muster_gpu_quarantined", Type::kGauge,
@@ -41,13 +42,16 @@ void jobs(TextWriter& w, const Sample& s) {
   w.family("muster_job_ranks", Type::kGauge, "the job's local ranks by state");
   for (const auto& j : s.jobs)
     for (size_t i = 0; i < kSlotStates; ++i)
-      w.sample("muster_job_ranks", {{"job_id", j.id}, {"state", kSlotNames[i]}}, j.ranks[i]);
+      w.sample("muster_job_ranks", {{"job_id", j.id}, {"owner", j.owner}, {"state", kSlotNames[i]}},
+               j.ranks[i]);
   w.family("muster_job_world_size", Type::kGauge, "the job's world size (all nodes)");
-  for (const auto& j : s.jobs) w.sample("muster_job_world_size", {{"job_id", j.id}}, j.world_size);
+  for (const auto& j : s.jobs)
+    w.sample("muster_job_world_size", {{"job_id", j.id}, {"owner", j.owner}}, j.world_size);
   w.family("muster_job_generation", Type::kGauge,
            "the job's generation: muster run's restart count (TORCHELASTIC_RESTART_COUNT)");
   for (const auto& j : s.jobs)
-    w.sample("muster_job_generation", {{"job_id", j.id}}, static_cast<double>(j.generation));
+    w.sample("muster_job_generation", {{"job_id", j.id}, {"owner", j.owner}},
+             static_cast<double>(j.generation));
   w.family("muster_job_restarts_total", Type::kCounter,
            "generation changes of jobs seen since this daemon started");
   w.sample("muster_job_restarts_total", {}, static_cast<double>(s.restarts));
@@ -57,17 +61,21 @@ void jobs(TextWriter& w, const Sample& s) {
   w.family("muster_parked_waits", Type::kGauge,
            "requests parked in the job: store gets and waits, barrier arrivals");
   for (const auto& j : s.jobs)
-    w.sample("muster_parked_waits", {{"job_id", j.id}}, static_cast<double>(j.parked_waits));
+    w.sample("muster_parked_waits", {{"job_id", j.id}, {"owner", j.owner}},
+             static_cast<double>(j.parked_waits));
   w.family("muster_stuck_waits", Type::kGauge,
            "open barriers and key waits of the job older than --stuck-after");
   for (const auto& j : s.jobs)
-    w.sample("muster_stuck_waits", {{"job_id", j.id}}, static_cast<double>(j.stuck_waits));
+    w.sample("muster_stuck_waits", {{"job_id", j.id}, {"owner", j.owner}},
+             static_cast<double>(j.stuck_waits));
   w.family("muster_store_bytes", Type::kGauge, "bytes of keys and values in the job's store");
   for (const auto& j : s.jobs)
-    w.sample("muster_store_bytes", {{"job_id", j.id}}, static_cast<double>(j.store_bytes));
+    w.sample("muster_store_bytes", {{"job_id", j.id}, {"owner", j.owner}},
+             static_cast<double>(j.store_bytes));
   w.family("muster_store_keys", Type::kGauge, "keys in the job's store");
   for (const auto& j : s.jobs)
-    w.sample("muster_store_keys", {{"job_id", j.id}}, static_cast<double>(j.store_keys));
+    w.sample("muster_store_keys", {{"job_id", j.id}, {"owner", j.owner}},
+             static_cast<double>(j.store_keys));
 }
 
 void requests(TextWriter& w, const RequestStats& r) {

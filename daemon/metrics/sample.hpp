@@ -17,7 +17,8 @@ namespace muster::daemon::metrics {
 struct GpuSample {
   int64_t index = 0;
   std::string uuid;
-  std::string job;  // holder, empty when free
+  std::string job;    // the holder's name, empty when free
+  std::string owner;  // the holder's owner (a uid), empty when free or none
   bool quarantined = false;
   bool drained = false;
 };
@@ -27,7 +28,8 @@ struct GpuSample {
 inline constexpr size_t kSlotStates = 5;
 
 struct JobSample {
-  std::string id;
+  std::string id;     // the job's name: two users' jobs may share one,
+  std::string owner;  // so each series also says the owner's uid ("" = none)
   uint64_t generation = 0;
   uint32_t world_size = 0;
   std::array<uint32_t, kSlotStates> ranks{};  // local ranks by slot state

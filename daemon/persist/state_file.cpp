@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "job_id.hpp"
 #include "liveness/pidwatch.hpp"
 #include "liveness/proc_uids.hpp"
 #include "log.hpp"
@@ -248,6 +249,10 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
     auto& job = at.job;
     if (!job.live()) continue;  // nothing left of it
     if (job.owner_uid < 0 && !adopt_owner(id, at)) continue;
+    // Saved before each user's jobs were a namespace of their own: known by
+    // its name alone, its key now says its owner (common/job_id.hpp).
+    if (job.owner_uid > 0 && job.id.find('~') == std::string::npos)
+      job.id = job_key(job.owner_uid, job.id);
     for (uint32_t r = 0; r < job.local_world_size; ++r) {
       const auto& s = job.slots[r];
       if (!slot_live(s.state)) continue;

@@ -8,8 +8,10 @@
 // of the request (tests/support/sample_requests.hpp), naming root's job or
 // another. The state starts with root's job holding two GPUs and a secret
 // in its store. After every request:
-//   - a stranger's request that names a job of another uid, whose row says
-//     only the job's owner may send it, is refused with permission_denied,
+//   - a stranger's request that names a job of another uid (and none of its
+//     own), whose row says only the job's owner may send it, is refused
+//     (unknown_job: the name is the stranger's own namespace; a creating
+//     one for the pid it claims),
 //     sends nothing to any coordinator and leaves the saved state bytes as
 //     they were; so is a stranger's request whose row only root may send;
 //   - nothing a stranger is told carries the secret, or (in a status) a job
@@ -17,6 +19,7 @@
 //   - no request ends in an internal error.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -80,11 +83,13 @@ Answer send(State& s, const Sender& who, const std::string& frame) {
   return a;
 }
 
-// The owner of a job, or nullopt when there is no such job.
-std::optional<int64_t> owner_of(const State& s, const std::string& job) {
+// The owners of the jobs of that name (each user's job names are their
+// own: several users may each have one).
+std::set<int64_t> owners_of(const State& s, const std::string& job) {
+  std::set<int64_t> owners;
   for (const auto& j : s.status().jobs)
-    if (j.id == job) return j.uid;
-  return std::nullopt;
+    if (j.id == job) owners.insert(j.uid);
+  return owners;
 }
 
 }  // namespace
@@ -105,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   send(s, kSenders[0], *test::sample_request(proto::MsgType::kReserve, kRootJob, id++, me, 16));
   send(s, kSenders[0],
        proto::encode(id++, proto::StoreSet{kRootJob, "secret", kSecret, std::nullopt}));
-  if (owner_of(s, kRootJob) != 0) die("setup: root's job was not created");
+  if (owners_of(s, kRootJob) != std::set<int64_t>{0}) die("setup: root's job was not created");
 
   const auto table = proto::message_table();
   for (size_t i = 0; i + 3 <= size; i += 3) {
@@ -120,11 +125,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       frame = proto::encode_raw(id - 1, static_cast<uint16_t>(row.type), empty);
     }
     const bool stranger = !who.peer && who.uid > 0;
-    const auto owner = owner_of(s, job);
-    // Naming root's job, or a request only root may send (a GPU drain).
+    const auto owners = owners_of(s, job);
+    // Naming another user's job while it has none of its own of that name,
+    // or a request only root may send (a GPU drain).
+    const bool others = std::any_of(owners.begin(), owners.end(),
+                                    [&](int64_t o) { return o >= 0 && o != who.uid; });
     const bool attack =
         stranger && (row.scope & proto::kScopeLocal) &&
-        ((row.sender == proto::Sender::kJobOwner && owner && *owner >= 0 && *owner != who.uid) ||
+        ((row.sender == proto::Sender::kJobOwner && others && !owners.count(who.uid)) ||
          row.sender == proto::Sender::kAdmin);
     const std::string before = attack ? file.encode(s, cache) : std::string();
     Answer a = send(s, who, *frame);
@@ -155,13 +163,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!attack) continue;
     if (a.replies.size() != 1) die(what + ": not exactly one reply");
     auto& env = a.replies[0];
-    // A request only root may send is permission_denied. Another user's
-    // job is answered as a missing one (unknown_job), so that a refusal
-    // reveals nothing status hides; a request that would create it learns
-    // only that the name is taken (conflict).
-    ErrorCode want = row.sender == proto::Sender::kAdmin ? ErrorCode::kPermissionDenied
-                     : row.creates_job                   ? ErrorCode::kConflict
-                                                         : ErrorCode::kUnknownJob;
+    // A request only root may send is permission_denied. The name is the
+    // stranger's own namespace, where the other user's job is not: answered
+    // as a missing job (unknown_job); a request that would create one of
+    // its own there claims root's pid (the samples' pid): permission_denied.
+    ErrorCode want = row.sender == proto::Sender::kAdmin || row.creates_job
+                         ? ErrorCode::kPermissionDenied
+                         : ErrorCode::kUnknownJob;
     if (env.type != static_cast<uint16_t>(proto::MsgType::kErrorReply)) die(what + ": not refused");
     const auto e = proto::ErrorReply::unpack(env.payload);
     if (static_cast<ErrorCode>(e.code) != want)

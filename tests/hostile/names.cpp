@@ -1,7 +1,8 @@
-// Hostile users (issue #42), attack class 1 (in part): job names. Root
-// never joins another user's job -- least of all one named by its
-// environment (MUSTER_JOB_ID, TORCHELASTIC_RUN_ID), which the other user may
-// have prepared; `muster run` makes up names nobody can guess (96 random
+// Hostile users, attack class 1: job names. Each user's job names are their
+// own namespace: a name another user took first is still free to everyone
+// else, root's rank joins root's job whatever its environment names, and
+// root reaches another user's job only by naming its owner (--owner, the
+// owner argument); `muster run` makes up names nobody can guess (96 random
 // bits) and refuses one outside the job-id charset before anything starts.
 #include <catch2/catch.hpp>
 
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <bitset>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -16,6 +18,7 @@
 #include "muster/client.hpp"
 #include "protocol/envelope.hpp"
 #include "support/as_user.hpp"
+#include "support/cluster.hpp"
 #include "support/muster_cli.hpp"
 #include "support/process.hpp"
 
@@ -42,8 +45,56 @@ struct Env {
 
 }  // namespace
 
-TEST_CASE(
-    "hostile: root does not join another user's job from MUSTER_JOB_ID or TORCHELASTIC_RUN_ID") {
+TEST_CASE("hostile: a name another user took first is root's and a second user's too") {
+  if (!root()) {
+    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
+    return;
+  }
+  TestDaemon d;
+  open_to_everyone(d);
+  const std::string ep = d.endpoint();
+  // The squatter: takes the name first and leaves bait in its store.
+  AsNobody nobody([&](Lines& io) {
+    io.say(ask(ep, encode(1, Join{"train42", 2, false, ::getpid(), 0})));
+    io.say(ask(ep, encode(2, StoreSet{"train42", "config", "INJECTED-BY-UID-65534"})));
+    io.hear();
+    io.say(ask(ep, encode(3, StoreGet{"train42", "config", 0})));
+    io.say(ask(ep, encode(4, Status{})));
+  });
+  REQUIRE(starts_with(nobody.hear(), "reply=rank_info"));
+  REQUIRE(nobody.hear() == "reply=ok");
+  // A second user's train42 is its own job, with its own (empty) store.
+  AsNobody second(
+      [&](Lines& io) {
+        io.say(ask(ep, encode(1, Join{"train42", 1, false, ::getpid(), 0})));
+        io.say(ask(ep, encode(2, StoreSet{"train42", "config", "second"})));
+        io.hear();
+      },
+      test::kSecondUser);
+  CHECK(second.hear() == "reply=rank_info rank=0 generation=0");
+  CHECK(second.hear() == "reply=ok");
+  // Root's too: a job of one rank, not the squatter's of two, and its store
+  // holds no bait.
+  Client c({ep});
+  auto me = c.join({"train42", 1, false, 0});
+  CHECK(me.job == "train42");
+  CHECK(me.world_size == 1);
+  CHECK_THROWS_AS(c.get("config", std::chrono::milliseconds(0)), Error);
+  c.set("config", "root's");
+  // Root sees three jobs of that name, each with its owner.
+  auto st = c.status();
+  std::multiset<std::pair<std::string, int64_t>> jobs;
+  for (const auto& j : st.jobs) jobs.insert({j.id, j.uid});
+  CHECK(jobs == std::multiset<std::pair<std::string, int64_t>>{
+                    {"train42", 0}, {"train42", test::kSecondUser}, {"train42", test::kNobody}});
+  // The squatter's store is as it was; it sees its one job.
+  nobody.say("go");
+  CHECK(nobody.hear() == "reply=value value=INJECTED-BY-UID-65534");
+  CHECK(starts_with(nobody.hear(), "reply=status_reply jobs=train42/uid=65534/"));
+  second.say("done");
+}
+
+TEST_CASE("hostile: root's rank joins its own job whatever its environment names") {
   if (!root()) {
     WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
     return;
@@ -66,27 +117,116 @@ TEST_CASE(
     Env e(var, "trap");
     Env lws("LOCAL_WORLD_SIZE", "2");
     Client c({ep});
+    auto me = c.join_from_env();
+    CHECK(me.job == "trap");
+    CHECK(me.world_size == 2);
+    CHECK_THROWS_AS(c.get("config", std::chrono::milliseconds(0)), Error);
+    c.leave();
+  }
+  // An owner in root's environment names the attacker's job, but root's
+  // process is no worker its launcher registered: refused.
+  {
+    Env e("MUSTER_JOB_ID", "trap");
+    Env o("MUSTER_JOB_OWNER", std::to_string(test::kNobody));
+    Env lws("LOCAL_WORLD_SIZE", "2");
+    Client c({ep});
     try {
       c.join_from_env();
-      FAIL("root joined uid 65534's job from " << var);
+      FAIL("root joined uid 65534's job from MUSTER_JOB_OWNER");
     } catch (const Error& err) {
       CHECK(err.code() == ErrorCode::kPermissionDenied);
-      CHECK(std::string(err.what()).find("root does not join another user's job") !=
-            std::string::npos);
+      CHECK_THAT(err.what(), Catch::Contains("only from a process its launcher registered"));
     }
     CHECK(!c.joined());
   }
-  // Nor by the name through the API.
+  // The attacker's second slot is still free, its job as it was.
   Client c({ep});
-  CHECK_THROWS_AS(c.join({"trap", 2, false, 1}), Error);
-  // The slot is still free, the attacker's job as it was; root may still
-  // look into it (store_get), which is not joining.
   auto st = c.status();
-  REQUIRE(st.jobs.size() == 1);
-  CHECK(st.jobs[0].ranks[1].state == "free");
-  CHECK(ask(ep, encode(3, StoreGet{"trap", "config", 0})) ==
-        "reply=value value=INJECTED-BY-UID-65534");
+  bool seen = false;
+  for (const auto& j : st.jobs)
+    if (j.uid == static_cast<int64_t>(test::kNobody)) {
+      seen = true;
+      CHECK(j.ranks[1].state == "free");
+    }
+  CHECK(seen);
   nobody.say("done");
+}
+
+TEST_CASE("hostile: only root names another owner's job, and only by saying so") {
+  if (!root()) {
+    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
+    return;
+  }
+  TestDaemon d;
+  open_to_everyone(d);
+  const std::string ep = d.endpoint();
+  Client c({ep});
+  c.join({"mine", 1, false, 0});
+  c.set("secret", "ROOT-API-TOKEN");
+  AsNobody nobody([&](Lines& io) {
+    Join j{"mine", 1, false, ::getpid(), -1};
+    j.owner = 0;
+    io.say(ask(ep, encode(1, j)));                                 // an owner field
+    io.say(ask(ep, encode(2, StoreGet{"mine~0", "secret", 0})));   // a key: no uid 0
+    io.say(ask(ep, encode(3, StoreGet{"x~65533", "secret", 0})));  // another's key
+    io.say(ask(ep, encode(4, StoreGet{"mine", "secret", 0})));     // its own "mine"
+  });
+  CHECK(
+      starts_with(nobody.hear(), "error=permission_denied only root may name another user's job"));
+  CHECK(starts_with(nobody.hear(), "error=invalid_argument"));
+  CHECK(starts_with(nobody.hear(), "error=invalid_argument"));
+  CHECK(nobody.hear() == "error=unknown_job no job 'mine' on this daemon");
+  // Root reaches nobody's job by its key (as `muster run --owner` does
+  // after its reserve), but never creates or joins by a key.
+  AsNobody owner([&](Lines& io) {
+    io.say(ask(ep, encode(1, Join{"theirs", 1, false, ::getpid(), 0})));
+    io.say(ask(ep, encode(2, StoreSet{"theirs", "k", "v"})));
+    io.hear();
+  });
+  REQUIRE(starts_with(owner.hear(), "reply=rank_info"));
+  REQUIRE(owner.hear() == "reply=ok");
+  CHECK(ask(ep, encode(5, StoreGet{"theirs~65534", "k", 0})) == "reply=value value=v");
+  CHECK(starts_with(ask(ep, encode(6, Join{"theirs~65534", 1, false, ::getpid(), -1})),
+                    "error=invalid_argument"));
+  owner.say("done");
+}
+
+TEST_CASE("hostile: muster run --owner runs root's workers in that user's job, and only root") {
+  if (!root()) {
+    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
+    return;
+  }
+  TestDaemon d;
+  open_to_everyone(d);
+  std::map<std::string, std::string> env{{"MUSTER_ENDPOINT", d.endpoint()}};
+  test::Process run(
+      test::muster_cmd("run", {"--owner", std::to_string(test::kNobody), "--rdzv-id", "owned",
+                               "--nproc-per-node", "2", "--cpu", "--no-prefix",
+                               test::program("MUSTER_TEST_RANK"), "env"}),
+      env, true);
+  auto text = run.read_all(30s);
+  INFO(text);
+  CHECK(run.wait(10s).value_or(-1) == 0);
+  CHECK(text.find("rank=0 local_rank=0 world_size=2 job=owned~65534") != std::string::npos);
+  CHECK(text.find("rank=1 local_rank=1 world_size=2 job=owned~65534") != std::string::npos);
+  // Without --owner the same id is root's own job.
+  test::Process own(
+      test::muster_cmd("run", {"--rdzv-id", "owned", "--nproc-per-node", "1", "--cpu",
+                               "--no-prefix", test::program("MUSTER_TEST_RANK"), "env"}),
+      env, true);
+  auto own_text = own.read_all(30s);
+  INFO(own_text);
+  CHECK(own.wait(10s).value_or(-1) == 0);
+  CHECK(own_text.find("job=owned\n") != std::string::npos);
+  // Another user may not say --owner for anyone but itself (exit 2, usage).
+  AsNobody nobody([&](Lines& io) {
+    test::Process p(test::muster_cmd("run", {"--owner", "0", "--rdzv-id", "x", "--cpu", "true"}),
+                    env, true);
+    auto t = p.read_all(20s);
+    io.say(std::to_string(p.wait(10s).value_or(-1)) + " " +
+           (t.find("--owner: only root") != std::string::npos ? "said" : t));
+  });
+  CHECK(nobody.hear() == "2 said");
 }
 
 TEST_CASE("hostile: generated job ids carry 96 random bits") {
@@ -135,4 +275,42 @@ TEST_CASE(
   CHECK(job_id_problem("train42").empty());
   CHECK(job_id_problem("1234.0").empty());
   CHECK(!job_id_problem("").empty());
+}
+
+TEST_CASE("hostile: two users' jobs of one name span the same nodes as two jobs", "[cluster]") {
+  if (!root()) {
+    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
+    return;
+  }
+  // Two node daemons, the first coordinating; both users run "train42" on
+  // both nodes at once. The coordinator keys each job by the owner its node
+  // daemon vouches for: two worlds of 4, neither refused, neither merged.
+  test::Cluster c(2);
+  for (auto& d : c.daemons) open_to_everyone(*d);
+  AsNobody nobody([&](Lines& io) {
+    auto a = c.run(0, "train42", "2"), b = c.run(1, "train42", "2");
+    auto ta = a->read_all(60s), tb = b->read_all(60s);
+    int ca = a->wait(10s).value_or(-1), cb = b->wait(10s).value_or(-1);
+    io.say(std::to_string(ca) + " " + std::to_string(cb));
+    io.say(std::to_string(test::by_worker(ta).size() + test::by_worker(tb).size()));
+    std::map<std::string, std::string> f;
+    for (auto& [prefix, lines] : test::by_worker(ta))
+      for (auto& l : lines)
+        for (auto& [k, v] : test::fields(l)) f[k] = v;
+    io.say("world=" + f["world"] + " store=" + f["store"]);
+  });
+  auto a = c.run(0, "train42", "2"), b = c.run(1, "train42", "2");
+  auto ta = a->read_all(60s), tb = b->read_all(60s);
+  INFO("root's node 0:\n" << ta << "\nroot's node 1:\n" << tb);
+  CHECK(a->wait(10s) == 0);
+  CHECK(b->wait(10s) == 0);
+  std::map<std::string, std::string> merged;
+  for (auto& [prefix, lines] : test::by_worker(ta))
+    for (auto& l : lines)
+      for (auto& [k, v] : test::fields(l)) merged[k] = v;
+  CHECK(merged["world"] == "4");
+  CHECK(merged["store"] == "ok");
+  CHECK(nobody.hear(90s) == "0 0");
+  CHECK(nobody.hear() == "4");
+  CHECK(nobody.hear() == "world=4 store=ok");
 }

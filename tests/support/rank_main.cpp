@@ -2,6 +2,8 @@
 // info as one line, then does what the arguments say and waits for stdin to
 // close (or sleeps). Usage:
 //   muster_test_rank JOB LOCAL_WORLD_SIZE [LOCAL_RANK|-1] [gpu|cpu] [barrier NAME]
+//   muster_test_rank env   joins as `muster run` says (join_from_env), and
+//                          also prints the job as the daemon spelled it
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +13,18 @@
 #include "muster/client.hpp"
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "env") {
+    try {
+      muster::Client c;
+      auto r = c.join_from_env();
+      std::printf("rank=%u local_rank=%u world_size=%u job=%s\n", r.rank, r.local_rank,
+                  r.world_size, r.job.c_str());
+      return 0;
+    } catch (const muster::Error& e) {
+      std::printf("error=%s message=%s\n", muster::error_name(e.code()), e.what());
+      return 1;
+    }
+  }
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s JOB LOCAL_WORLD_SIZE [LOCAL_RANK] [gpu|cpu] [barrier NAME]\n",
                  argv[0]);

@@ -54,6 +54,13 @@ struct JoinOptions {
   bool wants_gpu = true;
   // The local rank to take; default -1: any free one.
   int local_rank = -1;
+  // Whose job (a uid); default -1: the caller's own. Each user's job names
+  // are their own: only root may name another owner, and root's rank then
+  // joins only from a process that job's launcher registered (a worker of
+  // `muster run --owner`). The rank's job is then spelled "name~uid" in
+  // rank_info().job.
+  // @since 0.3
+  int64_t owner = -1;
 };
 
 // How a Client reaches its daemon.

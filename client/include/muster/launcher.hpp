@@ -22,6 +22,8 @@ struct Reservation {
 };
 
 // Books all local ranks of a new job, and their GPUs, for launcher_pid.
+// job: its id; root names another user's job as "id~UID" (muster run
+// --owner), and speaks of it so in the calls that follow.
 // allowed_devices: the GPUs the job may take (empty: any);
 // generation: the job's generation (muster run's restart count), default 0.
 Reservation reserve(Client& client, const std::string& job, uint32_t local_world_size,

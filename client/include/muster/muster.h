@@ -45,6 +45,11 @@ int muster_ping(muster_client* c);
  * any free one. @since 0.1 */
 int muster_join(muster_client* c, const char* job, uint32_t local_world_size, int wants_gpu,
                 int local_rank, muster_rank_info* out);
+/* muster_join into the job of another owner (a uid; -1: the caller's own).
+ * Only root may name another owner, and only from a process that job's
+ * launcher registered (a worker of `muster run --owner`). @since 0.3 */
+int muster_join_owner(muster_client* c, const char* job, int64_t owner, uint32_t local_world_size,
+                      int wants_gpu, int local_rank, muster_rank_info* out);
 /* Joins with the variables `muster run` sets. @since 0.1 */
 int muster_join_env(muster_client* c, muster_rank_info* out);
 /* The UUID of the GPU leased to this rank ("GPU-…", as nvidia-smi -L

@@ -35,6 +35,10 @@ struct DeviceInfo {
   std::string cpu_affinity{};
   std::vector<int64_t> nvlinks{};
   std::vector<int64_t> paths{};
+  // The holder's owner (a uid; -1 when free or not shown): each user's job
+  // names are their own, so two users' holders may share a name.
+  // @since 0.3
+  int64_t owner = -1;
 };
 
 struct RankState {

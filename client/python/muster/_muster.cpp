@@ -197,12 +197,13 @@ void def_ranks(PyClass& c) {
       .def(
           "join",
           [](PyClient& c, const std::string& job, uint32_t local_world_size, bool wants_gpu,
-             int local_rank) {
-            muster::JoinOptions o{job, local_world_size, wants_gpu, local_rank};
+             int local_rank, int64_t owner) {
+            muster::JoinOptions o{job, local_world_size, wants_gpu, local_rank, owner};
             return c.locked([&](auto& x) { return x.join(o); });
           },
+          // owner: whose job (a uid), root only; -1 = the caller's own.
           py::arg("job"), py::arg("local_world_size") = 1, py::arg("wants_gpu") = true,
-          py::arg("local_rank") = -1)
+          py::arg("local_rank") = -1, py::arg("owner") = -1)
       .def("leave", &locked_call<&muster::Client::leave>)
       .def_property_readonly("joined", &locked_call<&muster::Client::joined>)
       .def_property_readonly("rank_info", &locked_call<&muster::Client::rank_info>)
