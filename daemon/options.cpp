@@ -12,6 +12,7 @@
 #include <map>
 
 #include "device_list.hpp"
+#include "edit_distance.hpp"
 #include "endpoint.hpp"
 #include "gpu/libraries.hpp"
 #include "log.hpp"
@@ -92,6 +93,14 @@ po::options_description settings_description(Settings& s) {
     ("foreign-gpu-use", po::value(&s.o.config.foreign_gpu_use)->value_name("MODE")->default_value("refuse"),
        "refuse: a GPU running a compute process that is not muster's (not a rank, nor a "
        "descendant of one) is not leased; warn: it is leased, with a warning in the log")
+    ("slurm-gpus", po::value(&s.o.config.slurm_gpus)->value_name("MODE")->default_value("client"),
+       "client: a job's device list and Slurm variables may only narrow the GPUs it is given; "
+       "verified: Slurm is the authority -- a GPU is leased only to a process of a Slurm job "
+       "(found through the kernel: its cgroup, or a slurmstepd above it) whose allocation, as "
+       "muster's prolog hook recorded it in --slurm-dir, includes it")
+    ("slurm-dir", po::value(&s.o.config.slurm_dir)->value_name("DIR")->default_value("/run/muster/slurm"),
+       "where `muster slurm-hook prolog` records each Slurm job's allocation on this node "
+       "(root's, writable by no one else)")
     ("fd-reserve", po::value(&s.o.config.fd_reserve)->value_name("N")->default_value(0),
        "file descriptors kept free below the open-file limit (which musterd raises to the hard "
        "limit at start): with the limit less N in use, new local and peer connections wait "
@@ -181,6 +190,10 @@ void finish(Settings& s, bool whole) {
   if (c.foreign_gpu_use != "refuse" && c.foreign_gpu_use != "warn")
     throw std::runtime_error("--foreign-gpu-use must be refuse or warn, not '" + c.foreign_gpu_use +
                              "'");
+  if (c.slurm_gpus != "client" && c.slurm_gpus != "verified")
+    throw std::runtime_error("--slurm-gpus must be client or verified, not '" + c.slurm_gpus + "'");
+  if (c.slurm_dir.empty() || c.slurm_dir[0] != '/')
+    throw std::runtime_error("--slurm-dir must be an absolute path");
   if (c.containment != "auto" && c.containment != "guardian")
     throw std::runtime_error("--containment must be auto or guardian, not '" + c.containment + "'");
 
@@ -242,24 +255,10 @@ std::string dashed(std::string name) {
 // " (did you mean 'X'?)" when one known name is within two edits of name.
 std::string did_you_mean(const std::string& name, const po::options_description& desc,
                          const char* dashes) {
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diag = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-        diag = up;
-      }
-    }
-    return row[b.size()];
-  };
   std::string best;
   size_t best_d = 3;
   for (const auto& o : desc.options())
-    if (size_t d = distance(name, o->long_name()); d < best_d) {
+    if (size_t d = edit_distance(name, o->long_name()); d < best_d) {
       best_d = d;
       best = o->long_name();
     }

@@ -81,7 +81,7 @@ def main():
     muster, musterd, manuals = sys.argv[1:4]
     page = read(manuals, "muster.1")
     completion = read(manuals, "muster")
-    cases = dict(re.findall(r"^    (\w+)\) opts='([^']*)'", completion, re.M))
+    cases = dict(re.findall(r"^    ([\w-]+)\) opts='([^']*)'", completion, re.M))
     first_words = re.search(r"compgen -W '([^']*)'", completion).group(1).split()
     for flag in help_flags([muster]):
         check("muster(1)", roff(flag), page)

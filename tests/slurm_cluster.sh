@@ -15,6 +15,10 @@
 #            musterd per node: RANK=SLURM_PROCID, one GPU lease per task
 #   gpus     a step given GPUs 1 and 3 of 4 (SLURM_STEP_GPUS and
 #            CUDA_VISIBLE_DEVICES as Slurm sets them) leases only those
+#   verified a musterd with slurm-gpus = verified: Slurm's gres/gpu gives a
+#            job one GPU and slurmd's Prolog (muster slurm-hook) records it;
+#            a task that forges four in its environment gets that one, a
+#            process outside Slurm none; the Epilog removes the record
 # Needs root, slurmctld, slurmd, srun, munged and unshare; otherwise, or when
 # the daemons do not come up, exits 77 saying why. Programs: $MUSTER_TEST_MUSTERD,
 # $MUSTER_TEST_MUSTER and $MUSTER_TEST_CLUSTER_WORKER (tests/meson.build).
@@ -30,6 +34,10 @@ case "${MUSTER_SLURM_MODE:-}" in
     if [[ -n "${MUSTER_SLURM_CVD:-}" ]]; then export CUDA_VISIBLE_DEVICES=$MUSTER_SLURM_CVD; fi
     export MUSTER_SLURM_MODE=${MUSTER_SLURM_NEXT:-worker}
     exec "$@"
+    ;;
+  verified)  # a rank of the verified scenario: its GPU and Slurm's record
+    echo "verified device=$MUSTER_DEVICE record=$(tr '\n' ' ' <"$MUSTER_SLURM_WORK/slurm-v/$SLURM_JOB_ID")"
+    exit 0
     ;;
   worker)  # a rank: what it was told, then the cluster worker (joins, store)
     echo "env rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE group=$GROUP_RANK" \
@@ -133,7 +141,20 @@ fail() {
 host=$(hostname -s)
 printf '127.0.0.1 localhost %s n1 n2\n' "$host" >"$WORK/hosts"
 mount --bind "$WORK/hosts" /etc/hosts || skip "cannot bind-mount a hosts file over /etc/hosts"
-mkdir -p "$WORK/log" "$WORK/state" "$WORK/spool/n1" "$WORK/spool/n2"
+mkdir -p "$WORK/log" "$WORK/state" "$WORK/spool/n1" "$WORK/spool/n2" "$WORK/gpu"
+# gres/gpu's devices (the "verified" scenario): four per node, files only.
+for i in 0 1 2 3; do : >"$WORK/gpu/nvidia$i"; done
+printf 'NodeName=n[1-2] Name=gpu File=%s/gpu/nvidia[0-3]\n' "$WORK" >"$WORK/gres.conf"
+# slurmd's Prolog and Epilog: muster's hook, as an operator installs it,
+# run by slurmd with the job's SLURM_JOB_ID and SLURM_JOB_UID. This Slurm
+# (22.05, the GPUs plain files) sets no SLURM_JOB_GPUS for a prolog, though
+# gres/gpu gives the job one (SLURM_GPUS_ON_NODE=1): the wrapper says GPU 2,
+# as gres/gpu would, unless slurmd set it.
+for hook in prolog epilog; do
+  printf '#!/bin/sh\nexport SLURM_JOB_GPUS="${SLURM_JOB_GPUS-2}"\nexec "%s" slurm-hook %s --slurm-dir "%s/slurm-v"\n' \
+    "$MUSTER" "$hook" "$WORK" >"$WORK/$hook.sh"
+  chmod 755 "$WORK/$hook.sh"
+done
 dd if=/dev/urandom of="$WORK/munge.key" bs=1024 count=1 2>/dev/null
 chmod 400 "$WORK/munge.key"
 munged -F -f --socket="$WORK/munge.sock" --key-file="$WORK/munge.key" \
@@ -182,8 +203,11 @@ AccountingStorageType=accounting_storage/none
 MailProg=/bin/true
 KillWait=3
 InactiveLimit=0
-NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=${PORTS[1]} CPUs=$(nproc) RealMemory=1000
-NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=${PORTS[2]} CPUs=$(nproc) RealMemory=1000
+GresTypes=gpu
+Prolog=$WORK/prolog.sh
+Epilog=$WORK/epilog.sh
+NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=${PORTS[1]} CPUs=$(nproc) RealMemory=1000 Gres=gpu:4
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=${PORTS[2]} CPUs=$(nproc) RealMemory=1000 Gres=gpu:4
 PartitionName=debug Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
 for _ in $(seq 50); do [[ -S "$WORK/munge.sock" ]] && break; sleep 0.1; done
@@ -373,5 +397,44 @@ done
 said=$(grep -c "the world from Slurm: job $job, rank [0-3] of 4 (local [01] of 2), node [01] of 2 (n[12]), coordinator n1:${PORTS[3]} (the nodes' musterd)" "$WORK/tasks.log" || true)
 [[ $said -eq 4 ]] || fail "tasks: $said of 4 tasks said they took the world from Slurm"
 echo "tasks: done (job $job)"
+
+# --- verified: slurm-gpus = verified, a job's GPUs from slurmd's Prolog --------
+"$MUSTERD" --no-config --runtime-dir "$WORK/rt-v" --log-level info --simulate-gpus 4 \
+  --slurm-gpus verified --slurm-dir "$WORK/slurm-v" >"$WORK/musterd-v.log" 2>&1 &
+DAEMONS+=($!)
+for _ in $(seq 100); do
+  MUSTER_ENDPOINT="ipc://$WORK/rt-v/musterd.sock" "$MUSTER" status >/dev/null 2>&1 && break
+  sleep 0.1
+done
+# Slurm gives the job one GPU; the task forges all four (SLURM_STEP_GPUS and
+# CUDA_VISIBLE_DEVICES): the rank gets the one the Prolog recorded.
+out=$WORK/verified.out
+rc=0
+"${SRUN[@]}" -N1 -n1 -w n1 --gres=gpu:1 env MUSTER_SLURM_RT="$WORK/rt-v" MUSTER_SLURM_GPUS=0,1,2,3 \
+  MUSTER_SLURM_CVD=0,1,2,3 MUSTER_SLURM_NEXT=verified "${TASK[@]}" "$MUSTER" run \
+  --nproc-per-node 1 --use-env "$SELF" >"$out" 2>>"$WORK/verified.log" || rc=$?
+[[ $rc -eq 0 ]] || fail "verified: srun exited $rc: $(tail -n 3 "$WORK/verified.log" | tr '\n' ' ')"
+line=$(grep -o 'verified device=.*' "$out" || true)
+gpu=$(sed -n 's/.*record=uid=0 gpus=\([0-9]\) $/\1/p' <<<"$line")
+[[ -n "$gpu" && "$line" == "verified device=$gpu record=uid=0 gpus=$gpu " ]] ||
+  fail "verified: the rank's GPU is not the one Slurm gave the job: '$line'"
+# Two ranks on a job of one GPU: refused, whatever the environment says.
+rc=0
+"${SRUN[@]}" -N1 -n1 -w n1 --gres=gpu:1 env MUSTER_SLURM_RT="$WORK/rt-v" MUSTER_SLURM_GPUS=0,1,2,3 \
+  MUSTER_SLURM_CVD=0,1,2,3 MUSTER_SLURM_NEXT=verified "${TASK[@]}" "$MUSTER" run \
+  --nproc-per-node 2 --use-env "$SELF" >"$WORK/verified2.out" 2>"$WORK/verified2.log" || rc=$?
+[[ $rc -ne 0 ]] || fail "verified: two ranks leased GPUs on a job Slurm gave one"
+# A process outside Slurm gets no GPU, with a sentence; a CPU job runs.
+rc=0
+MUSTER_RUNTIME_DIR="$WORK/rt-v" "$MUSTER" run --nproc-per-node 1 true >"$WORK/outside.log" 2>&1 || rc=$?
+[[ $rc -ne 0 ]] && grep -q "runs in no Slurm job step" "$WORK/outside.log" ||
+  fail "verified: a process outside Slurm was not refused a GPU: $(head -c 300 "$WORK/outside.log")"
+MUSTER_RUNTIME_DIR="$WORK/rt-v" "$MUSTER" run --cpu --nproc-per-node 1 true >>"$WORK/outside.log" 2>&1 ||
+  fail "verified: a CPU job outside Slurm failed: $(tail -n 3 "$WORK/outside.log" | tr '\n' ' ')"
+# The Epilog forgets the job.
+vjob=$(grep -o 'job [0-9]*' "$WORK/verified.log" | head -n 1 | tr -dc 0-9)
+for _ in $(seq 100); do [[ -n "$vjob" && ! -e "$WORK/slurm-v/$vjob" ]] && break; sleep 0.1; done
+[[ -n "$vjob" && ! -e "$WORK/slurm-v/$vjob" ]] || fail "verified: job '$vjob''s record is left after its end"
+echo "verified: done (Slurm gave GPU $gpu)"
 
 exit "$failed"

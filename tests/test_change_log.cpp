@@ -23,7 +23,7 @@ std::vector<std::string> replayed(const std::string& dir, uint64_t epoch, bool* 
   std::vector<std::string> got;
   uint64_t end = 0;
   *found = ChangeLog::replay(
-      dir, epoch,
+      {dir}, epoch,
       [&](uint8_t type, std::string_view payload) {
         got.push_back(std::to_string(type) + ":" + std::string(payload));
       },
@@ -35,7 +35,7 @@ std::vector<std::string> replayed(const std::string& dir, uint64_t epoch, bool* 
 
 TEST_CASE("a change log replays its records up to the first damaged one") {
   muster::test::TempDir dir;
-  ChangeLog log(dir.path());
+  ChangeLog log({dir.path()});
   std::string why;
   REQUIRE(log.start(7, &why));
   std::vector<std::string> want;
@@ -104,8 +104,8 @@ TEST_CASE("a change log replays its records up to the first damaged one") {
     uint64_t end = 0;
     std::vector<std::string> got;
     REQUIRE(ChangeLog::replay(
-        dir.path(), 7, [&](uint8_t, std::string_view) {}, &end, &torn));
-    ChangeLog again(dir.path());
+        {dir.path()}, 7, [&](uint8_t, std::string_view) {}, &end, &torn));
+    ChangeLog again({dir.path()});
     REQUIRE(again.resume(end, &why));
     again.append(9, "after");
     REQUIRE(again.commit(&why));

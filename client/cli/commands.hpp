@@ -12,6 +12,7 @@ namespace muster::cli {
 std::vector<Flag> status_flags(StatusOptions& o);
 std::vector<Flag> keygen_flags(bool& help, std::string& out, bool& out_given, bool& force);
 std::vector<Flag> gpu_flags(bool& help, std::string& reason, bool& reason_given);
+std::vector<Flag> slurm_hook_flags(bool& help, std::string& dir);
 
 // The commands of `muster gpu` (its first positional): for the parse, its
 // "did you mean", the manual and the bash completion.
@@ -28,6 +29,14 @@ inline constexpr Verb kGpuVerbs[] = {
      "reset)"},
 };
 
+// The commands of `muster slurm-hook`: what slurmd runs as Prolog and Epilog.
+inline constexpr Verb kSlurmHookVerbs[] = {
+    {"prolog", "",
+     "records the job's uid and GPUs on this node (SLURM_JOB_ID, SLURM_JOB_UID, "
+     "SLURM_JOB_GPUS) for musterd's slurm-gpus = verified"},
+    {"epilog", "", "removes the job's record"},
+};
+
 // Parses a subcommand's flags with `table` (no PET_ variables, no program
 // after them). False after printing the usage error (exit 2). With
 // positionals, the words that are no flags go there (anywhere among the
@@ -42,5 +51,7 @@ int status_main(const std::vector<std::string>& args);
 int keygen_main(const std::vector<std::string>& args);
 // `muster gpu drain|undrain N` (root).
 int gpu_main(const std::vector<std::string>& args);
+// `muster slurm-hook prolog|epilog` (root, from slurmd).
+int slurm_hook_main(const std::vector<std::string>& args);
 
 }  // namespace muster::cli

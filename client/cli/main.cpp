@@ -32,6 +32,8 @@ const Command kCommands[] = {
      muster::cli::gpu_main},
     {"keygen", "make a CURVE key pair for peering between daemons (multi-node jobs)",
      muster::cli::keygen_main},
+    {"slurm-hook", "record a Slurm job's GPUs for musterd (root, as slurmd's Prolog/Epilog)",
+     muster::cli::slurm_hook_main},
 };
 
 // muster's own flags (before a subcommand). --dump-options is hidden: the
@@ -48,8 +50,8 @@ std::string usage() {
   bool help = false, version = false;
   std::string s = "Usage: muster COMMAND [ARGS...]\n\nCommands:\n";
   for (const auto& c : kCommands)
-    s += "  " + std::string(c.name) + std::string(9 - std::string(c.name).size(), ' ') + c.summary +
-         "\n";
+    s += "  " + std::string(c.name) + std::string(12 - std::string(c.name).size(), ' ') +
+         c.summary + "\n";
   return s + "\nOptions:\n" + FlagParser(top_flags(help, version)).help();
 }
 
@@ -66,10 +68,13 @@ void dump_options() {
             << FlagParser(muster::cli::run_flags(o, raw)).dump("launch")
             << FlagParser(muster::cli::status_flags(status)).dump("status")
             << FlagParser(muster::cli::keygen_flags(b, text, b2, b3)).dump("keygen")
-            << FlagParser(muster::cli::gpu_flags(b, text, b2)).dump("gpu");
+            << FlagParser(muster::cli::gpu_flags(b, text, b2)).dump("gpu")
+            << FlagParser(muster::cli::slurm_hook_flags(b, text)).dump("slurm-hook");
   // The verbs of `muster gpu VERB`: `verb COMMAND VERB SYNOPSIS SUMMARY`.
   for (const auto& v : muster::cli::kGpuVerbs)
     std::cout << "verb\tgpu\t" << v.name << "\t" << v.synopsis << "\t" << v.summary << "\n";
+  for (const auto& v : muster::cli::kSlurmHookVerbs)
+    std::cout << "verb\tslurm-hook\t" << v.name << "\t" << v.synopsis << "\t" << v.summary << "\n";
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "device_list.hpp"
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
+#include "slurm/step.hpp"
 
 namespace muster::cli {
 
@@ -50,24 +51,43 @@ EnvMap environ_of(const std::string& pid) {
   return env;
 }
 
+// The uid every one of whose ids (real, effective, saved, filesystem) a
+// process runs as; -1 when they differ or it is gone.
+int64_t sole_uid_of(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("Uid:", 0) == 0) {
+      std::istringstream ids(line.substr(4));
+      long long a = -1, b = -2, c = -3, d = -4;
+      ids >> a >> b >> c >> d;
+      return a == b && b == c && c == d ? a : -1;
+    }
+  return -1;
+}
+
 // This node's tasks of the step, by SLURM_LOCALID: the processes running
-// this muster whose environment names the same job, step and node. srun
-// starts them together; a task started through a wrapper that execs muster
-// counts, the wrapper does not.
-std::map<uint32_t, pid_t> step_tasks(const EnvMap& mine) {
+// this muster that belong to this task's Slurm step as the kernel says
+// (common/slurm/step.hpp: a Slurm cgroup, or the step's slurmstepd above
+// them) and run as this task's user alone. A process of another uid, or
+// one outside the step that merely copied its SLURM_* variables, is none
+// of them whatever its environment says; only then is SLURM_LOCALID read,
+// from processes that are the step's own. srun starts them together; a
+// task started through a wrapper that execs muster counts, the wrapper
+// does not.
+std::map<uint32_t, pid_t> step_tasks(const slurm::Step& step) {
   std::map<uint32_t, pid_t> tasks;
-  std::string self = exe_of("self");
+  const std::string self = exe_of("self");
+  const int64_t me = static_cast<int64_t>(::getuid());
   DIR* d = opendir("/proc");
   if (!d) throw std::runtime_error("cannot read /proc to find this node's tasks");
   while (dirent* e = readdir(d)) {
     std::string pid = e->d_name;
-    if (pid.find_first_not_of("0123456789") != std::string::npos || exe_of(pid) != self) continue;
+    if (pid.find_first_not_of("0123456789") != std::string::npos || exe_of(pid) != self ||
+        sole_uid_of(pid) != me || slurm::step_of(std::stoll(pid)) != step)
+      continue;
     auto env = environ_of(pid);
-    bool same = true;
-    for (const char* v : {"SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_NODEID"})
-      same = same && env[v] == mine.at(v);
     auto local = env.find("SLURM_LOCALID");
-    if (!same || local == env.end() || local->second.empty() ||
+    if (local == env.end() || local->second.empty() ||
         local->second.find_first_not_of("0123456789") != std::string::npos ||
         local->second.size() > 4)
       continue;
@@ -75,6 +95,16 @@ std::map<uint32_t, pid_t> step_tasks(const EnvMap& mine) {
   }
   closedir(d);
   return tasks;
+}
+
+// This task's own step, from the kernel.
+slurm::Step my_step() {
+  auto step = slurm::step_of(::getpid());
+  if (!step)
+    throw std::runtime_error(
+        "--slurm-task: this process is in no Slurm job step that the kernel shows (no Slurm "
+        "cgroup, no slurmstepd above it): run it as a task of srun");
+  return *step;
 }
 
 // The reservation's launcher, a child that lives until every task of the
@@ -121,7 +151,7 @@ std::chrono::milliseconds ms(double s) {
 muster::Reservation lead_node(const RunOptions& o, const std::string& endpoint, Placement& at,
                               const std::vector<int>& allowed) {
   const SlurmWorld& w = *o.slurm_world;
-  auto mine = environment();
+  const auto mine = my_step();
   auto until = Clock::now() + ms(o.rdzv_timeout_s);
   auto tasks = step_tasks(mine);
   while (tasks.size() < w.local_world_size) {
@@ -162,7 +192,7 @@ muster::Reservation lead_node(const RunOptions& o, const std::string& endpoint, 
 muster::Reservation wait_for_rank(const RunOptions& o, const std::string& endpoint, Placement& at) {
   const SlurmWorld& w = *o.slurm_world;
   auto until = Clock::now() + ms(o.rdzv_timeout_s + 10);
-  auto leader = step_tasks(environment());
+  auto leader = step_tasks(my_step());
   pid_t lead = leader.count(0) ? leader.at(0) : 0;
   Client c({endpoint});
   for (;;) {

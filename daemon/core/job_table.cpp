@@ -160,7 +160,8 @@ void JobTable::attach(const proto::Attach& m) {
   job.numa_binding = m.numa_binding;
 }
 
-proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid) {
+proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid,
+                               const std::vector<int64_t>& allowed) {
   auto it = jobs_.find(m.job);
   bool created = it == jobs_.end();
   if (!created && it->second.local_world_size != m.local_world_size)
@@ -181,7 +182,7 @@ proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid) {
   auto [chosen, takes_free] = choose_slot(job, m);
   auto r = chosen;
   if (takes_free) {
-    int64_t device = devices_.pick(m.job, 1, m.wants_gpu, {}, foreign_test())[0];
+    int64_t device = devices_.pick(m.job, 1, m.wants_gpu, allowed, foreign_test())[0];
     if (!watch_.watch(m.pid))
       throw Error(ErrorCode::kInvalidArgument,
                   "pid " + std::to_string(m.pid) + " is not a running process");

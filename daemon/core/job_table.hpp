@@ -50,7 +50,9 @@ class JobTable {
   // job created here belongs to (-1 = none). Each validates before it
   // mutates: a refused request changes nothing.
   proto::Reserved reserve(const proto::Reserve& m, int64_t owner_uid);
-  proto::RankInfo join(const proto::Join& m, int64_t owner_uid);
+  // allowed: the GPUs a rank that takes a free slot may lease (empty = any).
+  proto::RankInfo join(const proto::Join& m, int64_t owner_uid,
+                       const std::vector<int64_t>& allowed = {});
   void attach(const proto::Attach& m);
   // Takes a job back as the state file saved it, its slots' devices leased
   // again (a device this daemon no longer hands out stays with its rank).

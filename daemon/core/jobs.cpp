@@ -1,6 +1,8 @@
 // The jobs' lifecycle as State routes it: which job a store request works
 // on, and what a slot's end or a job's end means for its waits, its store
 // and, for a node of a multi-node job, its coordinator.
+#include <algorithm>
+
 #include "core/out_answers.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
@@ -18,6 +20,29 @@ Job& State::store_job(const ReplyTo& to, const std::string& id) {
                                                   "' may not touch job '" + id + "'");
   if (Job* j = find_store_job(to, id)) return *j;
   throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
+}
+
+std::vector<int64_t> State::slurm_narrow(int64_t pid, int64_t owner, bool wants_gpu,
+                                         std::vector<int64_t> asked) const {
+  if (!slurm_gpus_ || !wants_gpu || jobs_.devices().slots().empty()) return asked;
+  const auto allowed = slurm_gpus_(pid, owner);
+  if (asked.empty()) return allowed;
+  // The client's list (SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES, --devices)
+  // narrows the allocation, never widens it.
+  std::vector<int64_t> both;
+  for (auto d : asked)
+    if (std::find(allowed.begin(), allowed.end(), d) != allowed.end()) both.push_back(d);
+  if (both.empty()) {
+    auto list = [](const std::vector<int64_t>& v) {
+      std::string s;
+      for (auto d : v) s += (s.empty() ? "" : ",") + std::to_string(d);
+      return s;
+    };
+    throw Error(ErrorCode::kNoDevice, "none of the GPUs asked for (" + list(asked) +
+                                          ") is in the Slurm job's allocation (" + list(allowed) +
+                                          ")");
+  }
+  return both;
 }
 
 void State::restore(Job job) {

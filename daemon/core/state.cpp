@@ -62,7 +62,8 @@ void State::dispatch(const ReplyTo& to, const proto::Envelope& env, const proto:
       reply(to, proto::Pong{MUSTER_VERSION, static_cast<int64_t>(::getpid())}, out);
       return;
     case MsgType::kJoin: {
-      auto info = jobs_.join(proto::Join::unpack(env.payload), scope.owner);
+      auto m = proto::Join::unpack(env.payload);
+      auto info = jobs_.join(m, scope.owner, slurm_narrow(m.pid, scope.owner, m.wants_gpu, {}));
       info.job = scope.spoken();
       reply(to, info, out);
       return;
@@ -71,9 +72,12 @@ void State::dispatch(const ReplyTo& to, const proto::Envelope& env, const proto:
       leave(proto::Leave::unpack(env.payload), out);
       reply(to, proto::Ok{}, out);
       return;
-    case MsgType::kReserve:
-      reply(to, jobs_.reserve(proto::Reserve::unpack(env.payload), scope.owner), out);
+    case MsgType::kReserve: {
+      auto m = proto::Reserve::unpack(env.payload);
+      m.devices = slurm_narrow(m.launcher_pid, scope.owner, m.wants_gpu, std::move(m.devices));
+      reply(to, jobs_.reserve(m, scope.owner), out);
       return;
+    }
     case MsgType::kAttach:
       jobs_.attach(proto::Attach::unpack(env.payload));
       reply(to, proto::Ok{}, out);

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -103,6 +104,11 @@ class State {
   size_t job_count() const;
   // Who else runs on the GPUs (--foreign-gpu-use); see GpuUse.
   void set_gpu_use(GpuUse use) { jobs_.set_gpu_use(std::move(use)); }
+  // slurm-gpus = verified (server.cpp, slurm/verified_gpus.hpp): the GPUs
+  // process `pid` may lease for a job of `owner`, or a throw saying why
+  // none. Unset (slurm-gpus = client): a client's device list only narrows.
+  using SlurmGpus = std::function<std::vector<int64_t>(int64_t pid, int64_t owner)>;
+  void set_slurm_gpus(SlurmGpus f) { slurm_gpus_ = std::move(f); }
   // How jobs are contained here (contain/job_cgroups.hpp), for status.
   void set_containment(std::string how) { containment_ = std::move(how); }
   // Where the GPUs come from (gpu::Inventory::source), for status.
@@ -196,6 +202,11 @@ class State {
   // Root's join into another user's job: only from a process registered in
   // one of its slots (or a descendant of one); throws otherwise.
   void check_registered(const JobScope& s, int64_t pid) const;
+  // What a reserve or join of `owner`'s job from `pid` may lease: `asked`
+  // (empty = any) within the Slurm job's allocation when slurm-gpus =
+  // verified and the node has GPUs; throws no_device when nothing is left.
+  std::vector<int64_t> slurm_narrow(int64_t pid, int64_t owner, bool wants_gpu,
+                                    std::vector<int64_t> asked) const;
   // Runs the request's handler (after admit, scope_job and authorize).
   void dispatch(const ReplyTo& to, const proto::Envelope& env, const proto::MessageTraits& t,
                 const JobScope& scope, std::vector<Outgoing>& out);
@@ -295,6 +306,7 @@ class State {
   // The key of the job the request in hand names (scope_job): its payload
   // points here while the handler reads it.
   std::string scoped_key_;
+  SlurmGpus slurm_gpus_;
   std::string containment_;
   std::string gpu_source_;
 };

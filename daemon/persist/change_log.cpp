@@ -87,7 +87,7 @@ uint32_t ChangeLog::crc32c(std::string_view bytes) {
   return ~c;
 }
 
-ChangeLog::ChangeLog(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/" + kFileName) {}
+ChangeLog::ChangeLog(files::Dir dir) : dir_(std::move(dir)), path_(dir_.shown(kFileName)) {}
 
 ChangeLog::~ChangeLog() {
   close();
@@ -102,9 +102,8 @@ bool ChangeLog::start(uint64_t epoch, std::string* why) {
   std::string head, first;
   put_record(head, 0, header(epoch));
   put_frame(first, head);
-  std::string tmp = path_ + ".tmp";
-  if (!files::write_durably(dir_, tmp, path_, first, why)) return false;
-  int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (!files::write_durably(dir_, kFileName, first, why)) return false;
+  int fd = ::openat(dir_.fd, dir_.at(kFileName).c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     *why = "cannot open " + path_ + ": " + std::strerror(errno);
     return false;
@@ -119,7 +118,7 @@ bool ChangeLog::start(uint64_t epoch, std::string* why) {
 }
 
 bool ChangeLog::resume(uint64_t end, std::string* why) {
-  int fd = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  int fd = ::openat(dir_.fd, dir_.at(kFileName).c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
   struct stat st;
   // Cut only a torn tail: truncating to the same length would also give
   // back the room reserved past the end (tmpfs does).
@@ -214,12 +213,12 @@ bool ChangeLog::commit(std::string* why) {
   return true;
 }
 
-bool ChangeLog::replay(const std::string& dir, uint64_t epoch,
+bool ChangeLog::replay(const files::Dir& dir, uint64_t epoch,
                        const std::function<void(uint8_t, std::string_view)>& f, uint64_t* end,
                        bool* torn) {
   *torn = false;
   std::string bytes;
-  if (!files::read_all(dir + "/" + kFileName, bytes)) return false;
+  if (!files::read_all(dir, kFileName, bytes)) return false;
   size_t at = 0;
   bool first = true;
   while (at < bytes.size()) {

@@ -25,13 +25,15 @@
 #include <string>
 #include <string_view>
 
+#include "persist/files.hpp"
+
 namespace muster::daemon {
 
 class ChangeLog {
  public:
   static constexpr const char* kFileName = "state.log";
 
-  explicit ChangeLog(std::string dir);
+  explicit ChangeLog(files::Dir dir);
   ~ChangeLog();
   ChangeLog(const ChangeLog&) = delete;
   ChangeLog& operator=(const ChangeLog&) = delete;
@@ -72,7 +74,7 @@ class ChangeLog {
   // Calls f for each record of the intact commits of <dir>/state.log if its
   // epoch is `epoch`. Returns false when there is no such log; *end is the length of
   // its intact part, and *torn is set when bytes after it were ignored.
-  static bool replay(const std::string& dir, uint64_t epoch,
+  static bool replay(const files::Dir& dir, uint64_t epoch,
                      const std::function<void(uint8_t type, std::string_view payload)>& f,
                      uint64_t* end, bool* torn);
 
@@ -81,7 +83,7 @@ class ChangeLog {
  private:
   void close();
 
-  std::string dir_;
+  files::Dir dir_;
   std::string path_;
   int fd_ = -1;
   uint64_t end_ = 0;        // durable length

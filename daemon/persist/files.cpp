@@ -26,8 +26,9 @@ bool write_all(int fd, const std::string& bytes) {
 
 }  // namespace
 
-bool read_all(const std::string& path, std::string& out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+bool read_all(const Dir& dir, const std::string& name, std::string& out) {
+  const std::string path = dir.shown(name);
+  int fd = ::openat(dir.fd, dir.at(name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     if (errno == ENOENT) return false;
     throw Error(ErrorCode::kInternal, "cannot open " + path + ": " + std::strerror(errno));
@@ -49,31 +50,37 @@ bool read_all(const std::string& path, std::string& out) {
   return true;
 }
 
-bool write_durably(const std::string& dir, const std::string& tmp, const std::string& path,
-                   const std::string& bytes, std::string* why) {
+bool write_durably(const Dir& dir, const std::string& name, const std::string& bytes,
+                   std::string* why) {
+  const std::string tmp = dir.at(name + ".tmp"), path = dir.at(name);
+  const std::string shown_tmp = dir.shown(name + ".tmp"), shown = dir.shown(name);
   std::string failed;
   auto fail = [&](const std::string& what) {
     if (failed.empty()) failed = what + ": " + std::strerror(errno);
   };
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // One left by a crash goes first: the new one is created exclusively.
+  ::unlinkat(dir.fd, tmp.c_str(), 0);
+  int fd =
+      ::openat(dir.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    fail("cannot create " + tmp);
+    fail("cannot create " + shown_tmp);
   } else {
     if (!write_all(fd, bytes))
-      fail("cannot write " + tmp);
+      fail("cannot write " + shown_tmp);
     else if (::fsync(fd) != 0)
-      fail("cannot fsync " + tmp);
+      fail("cannot fsync " + shown_tmp);
     ::close(fd);
-    if (failed.empty() && ::rename(tmp.c_str(), path.c_str()) != 0)
-      fail("cannot rename " + tmp + " to " + path);
+    if (failed.empty() && ::renameat(dir.fd, tmp.c_str(), dir.fd, path.c_str()) != 0)
+      fail("cannot rename " + shown_tmp + " to " + shown);
   }
   if (failed.empty()) {
     // The rename itself is durable once the directory is synced.
-    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || ::fsync(dfd) != 0) fail("cannot fsync the directory " + dir);
-    if (dfd >= 0) ::close(dfd);
+    int dfd =
+        dir.fd != AT_FDCWD ? dir.fd : ::open(dir.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || ::fsync(dfd) != 0) fail("cannot fsync the directory " + dir.path);
+    if (dfd >= 0 && dfd != dir.fd) ::close(dfd);
   } else {
-    ::unlink(tmp.c_str());
+    ::unlinkat(dir.fd, tmp.c_str(), 0);
   }
   if (failed.empty()) return true;
   *why = failed;

@@ -1,20 +1,39 @@
 // Whole-file reads and durable replacements, for the state snapshot and the
-// change log.
+// change log, in the state directory.
 #pragma once
+
+#include <fcntl.h>
 
 #include <string>
 
 namespace muster::daemon::files {
 
-// The file's bytes into out; false when it does not exist. Throws
-// Error(kInternal) when it exists but cannot be read.
-bool read_all(const std::string& path, std::string& out);
+// The directory the files are in: by its descriptor once the daemon opened
+// and checked it (server/runtime_dir.hpp open_own_dir: not through a link,
+// its own, writable by no one else), so that nothing done to the path
+// later redirects a write; by its path where none was opened (tests that
+// drive the state file directly).
+struct Dir {
+  std::string path;
+  int fd = AT_FDCWD;
+  // What openat(fd, ...) is given for the file `name`.
+  std::string at(const std::string& name) const {
+    return fd == AT_FDCWD ? path + "/" + name : name;
+  }
+  // The file's path, for sentences.
+  std::string shown(const std::string& name) const { return path + "/" + name; }
+};
 
-// Replaces `path` with `bytes` so that a crash leaves either the old file or
-// the new one, and the new one is on disk when this returns true: written
-// to `tmp`, fsynced, renamed over `path`, then the directory fsynced. On
-// false, *why names the step and the error, and `tmp` is removed.
-bool write_durably(const std::string& dir, const std::string& tmp, const std::string& path,
-                   const std::string& bytes, std::string* why);
+// The file's bytes into out; false when it does not exist. Throws
+// Error(kInternal) when it exists but cannot be read (or is a link).
+bool read_all(const Dir& dir, const std::string& name, std::string& out);
+
+// Replaces the file `name` with `bytes` so that a crash leaves either the
+// old file or the new one, and the new one is on disk when this returns
+// true: written to a new NAME.tmp (created exclusively, never through a
+// link), fsynced, renamed over `name`, then the directory fsynced. On
+// false, *why names the step and the error, and the temporary file is gone.
+bool write_durably(const Dir& dir, const std::string& name, const std::string& bytes,
+                   std::string* why);
 
 }  // namespace muster::daemon::files

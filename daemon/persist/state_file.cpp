@@ -18,10 +18,12 @@ namespace muster::daemon {
 
 namespace sc = state_codec;
 
-StateFile::StateFile(std::string dir)
-    : dir_(std::move(dir)), path_(dir_ + "/" + kFileName), log_(dir_) {}
+StateFile::StateFile(std::string dir, int dir_fd)
+    : dir_{std::move(dir), dir_fd}, path_(dir_.shown(kFileName)), log_(dir_) {}
 
-StateFile::~StateFile() = default;
+StateFile::~StateFile() {
+  if (dir_.fd != AT_FDCWD) ::close(dir_.fd);
+}
 
 namespace {
 
@@ -89,7 +91,7 @@ bool StateFile::reserve(size_t request_bytes, bool job_change, bool peer, std::s
   // the next change, and its room cannot be reserved: refused until a
   // snapshot has worked again (retried by the server meanwhile).
   if (retrying()) {
-    *why = "musterd cannot save changes in its state directory " + dir_ + " (" + failure_ +
+    *why = "musterd cannot save changes in its state directory " + dir_.path + " (" + failure_ +
            "); nothing was changed. Send it again once the directory is writable";
     return false;
   }
@@ -112,8 +114,8 @@ bool StateFile::reserve(size_t request_bytes, bool job_change, bool peer, std::s
     round_room_claimed_ = true;
     return true;
   }
-  *why = "musterd cannot save this change: no room in its state directory " + dir_ + " (" + cause +
-         "); nothing was changed. Free space there and send it again";
+  *why = "musterd cannot save this change: no room in its state directory " + dir_.path + " (" +
+         cause + "); nothing was changed. Free space there and send it again";
   return false;
 }
 
@@ -168,7 +170,7 @@ bool StateFile::save(const State& st, ReplyCache& replies) {
     if (log_.broken()) need_snapshot_ = true;
     return failed(why);
   }
-  if (!failure_.empty()) log::notice("state saved to " + dir_ + " again");
+  if (!failure_.empty()) log::notice("state saved to " + dir_.path + " again");
   failure_.clear();
   // Folded into a new snapshot once the log outgrows it (a doubling rule:
   // the cost of snapshots stays proportional to the changes). Best effort:
@@ -182,7 +184,7 @@ bool StateFile::snapshot(const State& st, ReplyCache& replies) {
   auto start = [this](int64_t pid) { return started(pid); };
   std::string bytes = sc::encode_snapshot(st, replies, epoch, start);
   std::string why;
-  if (!files::write_durably(dir_, path_ + ".tmp", path_, bytes, &why)) {
+  if (!files::write_durably(dir_, kFileName, bytes, &why)) {
     // The old snapshot and log still hold every acknowledged change; what
     // is buffered stays buffered.
     return need_snapshot_ ? failed(why) : true;
@@ -202,14 +204,14 @@ bool StateFile::snapshot(const State& st, ReplyCache& replies) {
   start_times_ = std::move(times);
   need_snapshot_ = !log_.start(epoch_, &why);
   if (need_snapshot_) log::warning("cannot start a new change log (" + why + ")");
-  if (!failure_.empty()) log::notice("state saved to " + dir_ + " again");
+  if (!failure_.empty()) log::notice("state saved to " + dir_.path + " again");
   failure_.clear();
   return true;
 }
 
-void StateFile::set_aside(const std::string& file, const std::string& why) {
-  std::string bad = file + ".bad";
-  if (::rename(file.c_str(), bad.c_str()) == 0)
+void StateFile::set_aside(const std::string& name, const std::string& why) {
+  const std::string file = dir_.shown(name), bad = file + ".bad";
+  if (::renameat(dir_.fd, dir_.at(name).c_str(), dir_.fd, dir_.at(name + ".bad").c_str()) == 0)
     log::warning("state file " + file + " cannot be used (" + why + "); moved it to " + bad +
                  " and starting with no jobs");
   else if (errno != ENOENT)
@@ -223,7 +225,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   bool have_log = false;
   try {
     std::string bytes;
-    if (files::read_all(path_, bytes)) l = sc::decode_snapshot(bytes);
+    if (files::read_all(dir_, kFileName, bytes)) l = sc::decode_snapshot(bytes);
     bool torn = false;
     have_log = ChangeLog::replay(
         dir_, l.epoch, [&](uint8_t type, std::string_view payload) { sc::apply(l, type, payload); },
@@ -234,8 +236,8 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
                    "are restored, and the cut one was never acknowledged");
     sc::check(l);
   } catch (const std::exception& e) {
-    set_aside(path_, e.what());
-    set_aside(log_.path(), e.what());
+    set_aside(kFileName, e.what());
+    set_aside(ChangeLog::kFileName, e.what());
     l = sc::Loaded{};
     have_log = false;
   }
@@ -278,7 +280,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   note_written(st);
   size_t gone = end_gone(st, alive);
   if (restored || have_log)
-    log::notice("restored " + std::to_string(restored) + " job(s) from " + dir_ +
+    log::notice("restored " + std::to_string(restored) + " job(s) from " + dir_.path +
                 (gone ? "; " + std::to_string(gone) +
                             " process(es) ended while musterd was down and lost their slots"
                       : ""));
@@ -289,7 +291,7 @@ size_t StateFile::load(State& st, ReplyCache& replies) {
   if (have_log ? log_.resume(log_end, &why) : log_.start(epoch_, &why))
     need_snapshot_ = false;
   else
-    log::warning("cannot open a change log in " + dir_ + " (" + why +
+    log::warning("cannot open a change log in " + dir_.path + " (" + why +
                  "); changes are refused until it can");
   return restored;
 }

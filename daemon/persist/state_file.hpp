@@ -39,13 +39,16 @@ class StateFile {
   static constexpr uint64_t kMinCompactBytes = 1u << 20;
   static constexpr size_t kNodeBytes = 1024;  // a round's node entry, at most
 
-  explicit StateFile(std::string dir);
+  // dir_fd: the state directory, opened and checked by the caller
+  // (server/runtime_dir.hpp open_own_dir), which this object then owns and
+  // makes every file relative to; AT_FDCWD: by path (tests).
+  explicit StateFile(std::string dir, int dir_fd = AT_FDCWD);
   ~StateFile();
   StateFile(const StateFile&) = delete;
   StateFile& operator=(const StateFile&) = delete;
 
   const std::string& path() const { return path_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.path; }
 
   // Once, at start, into a fresh State, before the socket serves anyone:
   // the snapshot, then the log's records over it (stopping cleanly at a torn
@@ -97,11 +100,11 @@ class StateFile {
   void restore_progress(State& state, std::map<std::string, SamplerRun>& runs);
   // The disk holds `state` as it is now.
   void note_written(const State& state);
-  void set_aside(const std::string& file, const std::string& why);
+  void set_aside(const std::string& name, const std::string& why);
   uint64_t started(int64_t pid);
   bool failed(const std::string& why);
 
-  std::string dir_;
+  files::Dir dir_;
   std::string path_;
   ChangeLog log_;
   uint64_t epoch_ = 0;           // of the snapshot on disk

@@ -61,6 +61,12 @@ struct Config {
   // A GPU running a process that is not muster's: "refuse" (not leased) or
   // "warn" (leased, logged). Needs NVML.
   std::string foreign_gpu_use = "refuse";
+  // Who says which GPUs a Slurm job may lease: "client" (its device list
+  // and Slurm variables, which may only narrow what it is given) or
+  // "verified" (Slurm: the job from the kernel, its GPUs from the prolog
+  // hook's files in slurm_dir; slurm/verified_gpus.hpp).
+  std::string slurm_gpus = "client";
+  std::string slurm_dir = "/run/muster/slurm";
   // Bounded resources (doc/operating.md, "Limits"). File descriptors kept free below
   // RLIMIT_NOFILE: at the limit less this many, new connections wait
   // (server/fd_guard.hpp); 0 = max(256, limit / 16).

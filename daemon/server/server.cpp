@@ -24,6 +24,7 @@
 #include "server/permute_thread.hpp"
 #include "server/runtime.hpp"
 #include "server/runtime_dir.hpp"
+#include "slurm/verified_gpus.hpp"
 
 namespace muster::daemon {
 
@@ -63,6 +64,15 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
          // rt_->cgroups is made later than this: asked at call time.
          [rt = rt_.get()](int64_t pid) { return rt->cgroups ? rt->cgroups->job_of(pid) : ""; },
          cfg_.foreign_gpu_use == "refuse"});
+  if (cfg_.slurm_gpus == "verified") {
+    auto verified = std::make_shared<VerifiedGpus>(cfg_.slurm_dir);
+    rt_->state->set_slurm_gpus(
+        [verified](int64_t pid, int64_t owner) { return verified->allowed(pid, owner); });
+    log::notice(
+        "slurm-gpus = verified: GPUs are leased only within Slurm jobs' allocations, as "
+        "recorded in " +
+        cfg_.slurm_dir);
+  }
   // Peering settings are checked now; a daemon that never peers needs none,
   // so a bad or missing key only refuses multi-node jobs (and the listener).
   std::string unavailable;
@@ -258,7 +268,7 @@ void Server::load_state() {
     // Two daemons must not share one state file.
     prepare_runtime_dir(cfg_.state_dir, "--state-dir");
     std::string lock_path = cfg_.state_dir + "/state.lock";
-    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
       throw Error(ErrorCode::kInternal, "cannot open " + lock_path + ": " + std::strerror(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -268,7 +278,10 @@ void Server::load_state() {
     }
     rt_->state_lock_fd = fd;
   }
-  rt_->state_file = std::make_unique<StateFile>(cfg_.state_dir);
+  // Every state file is made relative to the directory as checked now,
+  // never through its path again (a link put there later leads nowhere).
+  rt_->state_file = std::make_unique<StateFile>(
+      cfg_.state_dir, open_own_dir(cfg_.state_dir, "refusing state directory ", "--state-dir"));
   rt_->state_file->load(*rt_->state, rt_->replies);
 }
 

@@ -143,3 +143,29 @@ TEST_CASE("hostile: a link planted at the mapping directory's path later is not 
   CHECK(test::eventually([&] { return test::slurp_or_missing(moved + "/0") == "<missing>"; }, 10s));
   CHECK(entries(target) == 0);
 }
+
+TEST_CASE("hostile: the state directory swapped for a link after start is not written through") {
+  TempDir t;
+  std::string state = t.path() + "/state", moved = t.path() + "/moved",
+              target = t.path() + "/private";
+  REQUIRE(::mkdir(target.c_str(), 0700) == 0);
+  TestDaemon d({"--state-dir", state});
+  // The checked directory moves away and a link takes its path: the state
+  // (the snapshot, the change log) goes on into the directory checked at
+  // start, none of it through the link.
+  REQUIRE(::rename(state.c_str(), moved.c_str()) == 0);
+  REQUIRE(::symlink(target.c_str(), state.c_str()) == 0);
+  const std::string before = test::slurp_or_missing(moved + "/state.log");
+  Client c({d.endpoint()});
+  c.join({"saved", 1, false, 0});
+  c.set("k", std::string(4096, 'v'));
+  CHECK(test::eventually(
+      [&] {
+        auto now = test::slurp_or_missing(moved + "/state.log");
+        return now != before && now.find(std::string(4096, 'v')) != std::string::npos;
+      },
+      10s));
+  for (const char* name : {"state.msgpack", "state.msgpack.tmp", "state.log", "state.log.tmp"})
+    CHECK(::access((target + "/" + name).c_str(), F_OK) != 0);
+  c.leave();
+}
