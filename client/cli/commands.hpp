@@ -11,7 +11,8 @@ namespace muster::cli {
 // The flag tables of the subcommands that have no program after them.
 std::vector<Flag> status_flags(StatusOptions& o);
 std::vector<Flag> keygen_flags(bool& help, std::string& out, bool& out_given, bool& force);
-std::vector<Flag> gpu_flags(bool& help, std::string& reason, bool& reason_given);
+std::vector<Flag> gpu_flags(bool& help, std::string& reason, bool& reason_given,
+                            std::string& owner);
 std::vector<Flag> slurm_hook_flags(bool& help, std::string& dir);
 
 // The commands of `muster gpu` (its first positional): for the parse, its
@@ -22,6 +23,9 @@ struct Verb {
   const char* summary;
 };
 inline constexpr Verb kGpuVerbs[] = {
+    {"list", "[--owner USER|UID]",
+     "the GPUs and who holds them, as muster status shows them; --owner: only the GPUs that "
+     "user's jobs hold (each user's job names are their own)"},
     {"drain", "N --reason TEXT",
      "GPU N is given to nobody from now on; a rank that holds it keeps it until the rank ends"},
     {"undrain", "N",

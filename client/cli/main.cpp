@@ -68,7 +68,7 @@ void dump_options() {
             << FlagParser(muster::cli::run_flags(o, raw)).dump("launch")
             << FlagParser(muster::cli::status_flags(status)).dump("status")
             << FlagParser(muster::cli::keygen_flags(b, text, b2, b3)).dump("keygen")
-            << FlagParser(muster::cli::gpu_flags(b, text, b2)).dump("gpu")
+            << FlagParser(muster::cli::gpu_flags(b, text, b2, text)).dump("gpu")
             << FlagParser(muster::cli::slurm_hook_flags(b, text)).dump("slurm-hook");
   // The verbs of `muster gpu VERB`: `verb COMMAND VERB SYNOPSIS SUMMARY`.
   for (const auto& v : muster::cli::kGpuVerbs)

@@ -275,6 +275,19 @@ TEST_CASE(
   CHECK(job_id_problem("train42").empty());
   CHECK(job_id_problem("1234.0").empty());
   CHECK(!job_id_problem("").empty());
+  // The longest name with the largest uid is a key that fits the wire's
+  // 128 bytes; one byte more is no name. A key is no name either.
+  const std::string longest(117, 'x');
+  CHECK(job_id_problem(longest).empty());
+  CHECK(!job_id_problem(longest + "x").empty());
+  CHECK(job_key(4294967295LL, longest).size() == 128);
+  CHECK(job_key_problem(job_key(4294967295LL, longest)).empty());
+  CHECK(!job_id_problem("train42~1000").empty());
+  CHECK(!job_key_problem("train42~").empty());
+  CHECK(!job_key_problem("train42~01").empty());
+  CHECK(job_name("train42~1000") == "train42");
+  CHECK(job_key_owner("train42~1000") == 1000);
+  CHECK(job_key(0, "train42") == "train42");
 }
 
 TEST_CASE("hostile: two users' jobs of one name span the same nodes as two jobs", "[cluster]") {
@@ -313,4 +326,39 @@ TEST_CASE("hostile: two users' jobs of one name span the same nodes as two jobs"
   CHECK(nobody.hear(90s) == "0 0");
   CHECK(nobody.hear() == "4");
   CHECK(nobody.hear() == "world=4 store=ok");
+}
+
+TEST_CASE("hostile: root tells two users' jobs of one name apart: muster gpu list --owner") {
+  if (!root()) {
+    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
+    return;
+  }
+  TestDaemon d({"--simulate-gpus", "2"});
+  open_to_everyone(d);
+  const std::string ep = d.endpoint();
+  AsNobody nobody([&](Lines& io) {
+    io.say(ask(ep, encode(1, Join{"train42", 1, true, ::getpid(), 0})));
+    io.hear();
+  });
+  REQUIRE(starts_with(nobody.hear(), "reply=rank_info"));
+  Client c({ep});
+  c.join({"train42", 1, true, 0});
+  std::map<std::string, std::string> env{{"MUSTER_ENDPOINT", ep}};
+  auto list = [&](std::vector<std::string> args) {
+    test::Process p(test::muster_cmd("gpu", std::move(args)), env, true);
+    auto text = p.read_all(20s);
+    return std::make_pair(p.wait(10s).value_or(-1), text);
+  };
+  auto [all_rc, all] = list({"list"});
+  INFO(all);
+  CHECK(all_rc == 0);
+  CHECK(all.find("train42 (uid 65534)") != std::string::npos);  // root's own: no uid
+  auto [rc, theirs] = list({"list", "--owner", std::to_string(test::kNobody)});
+  INFO(theirs);
+  CHECK(rc == 0);
+  CHECK(theirs.find("train42 (uid 65534)") != std::string::npos);
+  CHECK(theirs.find(std::to_string(::getpid())) == std::string::npos);  // root's rank's pid
+  auto [bad_rc, bad] = list({"list", "--owner", "no-such-user-q3"});
+  CHECK(bad_rc == 2);
+  nobody.say("done");
 }
