@@ -22,14 +22,14 @@ const char* kGpuUsage =
     "       muster gpu undrain N\n"
     "       muster gpu list [--owner USER|UID]\n\n"
     "list: the GPUs and who holds them, as 'muster status' shows them (another\n"
-    "user's holder only to root); --owner: only the GPUs that user's jobs hold.\n"
-    "Root (or the uid musterd runs as) only. drain: GPU N (its NVML index, as\n"
-    "'muster status' shows it) is given to nobody from now on; a rank that holds\n"
-    "it keeps it until the rank ends. The drain and its reason show in 'muster\n"
-    "status' and survive a restart of musterd. undrain: GPU N may be leased\n"
-    "again; it also clears a quarantine that a critical XID left (once the GPU\n"
-    "was reset). Health found at start (ECC errors, lost, MIG) is checked\n"
-    "again at every start and is not cleared this way.\n";
+    "user's holder only to root); --owner: only the GPUs that user's jobs hold.\n\n"
+    "drain and undrain: root (or the uid musterd runs as) only. drain: GPU N\n"
+    "(its NVML index, as 'muster status' shows it) is given to nobody from now\n"
+    "on; a rank that holds it keeps it until the rank ends. The drain and its\n"
+    "reason show in 'muster status' and survive a restart of musterd. undrain:\n"
+    "GPU N may be leased again; it also clears a quarantine that a critical XID\n"
+    "left (once the GPU was reset). Health found at start (ECC errors, lost,\n"
+    "MIG) is checked again at every start and is not cleared this way.\n";
 
 int usage_error(const std::string& why) {
   std::cerr << "muster gpu: " << why << "\nTry 'muster gpu --help'.\n";

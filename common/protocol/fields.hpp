@@ -256,6 +256,9 @@ template <class M>
 }  // namespace muster::proto::wire
 
 namespace muster::proto {
+
+// The upper bound of the u32 fields the message files walk.
+inline constexpr uint32_t kU32Max = 0xffffffffu;
 // A request that names a job and may carry a generation fence: the job
 // first, its own fields, the fence last.
 template <class IO, class M, class F>

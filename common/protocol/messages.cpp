@@ -12,10 +12,6 @@
 
 namespace muster::proto {
 
-namespace {
-constexpr uint32_t kU32Max = 0xffffffffu;
-}  // namespace
-
 void wire::check_job_id(const std::string& id) {
   // The charset is job_id.hpp's, the launcher's too. A daemon's key of the
   // job (its name, '~', its owner) passes here: daemons speak of jobs by

@@ -8,10 +8,6 @@
 
 namespace muster::proto {
 
-namespace {
-constexpr uint32_t kU32Max = 0xffffffffu;
-}  // namespace
-
 template <class IO>
 void DeviceStatus::fields(IO& io) {
   io.num("index", index, 0, limits::kMaxDevices - 1);
