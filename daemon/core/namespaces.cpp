@@ -31,16 +31,22 @@ using proto::MsgType;
 namespace {
 
 // The payload map's value for `field`, or null (unpack() reports a missing
-// or mistyped field with its own sentence).
+// or mistyped field with its own sentence). The first, as MapReader reads
+// it; a second is refused, so that no reader can ever see another one than
+// the name made a key here.
 msgpack::object* field_of(const msgpack::object& payload, std::string_view field) {
   if (payload.type != msgpack::type::MAP) return nullptr;
+  msgpack::object* found = nullptr;
   for (uint32_t i = 0; i < payload.via.map.size; ++i) {
     auto& kv = payload.via.map.ptr[i];
-    if (kv.key.type == msgpack::type::STR &&
-        std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == field)
-      return &kv.val;
+    if (kv.key.type != msgpack::type::STR ||
+        std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) != field)
+      continue;
+    if (found)
+      throw Error(ErrorCode::kBadMessage, "the request names '" + std::string(field) + "' twice");
+    found = &kv.val;
   }
-  return nullptr;
+  return found;
 }
 
 // The owner a request names: a uid (0 to 2^32-1), absent = none.

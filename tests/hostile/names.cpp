@@ -163,14 +163,29 @@ TEST_CASE("hostile: only root names another owner's job, and only by saying so")
   Client c({ep});
   c.join({"mine", 1, false, 0});
   c.set("secret", "ROOT-API-TOKEN");
+  // A request naming its job twice: the second never reaches a handler.
+  codec::Buffer twice;
+  codec::Packer pk(twice);
+  pk.pack_map(4);
+  for (const char* job : {"mine", "mine~65533"}) {
+    pk.pack(std::string("job"));
+    pk.pack(std::string(job));
+  }
+  pk.pack(std::string("key"));
+  pk.pack(std::string("secret"));
+  pk.pack(std::string("timeout_ms"));
+  pk.pack(0);
+  const std::string doubled = encode_raw(7, static_cast<uint16_t>(MsgType::kStoreGet), twice);
   AsNobody nobody([&](Lines& io) {
     Join j{"mine", 1, false, ::getpid(), -1};
     j.owner = 0;
+    io.say(ask(ep, doubled));
     io.say(ask(ep, encode(1, j)));                                 // an owner field
     io.say(ask(ep, encode(2, StoreGet{"mine~0", "secret", 0})));   // a key: no uid 0
     io.say(ask(ep, encode(3, StoreGet{"x~65533", "secret", 0})));  // another's key
     io.say(ask(ep, encode(4, StoreGet{"mine", "secret", 0})));     // its own "mine"
   });
+  CHECK(nobody.hear() == "error=bad_message the request names 'job' twice");
   CHECK(
       starts_with(nobody.hear(), "error=permission_denied only root may name another user's job"));
   CHECK(starts_with(nobody.hear(), "error=invalid_argument"));

@@ -111,9 +111,11 @@ TEST_CASE("hostile: a job the sender may not see is refused as one that does not
     CHECK(with_name(seen, hidden, absent) == none);
     CHECK(seen.find("uid 0") == std::string::npos);
   }
-  // Nothing changed.
+  // Nothing of root's changed (nobody's own job of that name, made by its
+  // join, goes with its process, which may not have ended yet).
   CHECK(owner.get("secret", 1s) == "ROOT-API-TOKEN");
   auto st = owner.status();
+  std::erase_if(st.jobs, [](const JobInfo& j) { return j.uid != 0; });
   REQUIRE(st.jobs.size() == 1);
   CHECK(st.jobs[0].ranks[0].pid == ::getpid());
   owner.leave();
