@@ -97,8 +97,7 @@ int slurm_hook_main(const std::vector<std::string>& args) {
     if (prolog && !digits(uid))
       throw std::runtime_error("SLURM_JOB_UID is not a uid: '" + uid + "'");
     if (dir.empty() || dir[0] != '/') throw std::runtime_error("--slurm-dir must be absolute");
-    if (::mkdir(dir.c_str(), 0755) == 0) ::chmod(dir.c_str(), 0755);
-    int dir_fd = daemon::open_own_dir(dir, "refusing Slurm directory ", "--slurm-dir");
+    int dir_fd = daemon::make_own_dir(dir, "refusing Slurm directory ", "--slurm-dir");
     if (!prolog) {
       bool gone = ::unlinkat(dir_fd, job.c_str(), 0) == 0 || errno == ENOENT;
       ::close(dir_fd);

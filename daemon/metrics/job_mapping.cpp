@@ -16,13 +16,7 @@ namespace muster::daemon::metrics {
 
 JobMapping::JobMapping(std::string dir) : dir_(std::move(dir)) {
   // Readable by dcgm-exporter, which runs as another user.
-  // Modes set explicitly: the unit's UMask=0077 would make them 0700/0600.
-  if (::mkdir(dir_.c_str(), 0755) == 0)
-    ::chmod(dir_.c_str(), 0755);
-  else if (errno != EEXIST)
-    throw Error(ErrorCode::kInternal,
-                "--job-mapping-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
-  dir_fd_ = open_own_dir(dir_, "refusing job mapping directory ", "--job-mapping-dir");
+  dir_fd_ = make_own_dir(dir_, "refusing job mapping directory ", "--job-mapping-dir");
 }
 
 JobMapping::~JobMapping() {

@@ -67,6 +67,16 @@ void prepare_runtime_dir(const std::string& path, const std::string& option) {
   ::close(fd);
 }
 
+int make_own_dir(const std::string& dir, const std::string& what_prefix,
+                 const std::string& option) {
+  if (::mkdir(dir.c_str(), 0755) == 0)
+    ::chmod(dir.c_str(), 0755);
+  else if (errno != EEXIST)
+    throw Error(ErrorCode::kInternal,
+                option + " " + dir + ": cannot create it: " + std::strerror(errno));
+  return open_own_dir(dir, what_prefix, option);
+}
+
 int open_own_dir(const std::string& path, const std::string& what_prefix,
                  const std::string& option) {
   std::string dir = path;

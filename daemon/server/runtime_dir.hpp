@@ -30,6 +30,12 @@ void prepare_runtime_dir(const std::string& dir, const std::string& option = "--
 // option, the flag that picks another directory.
 int open_own_dir(const std::string& dir, const std::string& what_prefix, const std::string& option);
 
+// open_own_dir, after making dir when it is missing: 0755, set explicitly
+// (the unit's UMask=0077 would make it 0700), for directories that other
+// users' programs read (dcgm-exporter's job mapping) or root's hook writes
+// (the Slurm directory). Throws Error(kInternal) when it cannot be made.
+int make_own_dir(const std::string& dir, const std::string& what_prefix, const std::string& option);
+
 // This machine's host name: part of the daemon's node id among its peers,
 // and the name they show for it unless --node-name says otherwise.
 std::string host_name();

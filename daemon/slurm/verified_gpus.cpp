@@ -4,9 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include "muster/error.hpp"
 #include "server/runtime_dir.hpp"
 #include "slurm/allocation.hpp"
@@ -21,14 +18,7 @@ constexpr const char* kHow =
 
 VerifiedGpus::VerifiedGpus(std::string dir, slurm::Proc proc)
     : dir_(std::move(dir)), proc_(std::move(proc)) {
-  // Modes set explicitly: the unit's UMask=0077 would make it 0700, which
-  // is as good (only root writes and reads it).
-  if (::mkdir(dir_.c_str(), 0755) == 0)
-    ::chmod(dir_.c_str(), 0755);
-  else if (errno != EEXIST)
-    throw Error(ErrorCode::kInternal,
-                "--slurm-dir " + dir_ + ": cannot create it: " + std::strerror(errno));
-  dir_fd_ = open_own_dir(dir_, "refusing Slurm directory ", "--slurm-dir");
+  dir_fd_ = make_own_dir(dir_, "refusing Slurm directory ", "--slurm-dir");
 }
 
 VerifiedGpus::~VerifiedGpus() {
