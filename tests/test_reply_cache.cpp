@@ -97,6 +97,29 @@ TEST_CASE("a routing id's replies go to the uid it was first seen with, never an
   CHECK(c.check(client("mPARKED", 1001, 3), 9, &again) == ReplyCache::Seen::kForeign);
 }
 
+TEST_CASE("a peer link's replies are bound to the CURVE key it authenticated with") {
+  ReplyCache c;
+  auto link = [](const std::string& key, uint64_t request_id) {
+    ReplyTo to = client("\x01link-0123456789", -1, request_id);
+    to.from_peer = true;
+    to.peer_key = key;
+    return to;
+  };
+  const std::string a(40, 'A'), b(40, 'B');
+  answer(c, link(a, 7), "node A's reply");
+  std::string again;
+  CHECK(c.check(link(a, 7), 42, &again) == ReplyCache::Seen::kAnswered);
+  CHECK(again == "node A's reply");
+  again.clear();
+  // Another authorised daemon presenting the same routing id and request:
+  // a client of its own, which has nothing to resend.
+  CHECK(c.check(link(b, 7), 42, &again) == ReplyCache::Seen::kNew);
+  CHECK(again.empty());
+  CHECK(ReplyCache::client_of(link(a, 7)) != ReplyCache::client_of(link(b, 7)));
+  // Under peer-plain (no key) the routing id alone names the client.
+  CHECK(ReplyCache::client_of(link("", 7)) == "\x01link-0123456789");
+}
+
 TEST_CASE("a pending reply follows its client to the connection it resent from") {
   ReplyCache c;
   c.begin(client("mWAITER", 1000, 3, 11), static_cast<uint16_t>(MsgType::kStoreWait), 9);

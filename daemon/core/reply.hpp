@@ -25,6 +25,10 @@ struct ReplyTo {
   // daemons are authenticated by CURVE instead and act for no local user.
   int64_t peer_uid = -1;
   int64_t peer_pid = 0;
+  // A peer daemon's CURVE public key (Z85), as the ZAP handshake admitted
+  // it; "" for local requests and under peer-plain, which authenticates no
+  // key. The reply cache binds a peer link's replies to it.
+  std::string peer_key = {};
   // The local connection the request came on (the server's token for it;
   // 0 = none known). A reply is sent only while that connection lives: once
   // it is gone, another uid may connect under the same routing id.

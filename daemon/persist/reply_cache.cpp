@@ -64,13 +64,18 @@ bool kept(uint16_t type) {
 }
 }  // namespace
 
+std::string ReplyCache::client_of(const ReplyTo& to) {
+  return to.peer_key.empty() ? to.routing_id : to.routing_id + '\0' + to.peer_key;
+}
+
 ReplyCache::Seen ReplyCache::check(const ReplyTo& to, uint64_t h, std::string* reply) {
   if (!tracked(to.routing_id)) return Seen::kNew;
-  auto c = clients_.find(to.routing_id);
+  const std::string client = client_of(to);
+  auto c = clients_.find(client);
   // A routing id belongs to the uid it was first seen with: another uid
   // that learned it gets neither its replies nor its place.
   if (c != clients_.end() && c->second.uid != to.peer_uid) return Seen::kForeign;
-  auto p = pending_.find({to.routing_id, to.request_id});
+  auto p = pending_.find({client, to.request_id});
   // A parked request is its sender's too (its client entry may be gone).
   if (p != pending_.end() && p->second.uid != to.peer_uid) return Seen::kForeign;
   if (p != pending_.end() && p->second.hash == h) {
@@ -90,14 +95,15 @@ ReplyCache::Seen ReplyCache::check(const ReplyTo& to, uint64_t h, std::string* r
 void ReplyCache::begin(const ReplyTo& to, uint16_t type, uint64_t h) {
   if (!tracked(to.routing_id)) return;
   // First seen: the routing id is this uid's from now on (check()).
-  auto [c, fresh] = clients_.try_emplace(to.routing_id);
+  const std::string client = client_of(to);
+  auto [c, fresh] = clients_.try_emplace(client);
   ++c->second.pending;
   if (fresh) {
     c->second.uid = to.peer_uid;
     touch(c->first, c->second);
     evict();
   }
-  pending_[{to.routing_id, to.request_id}] = {type, h, to.peer_uid, to.conn};
+  pending_[{client, to.request_id}] = {type, h, to.peer_uid, to.conn};
 }
 
 void ReplyCache::forget_pending(const std::string& client, uint64_t request_id) {
@@ -112,18 +118,19 @@ bool ReplyCache::complete(std::vector<Outgoing>& out) {
   bool changed = false;
   for (auto& o : out) {
     if (!tracked(o.to.routing_id)) continue;
-    auto p = pending_.find({o.to.routing_id, o.to.request_id});
+    const std::string client = client_of(o.to);
+    auto p = pending_.find({client, o.to.request_id});
     if (p == pending_.end() || p->second.uid != o.to.peer_uid) continue;
     auto [type, h, uid, conn] = p->second;
     o.to.conn = conn;
     pending_.erase(p);
-    if (auto cl = clients_.find(o.to.routing_id); cl != clients_.end() && cl->second.pending > 0)
+    if (auto cl = clients_.find(client); cl != clients_.end() && cl->second.pending > 0)
       --cl->second.pending;
     if (mutating(type)) changed = true;
     if (kept(type) && !o.held && o.frame.size() <= kMaxFrameBytes) {
       Entry e{o.to.request_id, h, type, o.frame};
-      if (mutating(type)) fresh_.push_back({o.to.routing_id, o.to.peer_uid, e});
-      remember(o.to.routing_id, o.to.peer_uid, std::move(e));
+      if (mutating(type)) fresh_.push_back({client, o.to.peer_uid, e});
+      remember(client, o.to.peer_uid, std::move(e));
     }
   }
   return changed;

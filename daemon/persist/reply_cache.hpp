@@ -67,6 +67,15 @@ class ReplyCache {
   // apply again: a compare_set that already happened answers the same).
   static constexpr size_t kMaxFrameBytes = 64 * 1024;
 
+  // The client a request's entries are kept under: its routing id, and for
+  // a peer daemon's link also the CURVE key it authenticated with, so that
+  // another authorised daemon presenting the same routing id (it is the
+  // link's own choice) gets none of its replies. Under peer-plain there is
+  // no key to bind: any daemon that reaches the peer port could present
+  // another link's routing id (a random 16 bytes each link picks) and take
+  // its cached replies; plain peering trusts the network for that too.
+  static std::string client_of(const ReplyTo& to);
+
   struct Entry {
     uint64_t request_id = 0;
     uint64_t hash = 0;  // of the request frame: an id reused for other bytes is new

@@ -118,7 +118,9 @@ void check_leases(const MapReader& top, const Loaded& l) {
 Loaded::Reply decode_reply(const msgpack::object& o, const std::string& what, bool* usable) {
   MapReader rr(o, what);
   Loaded::Reply r;
-  r.client = rr.bin("client", 255);
+  // A routing id (ZeroMQ: at most 255 bytes), for a peer link with a zero
+  // byte and its CURVE key (40 bytes of Z85) after it (ReplyCache::client_of).
+  r.client = rr.bin("client", 255 + 1 + 40);
   // A reply belongs to its client's uid; one saved without it (an older
   // musterd) is not handed out to whoever presents the routing id.
   *usable = rr.has("uid");

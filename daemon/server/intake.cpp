@@ -81,7 +81,13 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
         if (o.counting()) o.request(type, Clock::now() - t0);
       }
     } timed{observe, env.type};
-    if (from_peer) note_peer(*body, env.type);
+    if (from_peer) {
+      note_peer(*body, env.type);
+      // The CURVE key the ZAP handler admitted this link with (its user id;
+      // none under peer-plain): the reply cache binds the link's replies to it.
+      if (const char* key = zmq_msg_gets(const_cast<zmq_msg_t*>(body->handle()), "User-Id"))
+        to.peer_key = key;
+    }
     // Every local request is checked against its sender's uid (access.cpp),
     // the reply cache's answers included; a sender the daemon cannot
     // identify is refused, never trusted. Peers are daemons, authenticated
