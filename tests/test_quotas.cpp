@@ -173,3 +173,25 @@ TEST_CASE("a store saved above a lowered quota loads whole, and may shrink but n
   c.set("k1", "small");
   CHECK(c.get("k1", 5s) == "small");
 }
+
+TEST_CASE("jobs saved above a lowered per-uid quota all come back; no new one is made") {
+  TestDaemon d;
+  Client a({d.endpoint()}), b({d.endpoint()});
+  a.join({"one", 1, false, 0});
+  b.join({"two", 1, false, 0});
+  a.set("k", "v");
+  d.kill9();
+  // The quota is a ceiling for new growth: what was saved under the old
+  // setting is restored whole, and nothing more is made until jobs end.
+  d.start({"--max-jobs-per-uid", "1"});
+  Client c({d.endpoint()});
+  CHECK(c.status().jobs.size() == 2);
+  CHECK(a.get("k", 5s) == "v");
+  CHECK_QUOTA(c.join({"three", 1, false, 0}), "max-jobs-per-uid");
+  CHECK_FALSE(c.joined());
+  a.leave();
+  b.leave();
+  REQUIRE(test::eventually([&] { return c.status().jobs.empty(); }, 10s));
+  c.join({"three", 1, false, 0});
+  CHECK(c.rank_info().rank == 0);
+}
