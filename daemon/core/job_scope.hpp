@@ -12,7 +12,6 @@ struct JobScope {
   std::string key;           // the job as this daemon keys it
   int64_t owner = -1;        // whose namespace: the sender's, or the owner root named
   bool other_owner = false;  // root named another user's job (an owner field, or a key)
-  bool names_job() const { return !name.empty(); }
   // What a reply calls the job: its name in the sender's own namespace, its
   // key when root reached another user's job (so that root's next requests
   // name that job again, and nothing else).

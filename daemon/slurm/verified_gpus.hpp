@@ -32,7 +32,6 @@ class VerifiedGpus {
   // or no_device) with a sentence when the process is in no Slurm job, the
   // job has no recorded allocation, or the allocation is another uid's.
   std::vector<int64_t> allowed(int64_t pid, int64_t owner) const;
-  const std::string& dir() const { return dir_; }
 
  private:
   std::string dir_;
