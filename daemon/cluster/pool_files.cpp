@@ -37,6 +37,27 @@ std::string self_fd(int fd) {
   return "/proc/self/fd/" + std::to_string(fd);
 }
 
+// Holes: a page the daemon reads or writes in a hole of a memfd is
+// allocated then, and charged to the daemon's memory, not the rank's (a
+// sealed pool of 512 MiB that is all hole cost 512 MiB of root's shared
+// memory). libmuster allocates its pools whole (posix_fallocate), and
+// tmpfs counts those pages in st_blocks even before they are written,
+// where SEEK_HOLE and mincore call them holes; so a pool with fewer
+// blocks than its size has a hole somewhere, and is refused. Asked at
+// each broadcast's open: a hole punched during a broadcast still costs
+// the daemon at most that broadcast's bytes (a known limit).
+void refuse_holes(const std::string& what, const struct stat& st) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t size = (static_cast<uint64_t>(st.st_size) + page - 1) / page * page;
+  const uint64_t allocated = static_cast<uint64_t>(st.st_blocks) * 512;
+  if (allocated < size)
+    throw Error(ErrorCode::kInvalidArgument,
+                what + " has " + std::to_string(size - allocated) + " of its " +
+                    std::to_string(size) +
+                    " bytes unallocated (holes): a pool must be allocated whole, as libmuster's "
+                    "are (posix_fallocate); the daemon does not allocate a rank's memory for it");
+}
+
 }  // namespace
 
 std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto::PoolRef& ref,
@@ -113,6 +134,7 @@ std::shared_ptr<PoolFile> PoolFiles::open(int64_t pid, int64_t uid, const proto:
     throw Error(ErrorCode::kInvalidArgument, what + " has " + std::to_string(st.st_size) +
                                                  " bytes; the broadcast needs " +
                                                  std::to_string(end));
+  refuse_holes(what, st);
   // Sealed: its size never goes below what it is now, so what the
   // broadcast needs of it may be mapped. (Not mapped: pread and pwrite.)
   if (file->sealed && file->mapped < end) file->map_to(end);

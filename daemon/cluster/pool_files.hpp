@@ -59,10 +59,10 @@ struct PoolFile {
   ~PoolFile();
   // Exactly n bytes at `at`, or throws (kInvalidArgument: the file is
   // shorter; kInternal: the call failed). A write never grows the file:
-  // one shrunk since it was opened is refused. (It does fill a hole the
-  // rank punched in its pool, with a page charged to the daemon: a known
-  // limit, at most the broadcast's size per rank; tmpfs cannot tell such a
-  // hole from the pages libmuster allocated but has not written yet.)
+  // one shrunk since it was opened is refused. (A pool with holes is
+  // refused at open, PoolFiles::open; one the rank punches during a
+  // broadcast is filled with a page charged to the daemon: a known limit,
+  // at most the broadcast's size per rank.)
   void read(uint64_t at, char* dst, size_t n) const;
   void write(uint64_t at, const char* src, size_t n) const;
   // Maps [0, size) when sealed (a larger mapping replaces a smaller one),
