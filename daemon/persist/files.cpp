@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 #include "muster/error.hpp"
 
@@ -12,7 +13,7 @@ namespace muster::daemon::files {
 
 namespace {
 
-bool write_all(int fd, const std::string& bytes) {
+bool write_all(int fd, std::string_view bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -52,6 +53,12 @@ bool read_all(const Dir& dir, const std::string& name, std::string& out) {
 
 bool write_durably(const Dir& dir, const std::string& name, const std::string& bytes,
                    std::string* why) {
+  return write_durably(
+      dir, name, [&](const std::function<void(std::string_view)>& emit) { emit(bytes); }, why);
+}
+
+bool write_durably(const Dir& dir, const std::string& name, const Produce& produce,
+                   std::string* why, uint64_t* written) {
   const std::string tmp = dir.at(name + ".tmp"), path = dir.at(name);
   const std::string shown_tmp = dir.shown(name + ".tmp"), shown = dir.shown(name);
   std::string failed;
@@ -65,10 +72,19 @@ bool write_durably(const Dir& dir, const std::string& name, const std::string& b
   if (fd < 0) {
     fail("cannot create " + shown_tmp);
   } else {
-    if (!write_all(fd, bytes))
-      fail("cannot write " + shown_tmp);
-    else if (::fsync(fd) != 0)
-      fail("cannot fsync " + shown_tmp);
+    uint64_t length = 0;
+    bool wrote = true;
+    try {
+      produce([&](std::string_view piece) {
+        if (wrote && !(wrote = write_all(fd, piece))) fail("cannot write " + shown_tmp);
+        length += piece.size();
+      });
+    } catch (const std::exception& e) {  // out of memory while making it
+      if (failed.empty()) failed = "cannot make " + shown_tmp + ": " + e.what();
+      wrote = false;
+    }
+    if (written) *written = length;
+    if (wrote && ::fsync(fd) != 0) fail("cannot fsync " + shown_tmp);
     ::close(fd);
     if (failed.empty() && ::renameat(dir.fd, tmp.c_str(), dir.fd, path.c_str()) != 0)
       fail("cannot rename " + shown_tmp + " to " + shown);

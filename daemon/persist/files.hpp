@@ -4,7 +4,10 @@
 
 #include <fcntl.h>
 
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 namespace muster::daemon::files {
 
@@ -35,5 +38,12 @@ bool read_all(const Dir& dir, const std::string& name, std::string& out);
 // false, *why names the step and the error, and the temporary file is gone.
 bool write_durably(const Dir& dir, const std::string& name, const std::string& bytes,
                    std::string* why);
+// The same with bytes that `produce` hands to the function it is given, in
+// pieces, as it makes them: nothing holds the whole file in memory. After
+// a failed write the rest of the pieces are dropped (and *why says why).
+// *written: the file's length, when it returns true.
+using Produce = std::function<void(const std::function<void(std::string_view)>& emit)>;
+bool write_durably(const Dir& dir, const std::string& name, const Produce& produce,
+                   std::string* why, uint64_t* written = nullptr);
 
 }  // namespace muster::daemon::files

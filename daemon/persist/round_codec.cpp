@@ -70,7 +70,8 @@ std::vector<RoundNode> decode_nodes(const MapReader& r, const char* name, const 
 
 }  // namespace
 
-void pack_round(codec::Packer& p, const std::string& job, const CoordJob& cj, bool with_store) {
+void pack_round(codec::Packer& p, const std::string& job, const CoordJob& cj, bool with_store,
+                const std::function<void()>& spill) {
   const Job& st = cj.store;
   p.pack_map(with_store ? 17 : 16);
   key(p, "job"), put_str(p, job);
@@ -98,7 +99,7 @@ void pack_round(codec::Packer& p, const std::string& job, const CoordJob& cj, bo
   for (uint32_t r : st.exited_ranks) p.pack(r);
   key(p, "bcast_seq"), p.pack(cj.bcast_seq);
   if (!with_store) return;
-  key(p, "kv"), state_codec::pack_store(p, st.kv);
+  key(p, "kv"), state_codec::pack_store(p, st.kv, spill);
 }
 
 std::string round_record(const std::string& job, const CoordJob& cj) {

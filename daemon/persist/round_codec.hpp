@@ -11,13 +11,17 @@
 #include <string>
 #include <utility>
 
+#include <functional>
+
 #include "cluster/cluster.hpp"
 #include "protocol/codec.hpp"
 
 namespace muster::daemon::round_codec {
 
 // One round as a map; with_store adds the global store's keys (snapshot).
-void pack_round(codec::Packer& p, const std::string& job, const CoordJob& cj, bool with_store);
+// spill: as state_codec::encode_snapshot's, between the store's keys.
+void pack_round(codec::Packer& p, const std::string& job, const CoordJob& cj, bool with_store,
+                const std::function<void()>& spill = nullptr);
 std::string round_record(const std::string& job, const CoordJob& cj);
 // For a closed round, what can change in its record between two saves
 // without a new generation or incarnation: while it is the same, so is

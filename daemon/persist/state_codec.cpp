@@ -168,7 +168,8 @@ std::vector<DeviceMark> decode_marks(const MapReader& r) {
 
 // One job: its slots (with their pids' start times) and, for a snapshot,
 // its store.
-void encode_job(codec::Packer& p, const Job& job, const StartTime& started, bool with_store) {
+void encode_job(codec::Packer& p, const Job& job, const StartTime& started, bool with_store,
+                const Spill& spill = nullptr) {
   p.pack_map((job.cluster ? 9 : 8) - (with_store ? 0 : 1) + !job.numa_binding.empty());
   key(p, "id"), put_str(p, job.id);
   if (!job.numa_binding.empty()) key(p, "numa"), put_str(p, job.numa_binding);
@@ -192,18 +193,19 @@ void encode_job(codec::Packer& p, const Job& job, const StartTime& started, bool
     key(p, "started"), p.pack(slot_live(s.state) ? started(s.pid) : uint64_t{0});
   }
   if (!with_store) return;
-  key(p, "kv"), pack_store(p, job.kv);
+  key(p, "kv"), pack_store(p, job.kv, spill);
 }
 
 }  // namespace
 
-void pack_store(codec::Packer& p, const KeyValues& kv) {
+void pack_store(codec::Packer& p, const KeyValues& kv, const Spill& spill) {
   std::map<std::string_view, std::string_view> sorted(kv.begin(), kv.end());
   p.pack_array(static_cast<uint32_t>(sorted.size()));
   for (const auto& [k, v] : sorted) {
     p.pack_map(2);
     key(p, "k"), put_bin(p, k);
     key(p, "v"), put_bin(p, v);
+    if (spill) spill();
   }
 }
 
@@ -217,14 +219,26 @@ void unpack_store(const codec::MapReader& r, KeyValues& kv, const std::string& w
 
 std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t epoch,
                             const StartTime& started) {
+  std::string out;
+  encode_snapshot(st, replies, epoch, started, [&](std::string_view b) { out.append(b); });
+  return out;
+}
+
+void encode_snapshot(const State& st, const ReplyCache& replies, uint64_t epoch,
+                     const StartTime& started, const std::function<void(std::string_view)>& emit) {
   codec::Buffer buf;
   codec::Packer p(buf);
+  const Spill spill = [&] {
+    if (buf.size() < kSpillBytes) return;
+    emit(std::string_view(buf.data(), buf.size()));
+    buf.clear();
+  };
   p.pack_map(9);
   key(p, "format"), put_str(p, kFormatName);
   key(p, "version"), p.pack(kFormatVersion);
   key(p, "epoch"), p.pack(epoch);
   key(p, "jobs"), p.pack_array(static_cast<uint32_t>(st.jobs().size()));
-  for (const auto& [id, job] : st.jobs()) encode_job(p, job, started, true);
+  for (const auto& [id, job] : st.jobs()) encode_job(p, job, started, true, spill), spill();
   uint32_t leased = 0;
   for (const auto& d : st.devices().slots())
     if (!d.job.empty()) ++leased;
@@ -253,8 +267,8 @@ std::string encode_snapshot(const State& st, const ReplyCache& replies, uint64_t
   for (const auto& [job, run] : runs) progress_codec::pack_run(p, job, run, started);
   const auto& rounds = st.coordinated();
   key(p, "rounds"), p.pack_array(static_cast<uint32_t>(rounds.size()));
-  for (const auto& [job, cj] : rounds) round_codec::pack_round(p, job, cj, true);
-  return bytes_of(buf);
+  for (const auto& [job, cj] : rounds) round_codec::pack_round(p, job, cj, true, spill);
+  emit(std::string_view(buf.data(), buf.size()));
 }
 
 Loaded decode_snapshot(const std::string& bytes) {

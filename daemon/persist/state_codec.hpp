@@ -67,12 +67,25 @@ struct Loaded {
   std::map<std::string, CoordJob> rounds;
 };
 
+// Called between the parts of a snapshot (after each job, each key): it
+// may take what is in the packer's buffer so far (and clear it), so that a
+// save never holds the whole state twice (see encode_snapshot).
+using Spill = std::function<void()>;
+
 // A store's keys as an array of {k, v} maps, sorted (the same store, the
 // same bytes), and back from the map field "kv" of r (what: for errors).
-void pack_store(codec::Packer& p, const KeyValues& kv);
+void pack_store(codec::Packer& p, const KeyValues& kv, const Spill& spill = nullptr);
 void unpack_store(const codec::MapReader& r, KeyValues& kv, const std::string& what);
 
-// The whole state as one snapshot.
+// The whole state as one snapshot, handed to `emit` in pieces of about
+// kSpillBytes (a piece holds one key's value whole, at most
+// limits::kMaxValueBytes more): a save costs the state plus that buffer,
+// not the state twice or three times over (a uid's 959 MiB of stores once
+// peaked at 3 GiB while being saved).
+constexpr size_t kSpillBytes = size_t{1} << 20;
+void encode_snapshot(const State& state, const ReplyCache& replies, uint64_t epoch,
+                     const StartTime& started, const std::function<void(std::string_view)>& emit);
+// The same, whole (tests compare two of them).
 std::string encode_snapshot(const State& state, const ReplyCache& replies, uint64_t epoch,
                             const StartTime& started);
 // Throws Error with the reason when the bytes cannot be used.

@@ -182,9 +182,12 @@ bool StateFile::save(const State& st, ReplyCache& replies) {
 bool StateFile::snapshot(const State& st, ReplyCache& replies) {
   uint64_t epoch = epoch_ + 1;
   auto start = [this](int64_t pid) { return started(pid); };
-  std::string bytes = sc::encode_snapshot(st, replies, epoch, start);
   std::string why;
-  if (!files::write_durably(dir_, kFileName, bytes, &why)) {
+  uint64_t written = 0;
+  auto produce = [&](const std::function<void(std::string_view)>& emit) {
+    sc::encode_snapshot(st, replies, epoch, start, emit);
+  };
+  if (!files::write_durably(dir_, kFileName, produce, &why, &written)) {
     // The old snapshot and log still hold every acknowledged change; what
     // is buffered stays buffered.
     return need_snapshot_ ? failed(why) : true;
@@ -192,7 +195,7 @@ bool StateFile::snapshot(const State& st, ReplyCache& replies) {
   // From here the new snapshot is the truth: the old log (another epoch)
   // is ignored at load, so nothing may be appended to it any more.
   epoch_ = epoch;
-  snapshot_bytes_ = bytes.size();
+  snapshot_bytes_ = written;
   log_.discard();
   (void)replies.take_fresh();
   note_written(st);
