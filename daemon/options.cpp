@@ -131,7 +131,13 @@ po::options_description settings_description(Settings& s) {
        "keep dcgm-exporter's HPC job mapping in DIR (its --hpc-job-mapping-dir): a file per "
        "GPU, named by its index, holding the id of the job that leases it (default: off)")
     ("max-jobs-per-uid", po::value(&s.o.config.quotas.jobs_per_uid)->value_name("N")->default_value(s.o.config.quotas.jobs_per_uid),
-       "quota: jobs one uid may own on this daemon at once; 0 = no limit");
+       "quota: jobs one uid may own on this daemon at once; 0 = no limit")
+    ("max-memory", po::value(&s.o.config.max_memory)->value_name("BYTES")->default_value("auto"),
+       "ceiling on the memory of all stores and parked requests (e.g. 4G); a user may take half "
+       "alone, 1/N with N active; auto = half of memory.max, else MemAvailable/4; none = none")
+    ("max-state-bytes", po::value(&s.o.config.max_state_bytes)->value_name("BYTES")->default_value("auto"),
+       "ceiling on the stores' bytes the state directory keeps (on disk up to 3x), shared as "
+       "--max-memory; auto = a sixth of its file system's size; none = no ceiling");
   // clang-format on
   return d;
 }
@@ -173,6 +179,7 @@ void finish(Settings& s, bool whole) {
                   [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
     throw std::runtime_error("--node-name must be at most 256 printable bytes");
   if (c.tree_width > 65536) throw std::runtime_error("--tree-width must be between 0 and 65536");
+  parse_ceilings(c.quotas, c.max_memory, c.max_state_bytes);
   if (c.reply_queue < 1 || c.reply_queue > 100000)
     throw std::runtime_error("--reply-queue must be between 1 and 100000");
   if (c.fd_reserve > (uint64_t{1} << 30))

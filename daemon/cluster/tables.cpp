@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 
 #include "log.hpp"
 
@@ -26,6 +27,25 @@ size_t State::job_count() const {
 
 const std::map<std::string, CoordJob>& State::coordinated() const {
   return cluster_->coordinator.rounds();
+}
+
+// Here, not in core/quotas.cpp: the rounds' global stores are the cluster's.
+Holdings State::holdings(int64_t uid) const {
+  Holdings h;
+  std::set<int64_t> active{uid};
+  auto add = [&](int64_t owner, uint64_t memory, uint64_t state) {
+    active.insert(owner);
+    h.memory_total += memory, h.state_total += state;
+    if (owner == uid) h.memory_mine += memory, h.state_mine += state;
+  };
+  for (const auto& [id, job] : jobs())
+    add(charged_uid(job), store_cost(job.kv.size(), job.kv.bytes()), job.kv.bytes());
+  for (const auto& [id, cj] : coordinated())
+    add(charged_uid(cj.store), store_cost(cj.store.kv.size(), cj.store.kv.bytes()),
+        cj.store.kv.bytes());
+  for (const auto& [owner, bytes] : store_.parked_bytes()) add(owner, bytes, 0);
+  h.active = active.size();
+  return h;
 }
 
 void State::restore_round(const std::string& job, CoordJob cj) {

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "core/ceilings.hpp"
 #include "jobs/job.hpp"
 
 namespace muster::daemon {
@@ -31,16 +33,46 @@ struct Quotas {
   uint64_t parked_waits = 4096;
   // Jobs one uid may own on this daemon at once.
   uint64_t jobs_per_uid = 256;
+  // The daemon's global ceilings and each uid's share of them, in bytes
+  // (ceilings.hpp): what all stores and parked requests may take of its
+  // memory, and what the stores may take of the state directory. Derived
+  // from the machine at start unless given (musterd --max-memory,
+  // --max-state-bytes).
+  uint64_t memory = 0;
+  uint64_t state = 0;
 };
 
+class State;
+
 // Throws quota_exceeded when setting `key` to a value of `value_bytes`
-// bytes would take the job's store over its key or byte quota. A change
-// that does not grow the store is always allowed.
-void check_store_quota(const Job& job, const Quotas& q, const std::string& key, size_t value_bytes);
+// bytes would take the job's store over its key or byte quota, or the
+// daemon or the job's owner over a ceiling (st: what everyone holds). A
+// change that does not grow the store is always allowed.
+void check_store_quota(const Job& job, const Quotas& q, const std::string& key, size_t value_bytes,
+                       const State& st);
 // Throws quota_exceeded when a change would leave the job's store with
-// `keys` keys and `bytes` bytes over a quota it grows towards.
-void check_store_growth(const Job& job, const Quotas& q, uint64_t keys, uint64_t bytes);
-// Throws quota_exceeded when the job already has its quota of parked requests.
-void check_parked_quota(const Job& job, const Quotas& q);
+// `keys` keys and `bytes` bytes over a quota or a ceiling it grows towards.
+void check_store_growth(const Job& job, const Quotas& q, uint64_t keys, uint64_t bytes,
+                        const State& st);
+// Throws quota_exceeded when the job already has its quota of parked
+// requests, or when one naming `key_bytes` bytes of keys would take the
+// daemon or the job's owner over the memory ceiling.
+void check_parked_quota(const Job& job, const Quotas& q, uint64_t key_bytes, const State& st);
+
+// Sets q.memory and q.state where they are to be derived from the machine
+// (core/ceilings.hpp; dir_fd: the state directory) and logs each ceiling
+// and where it came from.
+void derive_ceilings(Quotas& q, bool memory_auto, bool state_auto, int dir_fd);
+
+// Sets q.memory and q.state from --max-memory and --max-state-bytes
+// (core/ceilings.hpp parse_ceiling); throws std::runtime_error naming the
+// option when one is neither auto, none nor a size.
+void parse_ceilings(Quotas& q, const std::string& memory, const std::string& state);
+
+// The bytes of a request's key names.
+uint64_t key_bytes(const std::vector<std::string>& keys);
+
+// The uid a job's memory is charged to: its owner, or the one its key names.
+int64_t charged_uid(const Job& job);
 
 }  // namespace muster::daemon

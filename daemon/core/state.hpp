@@ -120,6 +120,9 @@ class State {
     quotas_ = q;
     jobs_.set_jobs_per_uid(q.jobs_per_uid);
   }
+  // What everyone holds, and uid (core/ceilings.hpp), counted now: the
+  // global ceilings' and the fair shares' measure (quotas.cpp).
+  Holdings holdings(int64_t uid) const;
 
   // Multi-node (cluster/): this daemon's name among its peers and how long
   // a silent peer may stay silent.

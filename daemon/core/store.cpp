@@ -3,20 +3,32 @@
 #include "core/key_values.hpp"
 #include "core/queues.hpp"
 #include "core/store.hpp"
+#include "job_id.hpp"
 
 namespace muster::daemon {
+
+namespace {
+uint64_t cost_of(const Store::Waiter& w) {
+  uint64_t keys = w.barrier.size();
+  for (const auto& k : w.keys) keys += k.size();
+  return Store::parked_cost(keys);
+}
+}  // namespace
 
 uint64_t Store::add(Waiter w) {
   uint64_t id = next_++;
   w.deadline_it = deadlines_.emplace(w.deadline, id);
   w.since = Clock::now();
   w.stuck_it = stuck_due_.emplace(w.since + stuck_after_, id);
+  parked_bytes_[job_key_owner(w.job)] += cost_of(w);
   waiters_.emplace(id, std::move(w));
   return id;
 }
 
 void Store::drop(std::map<uint64_t, Waiter>::iterator it) {
   deadlines_.erase(it->second.deadline_it);
+  if (auto b = parked_bytes_.find(job_key_owner(it->second.job)); b != parked_bytes_.end())
+    if ((b->second -= std::min(b->second, cost_of(it->second))) == 0) parked_bytes_.erase(b);
   if (it->second.stuck)
     --stuck_;
   else

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/reply.hpp"
@@ -71,6 +72,11 @@ class Store {
   std::vector<uint64_t> take_stuck(Clock::time_point now);
   // How many waits are parked, and how many of them are stuck.
   size_t parked() const { return waiters_.size(); }
+  // The bytes of parked requests charged to each uid (the owner their job's
+  // key names), for the memory ceiling (core/ceilings.hpp); and what one
+  // naming `key_bytes` bytes of keys costs.
+  const std::unordered_map<int64_t, uint64_t>& parked_bytes() const { return parked_bytes_; }
+  static uint64_t parked_cost(uint64_t key_bytes) { return sizeof(Waiter) + key_bytes; }
   size_t stuck() const { return stuck_; }
   // Forgets, unanswered, the gets and waits parked for one local client
   // (its replies go unread: the memory of its keys is freed); returns their
@@ -111,6 +117,7 @@ class Store {
   static void answer(Job& job, const Waiter& w, Answers& a);
 
   std::map<uint64_t, Waiter> waiters_;
+  std::unordered_map<int64_t, uint64_t> parked_bytes_;
   std::multimap<Clock::time_point, uint64_t> deadlines_;
   // When each wait not yet stuck becomes stuck.
   std::multimap<Clock::time_point, uint64_t> stuck_due_;

@@ -24,7 +24,7 @@ Clock::time_point after_ms(int64_t ms) {
 
 // The store after a multi_set, counted as one change against the quotas.
 void check_multi_set_quota(const Job& job, const Quotas& q,
-                           const std::vector<proto::KeyValue>& items) {
+                           const std::vector<proto::KeyValue>& items, const State& st) {
   std::map<std::string, size_t> last;  // a key set twice counts once, last value
   for (const auto& kv : items) last[kv.key] = kv.value.size();
   uint64_t keys = job.kv.size(), bytes = job.kv.bytes();
@@ -33,7 +33,7 @@ void check_multi_set_quota(const Job& job, const Quotas& q,
     keys += old ? 0 : 1;
     bytes += n + (old ? 0 : k.size()) - (old ? old->size() : 0);
   }
-  check_store_growth(job, q, keys, bytes);
+  check_store_growth(job, q, keys, bytes, st);
 }
 
 }  // namespace
@@ -66,7 +66,7 @@ void State::store_more_request(const ReplyTo& to, const proto::Envelope& env,
       auto m = proto::StoreMultiSet::unpack(env.payload);
       Job& job = store_job(to, m.job);
       for (const auto& kv : m.items) check_changeable(job.kv, kv.key);
-      check_multi_set_quota(job, quotas_, m.items);
+      check_multi_set_quota(job, quotas_, m.items, *this);
       for (auto& kv : m.items) job.kv.set(kv.key, std::move(kv.value));
       reply(to, proto::Ok{}, out);
       return key_changed(job, out);
@@ -82,7 +82,7 @@ void State::store_more_request(const ReplyTo& to, const proto::Envelope& env,
       }
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kNotFound, "no key(s) " + missing + " in job '" + m.job + "'");
-      check_parked_quota(job, quotas_);
+      check_parked_quota(job, quotas_, key_bytes(m.keys), *this);
       return store_.wait_keys(job, to, Store::KeyWait::kMultiGet, std::move(m.keys),
                               after_ms(m.timeout_ms));
     }
@@ -99,7 +99,7 @@ void State::store_more_request(const ReplyTo& to, const proto::Envelope& env,
       if (auto item = queue_pop(job.kv, m.key)) return reply(to, proto::Value{*item}, out);
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kNotFound, "queue '" + m.key + "' of job '" + m.job + "' is empty");
-      check_parked_quota(job, quotas_);
+      check_parked_quota(job, quotas_, m.key.size(), *this);
       return store_.wait_keys(job, to, Store::KeyWait::kPop, {m.key}, after_ms(m.timeout_ms));
     }
     case MsgType::kStoreQueueLen: {

@@ -25,7 +25,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       if (const std::string* v = job.kv.find(m.key)) return reply(to, proto::Value{*v}, out);
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'");
-      check_parked_quota(job, quotas_);
+      check_parked_quota(job, quotas_, m.key.size(), *this);
       store_.wait_keys(job, to, Store::KeyWait::kGet, {m.key},
                        now + std::chrono::milliseconds(m.timeout_ms));
       return;
@@ -35,7 +35,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       Job& job = store_job(to, m.job);
       check_changeable(job.kv, m.key);
       int64_t sum = sum_for_add(job.kv, m.key, m.delta);
-      check_store_quota(job, quotas_, m.key, std::to_string(sum).size());
+      check_store_quota(job, quotas_, m.key, std::to_string(sum).size(), *this);
       job.kv.set(m.key, std::to_string(sum));
       reply(to, proto::Int{sum}, out);
       key_changed(job, out);
@@ -47,11 +47,11 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       const std::string* now = job.kv.find(m.key);
       if (!now) {
         if (!m.expected.empty()) return reply(to, proto::Value{m.expected}, out);
-        check_store_quota(job, quotas_, m.key, m.desired.size());
+        check_store_quota(job, quotas_, m.key, m.desired.size(), *this);
         job.kv.set(m.key, m.desired);
       } else if (*now == m.expected && m.desired != *now) {
         check_changeable(job.kv, m.key);
-        check_store_quota(job, quotas_, m.key, m.desired.size());
+        check_store_quota(job, quotas_, m.key, m.desired.size(), *this);
         job.kv.set(m.key, m.desired);
       }
       reply(to, proto::Value{*job.kv.find(m.key)}, out);
@@ -72,7 +72,7 @@ void State::store_request(const ReplyTo& to, const proto::Envelope& env,
       if (m.timeout_ms == 0)
         throw Error(ErrorCode::kTimeout,
                     "key(s) " + missing_keys(job.kv, m.keys) + " not set in job '" + m.job + "'");
-      check_parked_quota(job, quotas_);
+      check_parked_quota(job, quotas_, key_bytes(m.keys), *this);
       store_.wait_keys(job, to, Store::KeyWait::kWait, std::move(m.keys),
                        now + std::chrono::milliseconds(m.timeout_ms));
       return;
@@ -90,7 +90,7 @@ void State::key_changed(Job& job, std::vector<Outgoing>& out) {
 void State::set_key(const ReplyTo& to, Job& job, const std::string& key, std::string value,
                     std::vector<Outgoing>& out) {
   check_changeable(job.kv, key);
-  check_store_quota(job, quotas_, key, value.size());
+  check_store_quota(job, quotas_, key, value.size(), *this);
   job.kv.set(key, std::move(value));
   reply(to, proto::Ok{}, out);
   key_changed(job, out);
@@ -121,7 +121,7 @@ void State::barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outg
   // barrier is looked up, which would create it).
   auto in = job.barriers.find(m.name);
   if ((in == job.barriers.end() ? 0 : in->second.count) + 1 < job.world_size())
-    check_parked_quota(job, quotas_);
+    check_parked_quota(job, quotas_, m.name.size(), *this);
   auto& b = job.barriers[m.name];
   if (b.arrived.count(m.rank))
     throw Error(ErrorCode::kConflict, "rank " + std::to_string(m.rank) +

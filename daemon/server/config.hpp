@@ -88,6 +88,10 @@ struct Config {
   std::string job_mapping_dir;
   // Per-job and per-uid quotas (core/quotas.hpp has the defaults and why).
   Quotas quotas;
+  // quotas.memory and quotas.state are derived from the machine at start
+  // (core/ceilings.hpp) unless --max-memory / --max-state-bytes name them.
+  std::string max_memory = "auto";
+  std::string max_state_bytes = "auto";
 };
 
 }  // namespace muster::daemon

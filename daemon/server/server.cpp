@@ -280,8 +280,10 @@ void Server::load_state() {
   }
   // Every state file is made relative to the directory as checked now,
   // never through its path again (a link put there later leads nowhere).
-  rt_->state_file = std::make_unique<StateFile>(
-      cfg_.state_dir, open_own_dir(cfg_.state_dir, "refusing state directory ", "--state-dir"));
+  const int dir_fd = open_own_dir(cfg_.state_dir, "refusing state directory ", "--state-dir");
+  derive_ceilings(cfg_.quotas, cfg_.max_memory == "auto", cfg_.max_state_bytes == "auto", dir_fd);
+  rt_->state->set_quotas(cfg_.quotas);
+  rt_->state_file = std::make_unique<StateFile>(cfg_.state_dir, dir_fd);
   rt_->state_file->load(*rt_->state, rt_->replies);
 }
 
