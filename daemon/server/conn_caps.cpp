@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include "log.hpp"
+#include "server/accept_guard.hpp"
 
 namespace muster::daemon {
 
@@ -31,6 +32,21 @@ void ConnCaps::refuse(int fd, const std::string& why) {
   ++refused_;
   ++refused_unlogged_;
   last_refusal_ = why;
+  say_refusals();
+}
+
+void ConnCaps::count_closed_at_accept() {
+  const uint64_t now = accept_caps_refused();
+  if (now == closed_at_accept_) return;
+  refused_ += now - closed_at_accept_;
+  refused_unlogged_ += now - closed_at_accept_;
+  closed_at_accept_ = now;
+  last_refusal_ = accept_caps_last_refusal();
+  say_refusals();
+}
+
+void ConnCaps::say_refusals() {
+  if (refused_unlogged_ == 0) return;
   auto now = Clock::now();
   if (now - refusal_logged_ < std::chrono::seconds(10)) return;
   refusal_logged_ = now;
@@ -86,6 +102,7 @@ void ConnCaps::bound_silent() {
 }
 
 void ConnCaps::local_closed(int fd) {
+  accept_caps_closed(fd);
   silent_.erase(fd);
   doomed_.erase(fd);
   auto it = uid_of_fd_.find(fd);
@@ -109,6 +126,7 @@ void ConnCaps::peer_accepted(int fd, bool needs_auth) {
 }
 
 void ConnCaps::peer_closed(int fd) {
+  accept_caps_closed(fd);
   unauthenticated_.erase(fd);
   doomed_.erase(fd);
   auto it = address_of_fd_.find(fd);
@@ -175,6 +193,7 @@ void ConnCaps::sweep_doomed(Clock::time_point now) {
 }
 
 size_t ConnCaps::sweep(Clock::time_point now) {
+  count_closed_at_accept();
   sweep_doomed(now);
   size_t closed = 0;
   for (auto it = unauthenticated_.begin(); it != unauthenticated_.end();) {

@@ -95,6 +95,11 @@ class ConnCaps {
   std::unordered_map<int, Doomed> doomed_;
   // Shuts fd down now; counted, and said once per interval.
   void refuse(int fd, const std::string& why);
+  // Counts those closed at accept (accept_guard.hpp) since the last sweep,
+  // and says them once per interval with the others.
+  void count_closed_at_accept();
+  void say_refusals();
+  uint64_t closed_at_accept_ = 0;
   // Past max_silent_: the oldest silent local connection is shut.
   void bound_silent();
   uint64_t per_uid_, per_address_;

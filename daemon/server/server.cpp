@@ -181,6 +181,7 @@ void Server::bind_peer() {
     throw Error(ErrorCode::kInternal, "cannot listen for peers on " + want + ": " + e.what());
   }
   peer_endpoint_ = p.get(zmq::sockopt::last_endpoint);
+  cap_peer_port(std::stoi(peer_endpoint_.substr(peer_endpoint_.rfind(':') + 1)));
   rt_->state->set_peer_endpoint(peer_endpoint_.substr(peer_endpoint_.find("://") + 3));
   // Tests and scripts that asked for any free port read it here.
   rt_->peer_endpoint_file = cfg_.runtime_dir + "/peer-endpoint";
@@ -223,6 +224,7 @@ void Server::start_admission() {
   auto& rt = *rt_;
   rt.caps.emplace(cfg_.max_conns_per_uid, cfg_.max_conns_per_peer,
                   std::chrono::milliseconds(kHandshakeMs));
+  cap_at_accept(cfg_.max_conns_per_uid, cfg_.max_conns_per_peer);
   rt.conns.on_event([&rt](bool accepted, int fd) {
     accepted ? rt.caps->local_accepted(fd) : rt.caps->local_closed(fd);
   });

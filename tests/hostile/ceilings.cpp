@@ -16,9 +16,9 @@
 
 #include "cluster/cluster.hpp"
 #include "core/ceilings.hpp"
-#include "muster/error.hpp"
 #include "core/state.hpp"
 #include "liveness/pidwatch.hpp"
+#include "muster/error.hpp"
 #include "persist/reply_cache.hpp"
 #include "persist/state_codec.hpp"
 #include "persist/state_file.hpp"

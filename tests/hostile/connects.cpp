@@ -1,0 +1,120 @@
+// A tight connect loop by one user (issue 43): uid 65534 connects to a
+// private musterd's socket as fast as it can, keeping its first thousand
+// connections open and silent and closing the rest at once, while root and uid 65533
+// ask on fresh connections. The caps are enforced inside accept
+// (daemon/server/accept_guard.hpp): past its cap and a small slack, the
+// flood's connections are closed inside accept, before libzmq sees them,
+// and the daemon holds no fd for them. What keeps the others' latency is
+// the daemon's priority (its unit's Nice=-5) and the client connecting
+// again soon when the backlog is full (libmuster: after 10 ms): with
+// libzmq's default 100 ms and nice 0, root's p99 was 0.8 to 1.3 s, with
+// either of the two changes alone about 150 to 230 ms.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "protocol/envelope.hpp"
+#include "protocol/messages.hpp"
+#include "support/as_user.hpp"
+#include "support/process.hpp"
+
+using namespace muster;
+using namespace muster::proto;
+using namespace muster::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 1e9;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p / 100 * v.size()))];
+}
+
+// Pings on a new connection each, for `how_long`, that connects again after
+// 10 ms when the backlog is full, as libmuster's do (client/lib/
+// connection.cpp; libzmq's default is 100 ms): "p99 MS n N unanswered U".
+std::string pings(const std::string& ep, std::chrono::milliseconds how_long) {
+  std::vector<double> ms;
+  int unanswered = 0;
+  auto until = std::chrono::steady_clock::now() + how_long;
+  for (uint64_t id = 1; std::chrono::steady_clock::now() < until; ++id) {
+    auto t0 = std::chrono::steady_clock::now();
+    RawClient c(ep, "", 10ms);
+    unanswered += c.ask(encode(id, Ping{}), 2s).rfind("reply=pong", 0) != 0;
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return "p99 " + std::to_string(percentile(ms, 99)) + " n " + std::to_string(ms.size()) +
+         " unanswered " + std::to_string(unanswered);
+}
+
+double p99_of(const std::string& line) {
+  return line.rfind("p99 ", 0) == 0 ? std::stod(line.substr(4)) : 1e9;
+}
+
+}  // namespace
+
+TEST_CASE("a tight connect loop by one user: others' requests keep p99 <= 100 ms",
+          "[hostile][ceilings]") {
+  if (!root()) {
+    WARN("SKIP: needs root to run other users");
+    return;
+  }
+  // At the priority its systemd unit gives it (Nice=-5,
+  // systemd/musterd.service.in): at nice 0 the flood's core starves it.
+  TestDaemon d({"--max-connections-per-uid", "50"}, {}, {"nice", "-n", "-5"});
+  open_to_everyone(d);
+  const std::string ep = d.endpoint(), path = d.runtime_dir() + "/musterd.sock";
+  AsNobody flood([path](Lines& io) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    std::vector<int> held;
+    uint64_t connects = 0, refused = 0;
+    io.say("go");
+    auto until = std::chrono::steady_clock::now() + 6s;
+    while (std::chrono::steady_clock::now() < until) {
+      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      ++connects;
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ++refused;  // a full backlog: at once again
+        ::close(fd);
+        continue;
+      }
+      // The first thousand are kept, silent; then each is closed at once,
+      // and the loop connects again: a churn as fast as one core goes.
+      if (held.size() < 1000)
+        held.push_back(fd);
+      else
+        ::close(fd);
+    }
+    io.say("connects " + std::to_string(connects) + " backlog-full " + std::to_string(refused) +
+           " held " + std::to_string(held.size()));
+    io.hear();
+  });
+  REQUIRE(flood.hear() == "go");
+  std::this_thread::sleep_for(500ms);  // the flood at full speed
+  AsNobody other([&](Lines& io) { io.say(pings(ep, 4s)); }, kSecondUser);
+  const std::string mine = pings(ep, 4s), theirs = other.hear(20s);
+  const std::string done = flood.hear(20s);
+  INFO("root " << mine << "; uid 65533 " << theirs << "; nobody " << done);
+  WARN("during nobody's connect loop (" << done << "): root " << mine << ", uid 65533 " << theirs);
+  CHECK(mine.find("unanswered 0") != std::string::npos);
+  CHECK(theirs.find("unanswered 0") != std::string::npos);
+  CHECK(p99_of(mine) <= 100);
+  CHECK(p99_of(theirs) <= 100);
+  REQUIRE(process_exists(d.pid()));
+  CHECK(ask(ep, encode(1, Ping{})) == "reply=pong");
+}
