@@ -18,6 +18,7 @@
 
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
+#include "protocol/store_messages.hpp"
 #include "support/as_user.hpp"
 #include "support/process.hpp"
 
@@ -57,6 +58,14 @@ void hog_stores(const std::string& ep, const std::string& job, Lines& io) {
   }
   io.say("stored " + std::to_string(stored));
   io.say(last);
+  // Every other way to grow a store is held to the same share.
+  const std::string mib(kMiB, 'g');
+  std::string others;
+  for (const std::string& frame : {encode(300, StoreMultiSet{job, {{"m1", mib}, {"m2", "x"}}}),
+                                   encode(301, StoreCompareSet{job, "c", "", mib}),
+                                   encode(302, StoreQueuePush{job, "q", mib})})
+    others += c.ask(frame).substr(0, 26) + ";";
+  io.say(others);
   io.hear();
 }
 
@@ -106,8 +115,10 @@ TEST_CASE("one user's stores stop at its share of the memory ceiling; others sto
   REQUIRE(starts_with(hog.hear(), "reply=rank_info"));
   // Two users active: each may grow to half of 64 MiB, the hog's values
   // costing a little more than their MiB (the key and its bookkeeping).
-  const std::string stored = hog.hear(60s), refusal = hog.hear();
-  INFO(stored << "; " << refusal);
+  const std::string stored = hog.hear(60s), refusal = hog.hear(), others = hog.hear();
+  INFO(stored << "; " << refusal << "; " << others);
+  CHECK(others ==
+        "error=quota_exceeded uid 6;error=quota_exceeded uid 6;error=quota_exceeded uid 6;");
   CHECK(number_after(stored, "stored") >= 28);
   CHECK(number_after(stored, "stored") < 32);
   CHECK(starts_with(refusal, "error=quota_exceeded"));
@@ -185,6 +196,7 @@ TEST_CASE("one user cannot fill the state directory: its share of the state ceil
   AsNobody hog([&](Lines& io) { hog_stores(ep, "disk", io); });
   REQUIRE(starts_with(hog.hear(), "reply=rank_info"));
   const std::string stored = hog.hear(60s), refusal = hog.hear();
+  hog.hear();  // the other ways to grow: refused too (as above)
   INFO(stored << "; " << refusal);
   // Alone, half of 16 MiB.
   CHECK(number_after(stored, "stored") == 7);
