@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <set>
 
 #include "log.hpp"
 
@@ -30,22 +29,39 @@ const std::map<std::string, CoordJob>& State::coordinated() const {
 }
 
 // Here, not in core/quotas.cpp: the rounds' global stores are the cluster's.
-Holdings State::holdings(int64_t uid) const {
+Holdings State::holdings(int64_t uid, bool exact) const {
+  const auto now = Clock::now();
+  if (exact || !counted_.valid || counted_.job_changes != jobs_.changes() ||
+      counted_.rounds != coordinated().size() || now - counted_.at > std::chrono::seconds(1)) {
+    Counted c;
+    c.valid = true, c.job_changes = jobs_.changes(), c.rounds = coordinated().size(), c.at = now;
+    auto add = [&](int64_t owner, const KeyValues& kv) {
+      auto& [memory, state] = c.stores[owner];
+      memory += store_cost(kv.size(), kv.bytes()), state += kv.bytes();
+      c.memory += store_cost(kv.size(), kv.bytes()), c.state += kv.bytes();
+    };
+    for (const auto& [id, job] : jobs()) add(charged_uid(job), job.kv);
+    for (const auto& [id, cj] : coordinated()) add(charged_uid(cj.store), cj.store.kv);
+    counted_ = std::move(c);
+  }
   Holdings h;
-  std::set<int64_t> active{uid};
-  auto add = [&](int64_t owner, uint64_t memory, uint64_t state) {
-    active.insert(owner);
-    h.memory_total += memory, h.state_total += state;
-    if (owner == uid) h.memory_mine += memory, h.state_mine += state;
-  };
-  for (const auto& [id, job] : jobs())
-    add(charged_uid(job), store_cost(job.kv.size(), job.kv.bytes()), job.kv.bytes());
-  for (const auto& [id, cj] : coordinated())
-    add(charged_uid(cj.store), store_cost(cj.store.kv.size(), cj.store.kv.bytes()),
-        cj.store.kv.bytes());
-  for (const auto& [owner, bytes] : store_.parked_bytes()) add(owner, bytes, 0);
-  h.active = active.size();
+  h.memory_total = counted_.memory, h.state_total = counted_.state;
+  if (auto it = counted_.stores.find(uid); it != counted_.stores.end())
+    h.memory_mine = it->second.first, h.state_mine = it->second.second;
+  h.active = counted_.stores.size() + !counted_.stores.count(uid);
+  for (const auto& [owner, bytes] : store_.parked_bytes()) {
+    h.memory_total += bytes;
+    if (owner == uid) h.memory_mine += bytes;
+    if (owner != uid && !counted_.stores.count(owner)) ++h.active;
+  }
   return h;
+}
+
+void State::grew(int64_t uid, uint64_t memory, uint64_t state) const {
+  if (!counted_.valid) return;
+  auto& [m, s] = counted_.stores[uid];
+  m += memory, s += state;
+  counted_.memory += memory, counted_.state += state;
 }
 
 void State::restore_round(const std::string& job, CoordJob cj) {

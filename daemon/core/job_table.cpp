@@ -101,6 +101,7 @@ proto::Reserved JobTable::reserve(const proto::Reserve& m, int64_t owner_uid) {
                                  "] generation=" + std::to_string(m.generation) +
                                  " uid=" + std::to_string(owner_uid));
   jobs_.emplace(m.job, std::move(job));
+  ++changes_;
   return {m.generation, devices};
 }
 
@@ -128,6 +129,7 @@ void JobTable::restore(Job job) {
   }
   std::string id = job.id;
   jobs_.emplace(std::move(id), std::move(job));
+  ++changes_;
 }
 
 void JobTable::attach(const proto::Attach& m) {
@@ -210,7 +212,7 @@ proto::RankInfo JobTable::join(const proto::Join& m, int64_t owner_uid,
   for (const auto& d : devices_.slots())
     if (static_cast<int64_t>(d.device.index) == info.device) info.device_uuid = d.device.uuid;
   info.generation = job.generation;
-  if (created) jobs_.emplace(m.job, std::move(fresh));
+  if (created) jobs_.emplace(m.job, std::move(fresh)), ++changes_;
   return info;
 }
 

@@ -71,9 +71,13 @@ class JobTable {
   }
   // The job, if it exists and none of its slots is live any more.
   Job* finished(const std::string& id);
-  void erase(const std::string& id) { jobs_.erase(id); }
+  void erase(const std::string& id) { jobs_.erase(id), ++changes_; }
+  // Jobs made or erased so far: tells a count of the jobs' holdings
+  // (State::holdings) that it is out of date.
+  uint64_t changes() const { return changes_; }
 
  private:
+  uint64_t changes_ = 0;
   // Throws quota_exceeded when owner_uid already owns its quota of jobs.
   void check_jobs_quota(int64_t owner_uid) const;
   // Gives the rank's device back and forgets it in the slot.

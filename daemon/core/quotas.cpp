@@ -65,8 +65,14 @@ void check_store_growth(const Job& job, const Quotas& q, uint64_t keys, uint64_t
   const uint64_t before = store_cost(keys_now, bytes_now), after = store_cost(keys, bytes);
   if ((q.memory || q.state) && after > before) {
     const int64_t uid = charged_uid(job);
-    check_ceilings(q.memory, q.state, st.holdings(uid), uid, after - before,
-                   bytes > bytes_now ? bytes - bytes_now : 0);
+    const uint64_t memory = after - before, state = bytes > bytes_now ? bytes - bytes_now : 0;
+    // Against the bound first; only a refusal is worth an exact count.
+    try {
+      check_ceilings(q.memory, q.state, st.holdings(uid), uid, memory, state);
+    } catch (const Error&) {
+      check_ceilings(q.memory, q.state, st.holdings(uid, true), uid, memory, state);
+    }
+    st.grew(uid, memory, state);
   }
 }
 
@@ -89,7 +95,11 @@ void check_parked_quota(const Job& job, const Quotas& q, uint64_t key_bytes, con
              q.parked_waits, "parked requests per job", "max-parked-waits");
   if (q.memory) {
     const int64_t uid = charged_uid(job);
-    check_ceilings(q.memory, 0, st.holdings(uid), uid, Store::parked_cost(key_bytes), 0);
+    try {
+      check_ceilings(q.memory, 0, st.holdings(uid), uid, Store::parked_cost(key_bytes), 0);
+    } catch (const Error&) {
+      check_ceilings(q.memory, 0, st.holdings(uid, true), uid, Store::parked_cost(key_bytes), 0);
+    }
   }
 }
 
