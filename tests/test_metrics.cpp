@@ -26,6 +26,7 @@
 
 #include "muster/client.hpp"
 #include "support/error_code.hpp"
+#include "support/latency.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -420,14 +421,19 @@ TEST_CASE("/healthz answers under a slowloris from many loopback addresses", "[h
     for (int fd : fds)
       if (fd >= 0) ::close(fd);
   });
-  std::this_thread::sleep_for(1500ms);  // the slots are taken
+  std::this_thread::sleep_for(1500ms);   // the slots are taken
+  test::LatencyProbe probe(n.endpoint);  // the daemon's own clients meanwhile
   int answered = 0;
   for (int i = 0; i < 5; ++i) {
     answered += get(n.metrics, "/healthz").status == 200;
     std::this_thread::sleep_for(400ms);
   }
+  const auto served = probe.stop();
   stop = true;
   loris.join();
+  WARN("pings to the daemon during the slowloris: " << served.line());
+  CHECK(served.unanswered == 0);
+  CHECK(served.p99_ms <= 100);
   INFO("slowloris connections opened: " << reopened.load());
   CHECK(answered == 5);
   Client c({n.endpoint, 5s});
