@@ -73,9 +73,13 @@ std::string cpus_of(int64_t pid, Clock::time_point now) {
 // What parts of a status reply decode to, in msgpack objects (a map's
 // keys and values, each list item), rounded up: a job's fields and its
 // forming names (kMaxFormingNames), a rank, a wait and a rank it names.
-// The reply stays under half the decoder's budget (kMaxFrameObjects);
-// devices (at most kMaxDevices, ~40 objects each) take the rest.
-constexpr size_t kStatusObjects = limits::kMaxFrameObjects / 2;
+// The reply stays under an eighth of the decoder's budget
+// (kMaxFrameObjects); devices (at most kMaxDevices, ~40 objects each) take
+// some of the rest. An eighth, not half: a reply is made in the loop, and
+// half the budget (~37,000 ranks, 10 MB) held everyone else's requests
+// 60 to 130 ms (tests/test_ceilings.cpp); 131,072 objects still hold the
+// largest local job (4,096 ranks, ~57,000 objects) twice.
+constexpr size_t kStatusObjects = limits::kMaxFrameObjects / 8;
 constexpr size_t kJobObjects = 64 + 2 * proto::kMaxFormingNames;
 constexpr size_t kRankObjects = 14;
 constexpr size_t kWaitObjects = 18;

@@ -27,8 +27,10 @@ class LatencyProbe {
   LatencyProbe(const LatencyProbe&) = delete;
   LatencyProbe& operator=(const LatencyProbe&) = delete;
 
-  // Stops the pings (once) and says how they went.
-  Result stop();
+  // Stops the pings (once) and says how they went: after at least
+  // `at_least` of them (at most 10 s more), so that a p99 is not just the
+  // slowest of a few; the attack's state is still there meanwhile.
+  Result stop(size_t at_least = 100);
 
  private:
   void run();
@@ -36,6 +38,7 @@ class LatencyProbe {
   bool fresh_;
   std::atomic<bool> stop_{false};
   std::vector<double> ms_;
+  std::atomic<size_t> count_{0};
   int unanswered_ = 0;
   std::thread thread_;
   bool stopped_ = false;
