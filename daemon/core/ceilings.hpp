@@ -19,11 +19,11 @@
 // shrink but not grow. Root's jobs are the operator's and count towards
 // the total, but are held to the ceiling alone, not to a share.
 //
-// Not counted here: the replies queued for a connection (at most
-// --reply-queue + 1 per connection, and connections are capped per uid and
-// in total), and broadcast pools, whose pages the rank allocated whole and
-// the kernel charges to it (pools with holes are refused,
-// cluster/pool_files.cpp).
+// Replies queued for connections that read none of them are counted
+// beside these by the server (server/pinned_replies.hpp): over a ceiling
+// or a share, the connection that pins the most is shut. Not counted:
+// broadcast pools, whose pages the rank allocated whole and the kernel
+// charges to it (pools with holes are refused, cluster/pool_files.cpp).
 #pragma once
 
 #include <cstdint>

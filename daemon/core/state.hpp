@@ -122,6 +122,7 @@ class State {
     quotas_ = q;
     jobs_.set_jobs_per_uid(q.jobs_per_uid);
   }
+  const Quotas& quotas() const { return quotas_; }
   // What everyone holds, and uid (core/ceilings.hpp): the global ceilings'
   // and the fair shares' measure (quotas.cpp). The stores' part is the
   // last count plus the growth allowed since (grew): an upper bound, as

@@ -56,9 +56,16 @@ void ClientConnections::drain() {
     if (open_ > 0) --open_;
     if (auto it = of_fd_.find(static_cast<int>(fd)); it != of_fd_.end()) {
       live_.erase(it->second);
+      if (on_gone_) on_gone_(it->second);
       of_fd_.erase(it);
     }
   }
+}
+
+int ClientConnections::fd_of(uint64_t token) const {
+  for (const auto& [fd, t] : of_fd_)
+    if (t == token) return fd;
+  return -1;
 }
 
 uint64_t ClientConnections::token_of(const zmq::message_t& frame) {

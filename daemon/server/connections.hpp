@@ -26,6 +26,10 @@ class ClientConnections {
   // The token of the connection a frame came in on (0 = unknown).
   uint64_t token_of(const zmq::message_t& frame);
   bool live(uint64_t token) const { return live_.count(token) != 0; }
+  // The fd of a live connection, -1 if none (a scan: for the rare shut).
+  int fd_of(uint64_t token) const;
+  // Told of each connection's token once it is gone.
+  void on_gone(std::function<void(uint64_t token)> f) { on_gone_ = std::move(f); }
   // Connections accepted and not yet reported gone (as of the last drain).
   uint64_t open() const { return open_; }
   // Told of each connection accepted (true) or gone (false), with its fd,
@@ -39,6 +43,7 @@ class ClientConnections {
   uint64_t next_ = 1;
   uint64_t open_ = 0;
   std::function<void(bool, int)> on_event_;
+  std::function<void(uint64_t)> on_gone_;
 };
 
 // The next event a socket monitor reported, read without blocking: libzmq

@@ -23,6 +23,7 @@
 #include "server/observe.hpp"
 #include "server/peer_links.hpp"
 #include "server/pid_events.hpp"
+#include "server/pinned_replies.hpp"
 #include "server/server.hpp"
 
 namespace muster::daemon {
@@ -48,6 +49,10 @@ struct Server::Runtime {
   // Connections whose replies were dropped and that are yet to hear it
   // (token -> routing id).
   std::map<uint64_t, std::string> unread;
+  // What the replies to connections that do not read pin (made by bind(),
+  // with --reply-queue), and when shutting one was last said.
+  std::optional<PinnedReplies> pinned;
+  Clock::time_point pinned_logged{};
   Clock::time_point drop_logged{};
   ReplyCache replies;
   std::unique_ptr<StateFile> state_file;
@@ -88,6 +93,9 @@ struct Server::Runtime {
   // and it is told once it reads again (unread.cpp).
   void drop_unread(uint64_t conn, const std::string& routing_id);
   void notify_unread();
+  // Shuts the unread connections whose pinned replies take the daemon or
+  // their uid over the memory ceiling (pinned_replies.hpp; unread.cpp).
+  void bound_pinned();
 
  private:
   // One request, framed as [routing id, (empty,) body].

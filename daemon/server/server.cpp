@@ -136,6 +136,8 @@ void Server::bind() {
   // after is dropped (ZMQ_ROUTER_MANDATORY says so instead of blocking or
   // dropping silently): Runtime::deliver.
   r.set(zmq::sockopt::sndhwm, cfg_.reply_queue);
+  rt_->pinned.emplace(static_cast<size_t>(cfg_.reply_queue) + 1);
+  rt_->conns.on_gone([rt = rt_.get()](uint64_t token) { rt->pinned->ended(token); });
   r.set(zmq::sockopt::router_mandatory, 1);
   limit_listener(r);
   r.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
@@ -321,6 +323,7 @@ void Server::Runtime::deliver() {
         links->send(o.link, o.frame);
       } else if (!o.to.from_peer) {
         if (o.to.conn != 0 && !conns.live(o.to.conn)) return;
+        const uint64_t bytes = o.held ? o.body.size() : o.frame.size();
         if (std::find(full.begin(), full.end(), o.to.conn) != full.end() ||
             send_reply(router, o) == SendResult::kFull) {
           if (std::find(full.begin(), full.end(), o.to.conn) == full.end()) {
@@ -328,6 +331,8 @@ void Server::Runtime::deliver() {
             drop_unread(o.to.conn, o.to.routing_id);
           }
           ++replies_dropped;
+        } else if (o.to.conn != 0) {
+          pinned->sent(o.to.conn, o.to.peer_uid, bytes);
         }
       } else if (peer) {
         send_reply(*peer, o);
@@ -336,6 +341,7 @@ void Server::Runtime::deliver() {
   }
   out.clear();
   notify_unread();
+  bound_pinned();
   // A client that stopped reading overflows every round: said once in 10 s.
   if (!full.empty() && Clock::now() - drop_logged > std::chrono::seconds(10)) {
     drop_logged = Clock::now();

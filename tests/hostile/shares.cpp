@@ -12,9 +12,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+#include <zmq.hpp>
 
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
@@ -219,4 +222,68 @@ TEST_CASE("one user cannot fill the state directory: its share of the state ceil
   other.say("stop");
   CHECK(number_after(other.hear(), "failed") == 0);
   CHECK(other.hear(60s) == "taken 4");
+}
+
+namespace {
+
+uint64_t rss_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) << 10;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("replies a user never reads cannot pin more than its share of the memory ceiling",
+          "[hostile][ceilings]") {
+  if (!two_users()) return;
+  TestDaemon d({"--max-memory", "64M"});
+  open_to_everyone(d);
+  const std::string ep = d.endpoint();
+  const uint64_t before = rss_of(d.pid());
+  LatencyProbe probe(ep);
+  // A 4 MiB value, then six connections that each ask for it 20 times and
+  // read nothing: 9 replies of 4 MiB queued on each (--reply-queue 8, and
+  // one in flight), 216 MiB in all, where the uid may hold 32.
+  AsNobody hog([&](Lines& io) {
+    RawClient c(ep);
+    io.say(c.ask(encode(1, Join{"pins", 1, false, ::getpid(), -1})));
+    io.say(c.ask(encode(2, StoreSet{"pins", "big", std::string(4 * kMiB, 'p')})));
+    // Read nothing at all: a receive queue of one message, so that ZeroMQ's
+    // own thread in this process does not read them either.
+    zmq::context_t ctx;
+    std::vector<std::unique_ptr<zmq::socket_t>> silent;
+    for (int k = 0; k < 6; ++k) {
+      silent.push_back(std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer));
+      silent.back()->set(zmq::sockopt::rcvhwm, 1);
+      silent.back()->set(zmq::sockopt::rcvbuf, 4096);
+      silent.back()->set(zmq::sockopt::linger, 0);
+      silent.back()->connect(ep);
+      for (int i = 0; i < 20; ++i) {
+        const std::string f = encode(100 + i, StoreGet{"pins", "big", 0});
+        silent.back()->send(zmq::buffer(f), zmq::send_flags::dontwait);
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    io.say("asked");
+    io.hear();
+  });
+  REQUIRE(starts_with(hog.hear(), "reply=rank_info"));
+  REQUIRE(hog.hear() == "reply=ok");
+  REQUIRE(hog.hear(30s) == "asked");
+  std::this_thread::sleep_for(1s);
+  const uint64_t after = rss_of(d.pid());
+  INFO("daemon resident " << (before >> 20) << " MiB before, " << (after >> 20) << " MiB after");
+  WARN("six unread connections of 4 MiB replies: daemon resident " << (before >> 20) << " -> "
+                                                                   << (after >> 20) << " MiB");
+  // Its share (32 MiB, its 4 MiB value counted) and what is in flight in
+  // the kernel's socket buffers; before, 216 MiB more.
+  CHECK(after < before + (64 * kMiB));
+  const auto served = probe.stop();
+  WARN("root's pings meanwhile: " << served.line());
+  CHECK(served.unanswered == 0);
+  CHECK(served.p99_ms <= 100);
+  CHECK(process_exists(d.pid()));
 }
