@@ -3,6 +3,7 @@
 #include "muster/launcher.hpp"
 
 #include "forming.hpp"
+#include "host_address.hpp"
 #include "job_id.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "session.hpp"
@@ -30,8 +31,10 @@ void attach(Client& client, const std::string& job, const std::vector<int64_t>& 
 }
 
 World rendezvous(Client& client, const std::string& job, const RendezvousOptions& o) {
+  // Host names are looked up here, as the user: the daemon takes addresses
+  // only (host_address.hpp).
   proto::Rendezvous m{job,
-                      o.coordinator,
+                      resolve_host_port(o.coordinator),
                       o.node_rank,
                       o.min_nodes,
                       o.max_nodes,
@@ -39,7 +42,7 @@ World rendezvous(Client& client, const std::string& job, const RendezvousOptions
                       o.timeout.count(),
                       o.master_addr,
                       o.master_port,
-                      o.via};
+                      o.via.empty() ? o.via : resolve_host_port(o.via)};
   // The daemon answers when the world forms or the timeout passes there.
   auto w = detail::session_of(client).call<proto::World>(m, o.timeout + std::chrono::seconds(5));
   return {w.generation,

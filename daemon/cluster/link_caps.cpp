@@ -5,20 +5,9 @@
 #include <vector>
 
 #include "cluster/node_links.hpp"
+#include "host_address.hpp"
 
 namespace muster::daemon {
-
-namespace {
-
-bool host_port(const std::string& e) {
-  auto colon = e.rfind(':');
-  return colon != std::string::npos && colon > 0 && colon + 1 < e.size() &&
-         e.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
-         e.size() - colon <= 6 && std::stoi(e.substr(colon + 1)) > 0 &&
-         std::stoi(e.substr(colon + 1)) < 65536;
-}
-
-}  // namespace
 
 // Each name a rendezvous gives is a link (a connection and three ZeroMQ
 // sockets) until its job ends: one user naming a new host:port per job
@@ -26,9 +15,12 @@ bool host_port(const std::string& e) {
 // ended the daemon).
 void NodeLinks::check_links(const Job& job, const proto::Rendezvous& m) const {
   for (const auto& [what, endpoint] : {std::pair{"coordinator", &m.coordinator}, {"via", &m.via}})
-    if ((endpoint != &m.via || !m.via.empty()) && !host_port(*endpoint))
+    if ((endpoint != &m.via || !m.via.empty()) && !numeric_host_port(*endpoint))
       throw Error(ErrorCode::kInvalidArgument,
-                  std::string(what) + " '" + *endpoint + "' is not HOST:PORT with a port 1..65535");
+                  std::string(what) + " '" + *endpoint +
+                      "' is not ADDRESS:PORT (an IPv4 address or a bracketed IPv6 one, a port "
+                      "1..65535): musterd looks up no host names, which would hold everyone's "
+                      "requests; muster run looks them up before it asks");
   const std::vector<std::string> want{m.coordinator, m.via};
   std::set<std::string> mine;
   for (const auto& [id, other] : jobs_)

@@ -24,9 +24,13 @@
 #include <thread>
 #include <vector>
 
+#include "host_address.hpp"
+#include "muster/error.hpp"
+#include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 #include "support/as_user.hpp"
+#include "support/latency.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -117,4 +121,42 @@ TEST_CASE("a tight connect loop by one user: others' requests keep p99 <= 100 ms
   CHECK(p99_of(theirs) <= 100);
   REQUIRE(process_exists(d.pid()));
   CHECK(ask(ep, encode(1, Ping{})) == "reply=pong");
+}
+
+TEST_CASE("a rendezvous naming a host is refused: the daemon looks up no names",
+          "[hostile][ceilings]") {
+  // A lookup in the daemon held everyone: 20 rendezvous naming hosts that
+  // do not resolve (a slow resolver, or none) held root's pings 2 s, two
+  // unanswered. Now the launcher looks names up (as the user) and the
+  // daemon takes addresses only.
+  CHECK(numeric_host_port("127.0.0.1:29400"));
+  CHECK(numeric_host_port("[::1]:29400"));
+  CHECK_FALSE(numeric_host_port("localhost:29400"));
+  CHECK_FALSE(numeric_host_port("127.0.0.1:0"));
+  CHECK_FALSE(numeric_host_port("::1:29400"));
+  CHECK(resolve_host_port("localhost:29400") == "127.0.0.1:29400");
+  CHECK(resolve_host_port("[::1]:5") == "[::1]:5");
+  CHECK_THROWS_AS(resolve_host_port("no-such-host.invalid:29400"), Error);
+  TestDaemon d({"--peer-plain"});
+  const std::string ep = d.endpoint();
+  LatencyProbe probe(ep);
+  RawClient c(ep);
+  uint64_t id = 1;
+  for (int i = 0; i < 20; ++i) {
+    const std::string job = "dns" + std::to_string(i);
+    REQUIRE(c.ask(encode(id++, Reserve{job, 1, false, {}, ::getpid()})) == "reply=reserved");
+    Rendezvous m{job,    "no-such-host-" + std::to_string(i) + ".invalid:29400",
+                 -1,     2,
+                 2,      0,
+                 600000, "127.0.0.1",
+                 29500};
+    const std::string r = c.ask(encode(id++, m));
+    INFO(r);
+    CHECK(starts_with(r, "error=invalid_argument"));
+    CHECK(r.find("looks up no host names") != std::string::npos);
+  }
+  const auto served = probe.stop();
+  WARN("root's pings during 20 rendezvous naming hosts: " << served.line());
+  CHECK(served.unanswered == 0);
+  CHECK(served.p99_ms <= 100);
 }
