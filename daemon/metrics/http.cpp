@@ -3,11 +3,18 @@
 #include <microhttpd.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <string>
 #include <thread>
 
+#include "escape.hpp"
+#include "log_limit.hpp"
 #include "metrics/http.hpp"
 #include "muster/error.hpp"
 
@@ -162,6 +169,34 @@ MHD_Result serve(void* cls, MHD_Connection* c, const char* url, const char* meth
   return answer(c, MHD_HTTP_NOT_FOUND, "not found: /metrics and /healthz only\n", kText);
 }
 
+// libmicrohttpd's own lines (a header too big, a connection that ended
+// early) come at a network client's will, on libmicrohttpd's thread: 200
+// requests with 1 MB headers wrote 30 of them, past musterd's rate limit.
+// At most one per 10 s here, with a count of those left out, escaped (they
+// may quote the request).
+void mhd_log(void*, const char* format, va_list args) {
+  static std::mutex mu;
+  static std::chrono::steady_clock::time_point last{};
+  static uint64_t left_out = 0;
+  char text[512];
+  std::vsnprintf(text, sizeof text, format, args);
+  std::lock_guard lock(mu);
+  const auto now = std::chrono::steady_clock::now();
+  if (last != std::chrono::steady_clock::time_point{} && now - last < std::chrono::seconds(10)) {
+    ++left_out;
+    return;
+  }
+  last = now;
+  std::string line = text;
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
+  log::write_unlimited(
+      log::Level::kNotice,
+      "metrics endpoint: " + escape(line) +
+          (left_out ? " (" + std::to_string(left_out) + " line(s) of it left out before this one)"
+                    : ""));
+  left_out = 0;
+}
+
 }  // namespace
 
 Exporter::Exporter(const ListenAddress& where) : d_(std::make_unique<Daemon>()) {
@@ -171,12 +206,13 @@ Exporter::Exporter(const ListenAddress& where) : d_(std::make_unique<Daemon>()) 
                                    : reinterpret_cast<const sockaddr_in*>(&where.addr)->sin_port);
   // libmicrohttpd's own limit is past ours: an evicted connection holds
   // its slot until the thread sees it shut.
-  d_->mhd = MHD_start_daemon(flags, want, &admit, d_.get(), &serve, this, MHD_OPTION_SOCK_ADDR,
-                             &where.addr, MHD_OPTION_CONNECTION_LIMIT, 2 * kMaxConnections,
-                             MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutS,
-                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<size_t>(64 * 1024),
-                             MHD_OPTION_NOTIFY_CONNECTION, &notify_connection, d_.get(),
-                             MHD_OPTION_NOTIFY_COMPLETED, &request_done, d_.get(), MHD_OPTION_END);
+  // The logger first: libmicrohttpd uses its own for what comes before it.
+  d_->mhd = MHD_start_daemon(
+      flags, want, &admit, d_.get(), &serve, this, MHD_OPTION_EXTERNAL_LOGGER, &mhd_log, nullptr,
+      MHD_OPTION_SOCK_ADDR, &where.addr, MHD_OPTION_CONNECTION_LIMIT, 2 * kMaxConnections,
+      MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutS, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      static_cast<size_t>(64 * 1024), MHD_OPTION_NOTIFY_CONNECTION, &notify_connection, d_.get(),
+      MHD_OPTION_NOTIFY_COMPLETED, &request_done, d_.get(), MHD_OPTION_END);
   if (!d_->mhd)
     throw Error(ErrorCode::kInternal,
                 "cannot serve metrics on the --metrics-listen address (in use, or not this "

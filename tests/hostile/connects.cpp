@@ -11,7 +11,9 @@
 // either of the two changes alone about 150 to 230 ms.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -20,15 +22,18 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "host_address.hpp"
+#include "muster/client.hpp"
 #include "muster/error.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
+#include "stuck_support.hpp"
 #include "support/as_user.hpp"
 #include "support/latency.hpp"
 #include "support/process.hpp"
@@ -159,4 +164,36 @@ TEST_CASE("a rendezvous naming a host is refused: the daemon looks up no names",
   WARN("root's pings during 20 rendezvous naming hosts: " << served.line());
   CHECK(served.unanswered == 0);
   CHECK(served.p99_ms <= 100);
+}
+
+TEST_CASE("bad requests to the metrics endpoint write at most a line per 10 s",
+          "[hostile][ceilings]") {
+  // libmicrohttpd's own error lines came past musterd's rate limit: 200
+  // requests with 1 MB headers wrote 30 of them, each quoting the request.
+  LoggedDaemon d({"--metrics-listen", "127.0.0.1:0"});
+  std::string metrics;
+  std::ifstream(d.dir.path() + "/metrics-endpoint") >> metrics;
+  REQUIRE(!metrics.empty());
+  const auto colon = metrics.rfind(':');
+  const uint16_t port = static_cast<uint16_t>(std::stoi(metrics.substr(colon + 1)));
+  const std::string big =
+      "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(100 * 1024, 'a') + "\r\n\r\n";
+  for (int i = 0; i < 60; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0) {
+      (void)::send(fd, big.data(), big.size(), MSG_NOSIGNAL);
+      char b[512];
+      while (::recv(fd, b, sizeof b, 0) > 0) {
+      }
+    }
+    ::close(fd);
+  }
+  const size_t lines = d.count("metrics endpoint", 2s);
+  INFO("lines about the metrics endpoint: " << lines);
+  CHECK(lines <= 2);
+  CHECK(ask(d.endpoint, encode(1, Ping{})) == "reply=pong");
 }
