@@ -49,7 +49,7 @@ seconds=${1:-60}
 per=$((seconds * 2 / 4))
 # Whole folders, so that a file split off in one of them is compiled too.
 sources=("${protocol[@]}" common/log.cpp common/log_limit.cpp common/wait_text.cpp common/sampler/sampler.cpp
-  common/escape.cpp common/job_id.cpp
+  common/escape.cpp common/job_id.cpp common/host_address.cpp
   daemon/core/*.cpp daemon/jobs/*.cpp daemon/cluster/*.cpp daemon/liveness/pidwatch.cpp
   daemon/liveness/proc_uids.cpp daemon/gpu/placement.cpp)
 san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)

@@ -64,7 +64,7 @@ std::pair<int, std::string> status(const std::string& endpoint,
     auto r_ = (probe).stop();                                    \
     WARN("root's pings during " << (what) << ": " << r_.line()); \
     CHECK(r_.unanswered == 0);                                   \
-    CHECK(r_.p99_ms <= 100);                                     \
+    CHECK(p99_within_bound(r_.p99_ms));                          \
   } while (0)
 
 // The p-th percentile of samples (ms).
@@ -84,7 +84,6 @@ TEST_CASE("one user naming a new coordinator per job cannot take the daemon's so
   // Each rendezvous names a coordinator and a via of its own: two links,
   // three ZeroMQ sockets each. 200 of them once took libzmq past its 1,023
   // sockets, and the daemon aborted.
-  LatencyProbe probe(ep);
   AsNobody nobody([ep](Lines& io) {
     RawClient c(ep);
     uint64_t id = 1;
@@ -116,6 +115,7 @@ TEST_CASE("one user naming a new coordinator per job cannot take the daemon's so
     io.say("refused=" + std::to_string(refused));
     io.say(sentence);
   });
+  LatencyProbe probe(ep);  // after the fork
   std::string said = nobody.hear(60s);
   INFO(said);
   // 32 links for one uid: 16 jobs of two, the other 184 refused.
@@ -215,7 +215,6 @@ TEST_CASE("no user's waits or jobs make root's status undecodable", "[hostile][c
   REQUIRE(waiter.read_line(20s).value_or("").find("rank=") != std::string::npos);
   // 24 jobs of 4,096 reserved ranks: 98,304 ranks, over the decoder's
   // 1,048,576 objects.
-  LatencyProbe probe(ep);
   AsNobody nobody([ep](Lines& io) {
     RawClient c(ep);
     for (int i = 0; i < 24; ++i) {
@@ -226,6 +225,7 @@ TEST_CASE("no user's waits or jobs make root's status undecodable", "[hostile][c
     io.say("reserved");
     io.hear();  // the jobs stay while root looks
   });
+  LatencyProbe probe(ep);  // after the fork
   REQUIRE(nobody.hear(60s) == "reserved");
   // A third user's one small job, named to sort after all of nobody's: it
   // takes its turn beside nobody's first, not after their 25.

@@ -154,7 +154,6 @@ TEST_CASE("parked waits count towards a user's share: the next is refused, not p
   const std::string ep = d.endpoint();
   // Each wait names 16 keys of 64 KiB: 1 MiB of key names parked for a
   // minute. 64 of them, within the job's quota of parked requests (4,096).
-  LatencyProbe probe(ep);
   AsNobody hog([&](Lines& io) {
     RawClient c(ep);
     io.say(c.ask(encode(1, Join{"waits", 1, false, ::getpid(), -1})));
@@ -177,6 +176,7 @@ TEST_CASE("parked waits count towards a user's share: the next is refused, not p
     io.say(last);
     io.hear();
   });
+  LatencyProbe probe(ep);  // after the fork (latency.hpp)
   REQUIRE(starts_with(hog.hear(), "reply=rank_info"));
   const std::string refused = hog.hear(60s), last = hog.hear();
   INFO(refused << "; " << last);
@@ -187,7 +187,7 @@ TEST_CASE("parked waits count towards a user's share: the next is refused, not p
   const auto served = probe.stop();
   WARN("root's pings while uid 65534 parked its waits: " << served.line());
   CHECK(served.unanswered == 0);
-  CHECK(served.p99_ms <= 100);
+  CHECK(p99_within_bound(served.p99_ms));
   AsNobody other([&](Lines& io) { victim(ep, 4, io); }, kSecondUser);
   REQUIRE(starts_with(other.hear(), "reply=rank_info"));
   std::this_thread::sleep_for(500ms);
@@ -202,8 +202,8 @@ TEST_CASE("one user cannot fill the state directory: its share of the state ceil
   TestDaemon d({"--max-memory", "none", "--max-state-bytes", "16M"});
   open_to_everyone(d);
   const std::string ep = d.endpoint();
-  LatencyProbe probe(ep);
   AsNobody hog([&](Lines& io) { hog_stores(ep, "disk", io); });
+  LatencyProbe probe(ep);  // after the fork (latency.hpp)
   REQUIRE(starts_with(hog.hear(), "reply=rank_info"));
   const std::string stored = hog.hear(60s), refusal = hog.hear();
   hog.hear();  // the other ways to grow: refused too (as above)
@@ -215,7 +215,7 @@ TEST_CASE("one user cannot fill the state directory: its share of the state ceil
   const auto served = probe.stop();
   WARN("root's pings while uid 65534 filled its share of the state: " << served.line());
   CHECK(served.unanswered == 0);
-  CHECK(served.p99_ms <= 100);
+  CHECK(p99_within_bound(served.p99_ms));
   // Another user joins and stores what the hog could not.
   AsNobody other([&](Lines& io) { victim(ep, 4, io); }, kSecondUser);
   REQUIRE(starts_with(other.hear(), "reply=rank_info"));
@@ -243,7 +243,6 @@ TEST_CASE("replies a user never reads cannot pin more than its share of the memo
   open_to_everyone(d);
   const std::string ep = d.endpoint();
   const uint64_t before = rss_of(d.pid());
-  LatencyProbe probe(ep);
   // A 4 MiB value, then six connections that each ask for it 12 times and
   // read nothing: 9 replies of 4 MiB queued on each (--reply-queue 8, and
   // one in flight), 216 MiB in all, where the uid may hold 32.
@@ -270,8 +269,11 @@ TEST_CASE("replies a user never reads cannot pin more than its share of the memo
     io.say("asked");
     io.hear();
   });
-  REQUIRE(starts_with(hog.hear(), "reply=rank_info"));
-  REQUIRE(hog.hear() == "reply=ok");
+  LatencyProbe probe(ep);  // after the fork (latency.hpp)
+  const std::string joined = hog.hear(), set = hog.hear();
+  INFO(joined << "; " << set);
+  REQUIRE(starts_with(joined, "reply=rank_info"));
+  REQUIRE(set == "reply=ok");
   REQUIRE(hog.hear(30s) == "asked");
   std::this_thread::sleep_for(1s);
   const uint64_t after = rss_of(d.pid());
@@ -282,10 +284,12 @@ TEST_CASE("replies a user never reads cannot pin more than its share of the memo
   // filling and not yet counted (9 x 4 MiB), and what the allocator keeps
   // of what was freed: 68 MiB more seen here; 192 MiB more without the
   // bound.
-  CHECK(after < before + (100 * kMiB));
+  // (Not under ASan: its allocator keeps what was freed in quarantine,
+  // 256 MiB of it, so resident memory does not say what the daemon holds.)
+  if (kLatencyChecked) CHECK(after < before + (100 * kMiB));
   const auto served = probe.stop();
   WARN("root's pings meanwhile: " << served.line());
   CHECK(served.unanswered == 0);
-  CHECK(served.p99_ms <= 100);
+  CHECK(p99_within_bound(served.p99_ms));
   CHECK(process_exists(d.pid()));
 }

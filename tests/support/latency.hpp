@@ -14,6 +14,23 @@
 
 namespace muster::test {
 
+// The bound on others' p99 (ms) that the hostile tests check. Not under
+// AddressSanitizer: its daemon runs two to three times slower, and a flood
+// beside it took root's p99 to ~200 ms there; the default build (which CI
+// runs too) checks the bound. (Nor resident sizes: ASan keeps freed memory
+// in quarantine.)
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kLatencyChecked = false;
+#else
+inline constexpr bool kLatencyChecked = true;
+#endif
+inline bool p99_within_bound(double ms) {
+  return !kLatencyChecked || ms <= 100;
+}
+
+// Start a probe after any AsNobody it runs beside: forking a process while
+// the probe's thread runs (and holds a lock an allocator or libzmq needs)
+// left an AsNobody child unable to get a reply under ASan.
 class LatencyProbe {
  public:
   struct Result {
