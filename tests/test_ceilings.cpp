@@ -108,7 +108,9 @@ TEST_CASE("one user naming a new coordinator per job cannot take the daemon's so
       }
       Rendezvous m{job,  "127.0.0.1:" + std::to_string(20000 + i), -1, 2, 2, 0, 600000, "127.0.0.1",
                    29500};
-      m.via = "127.0.0.1:" + std::to_string(40000 + i);
+      // (Below the ephemeral ports, 32768 and up, where other tests' daemons
+      // listen: a via there once reached one, which answered.)
+      m.via = "127.0.0.1:" + std::to_string(20200 + i);
       c.send(encode(id++, m));
     }
     for (std::string r; (r = c.recv(1s)) != "no reply";) take(r);
