@@ -19,6 +19,7 @@
 #include <csignal>
 #include <thread>
 
+#include "latency_checks.hpp"
 #include "muster/client.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
@@ -26,7 +27,6 @@
 #include "stuck_support.hpp"
 #include "support/as_user.hpp"
 #include "support/cluster.hpp"
-#include "support/latency.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -56,16 +56,6 @@ std::pair<int, std::string> status(const std::string& endpoint,
   std::string out = p.read_all(30s);
   return {p.wait(10s).value_or(-1), out};
 }
-
-// Root's pings during an attack, as the probe saw them: all answered, p99
-// within 100 ms (issue 43).
-#define CHECK_OTHERS_SERVED(probe, what)                         \
-  do {                                                           \
-    auto r_ = (probe).stop();                                    \
-    WARN("root's pings during " << (what) << ": " << r_.line()); \
-    CHECK(r_.unanswered == 0);                                   \
-    CHECK(p99_within_bound(r_.p99_ms));                          \
-  } while (0)
 
 // The p-th percentile of samples (ms).
 double percentile(std::vector<double> v, double p) {

@@ -24,9 +24,9 @@
 #include <string>
 #include <thread>
 
+#include "latency_checks.hpp"
 #include "muster/client.hpp"
 #include "support/error_code.hpp"
-#include "support/latency.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -428,12 +428,9 @@ TEST_CASE("/healthz answers under a slowloris from many loopback addresses", "[h
     answered += get(n.metrics, "/healthz").status == 200;
     std::this_thread::sleep_for(400ms);
   }
-  const auto served = probe.stop();
+  CHECK_OTHERS_SERVED(probe, "the slowloris");
   stop = true;
   loris.join();
-  WARN("pings to the daemon during the slowloris: " << served.line());
-  CHECK(served.unanswered == 0);
-  CHECK(test::p99_within_bound(served.p99_ms));
   INFO("slowloris connections opened: " << reopened.load());
   CHECK(answered == 5);
   Client c({n.endpoint, 5s});

@@ -37,11 +37,6 @@ void PinnedReplies::read_again(uint64_t conn) {
   conns_.erase(it);
 }
 
-uint64_t PinnedReplies::pinned(int64_t uid) const {
-  auto it = by_uid_.find(uid);
-  return it == by_uid_.end() ? 0 : it->second;
-}
-
 std::vector<uint64_t> PinnedReplies::over(uint64_t ceiling, uint64_t held,
                                           const std::function<uint64_t(int64_t)>& held_by,
                                           const std::function<uint64_t(int64_t)>& share) {

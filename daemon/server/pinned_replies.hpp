@@ -38,8 +38,6 @@ class PinnedReplies {
   void read_again(uint64_t conn);
   void ended(uint64_t conn) { conns_.erase(conn); }
 
-  uint64_t pinned(int64_t uid) const;
-  uint64_t pinned_total() const { return total_; }
   bool any() const { return total_ != 0; }
 
   // The unread connections to shut, most pinned first, so that the total

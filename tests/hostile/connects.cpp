@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "host_address.hpp"
+#include "latency_checks.hpp"
 #include "muster/client.hpp"
 #include "muster/error.hpp"
 #include "protocol/cluster_messages.hpp"
@@ -35,7 +36,6 @@
 #include "protocol/messages.hpp"
 #include "stuck_support.hpp"
 #include "support/as_user.hpp"
-#include "support/latency.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -175,10 +175,7 @@ TEST_CASE("a rendezvous naming a host is refused: the daemon looks up no names",
     CHECK(starts_with(r, "error=invalid_argument"));
     CHECK(r.find("looks up no host names") != std::string::npos);
   }
-  const auto served = probe.stop();
-  WARN("root's pings during 20 rendezvous naming hosts: " << served.line());
-  CHECK(served.unanswered == 0);
-  CHECK(p99_within_bound(served.p99_ms));
+  CHECK_OTHERS_SERVED(probe, "20 rendezvous naming hosts");
 }
 
 #ifdef MUSTER_TEST_METRICS  // a build with libmicrohttpd: the metrics endpoint exists

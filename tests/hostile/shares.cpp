@@ -19,11 +19,11 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "latency_checks.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/store_messages.hpp"
 #include "support/as_user.hpp"
-#include "support/latency.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -184,10 +184,7 @@ TEST_CASE("parked waits count towards a user's share: the next is refused, not p
   CHECK(number_after(refused, "refused") >= 32);
   CHECK(number_after(refused, "refused") <= 36);
   CHECK(last.find("musterd --max-memory") != std::string::npos);
-  const auto served = probe.stop();
-  WARN("root's pings while uid 65534 parked its waits: " << served.line());
-  CHECK(served.unanswered == 0);
-  CHECK(p99_within_bound(served.p99_ms));
+  CHECK_OTHERS_SERVED(probe, "uid 65534's parked waits");
   AsNobody other([&](Lines& io) { victim(ep, 4, io); }, kSecondUser);
   REQUIRE(starts_with(other.hear(), "reply=rank_info"));
   std::this_thread::sleep_for(500ms);
@@ -212,10 +209,7 @@ TEST_CASE("one user cannot fill the state directory: its share of the state ceil
   CHECK(number_after(stored, "stored") == 7);
   CHECK(starts_with(refusal, "error=quota_exceeded"));
   CHECK(refusal.find("musterd --max-state-bytes") != std::string::npos);
-  const auto served = probe.stop();
-  WARN("root's pings while uid 65534 filled its share of the state: " << served.line());
-  CHECK(served.unanswered == 0);
-  CHECK(p99_within_bound(served.p99_ms));
+  CHECK_OTHERS_SERVED(probe, "uid 65534's fill of its share of the state");
   // Another user joins and stores what the hog could not.
   AsNobody other([&](Lines& io) { victim(ep, 4, io); }, kSecondUser);
   REQUIRE(starts_with(other.hear(), "reply=rank_info"));
@@ -287,9 +281,6 @@ TEST_CASE("replies a user never reads cannot pin more than its share of the memo
   // (Not under ASan: its allocator keeps what was freed in quarantine,
   // 256 MiB of it, so resident memory does not say what the daemon holds.)
   if (kLatencyChecked) CHECK(after < before + (100 * kMiB));
-  const auto served = probe.stop();
-  WARN("root's pings meanwhile: " << served.line());
-  CHECK(served.unanswered == 0);
-  CHECK(p99_within_bound(served.p99_ms));
+  CHECK_OTHERS_SERVED(probe, "six unread connections");
   CHECK(process_exists(d.pid()));
 }
