@@ -7,6 +7,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup-debian.sh --tests
+# A build takes 2-4 GiB and the suite writes state and pools under /tmp: a
+# disk that cannot hold them fails at a link or a save, far from the cause,
+# so say how much there is first.
+for where in . /tmp; do
+  free_kib=$(df -Pk "$where" | awk 'NR == 2 { print $4 }')
+  if ((free_kib < 8 * 1024 * 1024)); then
+    echo "test.sh: only $((free_kib / 1024)) MiB free on the disk of $where; the build and" \
+      "the suite need about 8 GiB" >&2
+  fi
+done
+# A test killed by its timeout cannot remove its private daemon's directory
+# (/tmp/muster-test-*, support/process.cpp): those this run leaves go with it.
+stamp=$(mktemp /tmp/muster-test-run.XXXXXX)
+trap 'find /tmp -maxdepth 1 -name "muster-test-*" -newer "$stamp" -exec rm -rf {} + 2>/dev/null;
+  rm -f "$stamp"' EXIT
 dir=build
 opts=(-Dwerror=true)
 test_args=()
