@@ -1,5 +1,6 @@
 #include "endpoint.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -41,6 +42,20 @@ std::string ipc_dir_of(const std::string& endpoint) {
   auto path = endpoint.substr(prefix.size());
   auto slash = path.rfind('/');
   return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+std::string personal_endpoint(const std::string& endpoint) {
+  const std::string shared = "/musterd.sock";
+  if (endpoint.rfind("ipc://", 0) != 0 || endpoint.size() <= shared.size() ||
+      endpoint.compare(endpoint.size() - shared.size(), shared.size(), shared) != 0)
+    return endpoint;
+  const std::string path = ipc_dir_of(endpoint) + "/users/" + std::to_string(geteuid()) + ".sock";
+  struct stat st {};
+  // The caller's own: anyone else's socket there (were the directory not
+  // the daemon's) is not taken for it.
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != geteuid())
+    return endpoint;
+  return "ipc://" + path;
 }
 
 }  // namespace muster

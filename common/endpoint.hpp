@@ -17,4 +17,11 @@ std::string resolve_endpoint();
 // The directory of an ipc:// endpoint, or "" for other transports.
 std::string ipc_dir_of(const std::string& endpoint);
 
+// The caller's own socket beside ipc://DIR/musterd.sock: ipc://DIR/users/
+// <euid>.sock, when the daemon made it (a socket there owned by the
+// caller's euid), else endpoint itself. Its backlog is the caller's alone:
+// another user's connect flood does not hold the caller's connects back
+// (daemon/server/user_sockets.hpp).
+std::string personal_endpoint(const std::string& endpoint);
+
 }  // namespace muster

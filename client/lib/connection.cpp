@@ -56,6 +56,7 @@ Connection::~Connection() {
 }
 
 void Connection::connect() {
+  target_ = endpoint_;
   // Another user's daemon must not get our requests (issue #13). Only an
   // endpoint the user named in MUSTER_ENDPOINT may lie in a directory of
   // someone else (shared on purpose); its daemon is checked all the same.
@@ -65,7 +66,10 @@ void Connection::connect() {
     const char* named = std::getenv("MUSTER_ENDPOINT");
     if (path[0] != '@' && endpoint_ != (named ? named : ""))
       trust::check_socket_dir(ipc_dir_of(endpoint_));
-    trust::check_daemon(path);
+    // The user's own socket, where the daemon made one: its backlog is not
+    // the one another user's connect flood fills.
+    target_ = personal_endpoint(endpoint_);
+    trust::check_daemon(target_.substr(6));
   }
   sock_.set(zmq::sockopt::linger, 0);
   // A connect the daemon's full backlog refused (hundreds of ranks starting
@@ -96,7 +100,7 @@ void Connection::connect() {
     }
   }
   try {
-    sock_.connect(endpoint_);
+    sock_.connect(target_);
   } catch (const zmq::error_t& e) {
     throw Error(ErrorCode::kInvalidArgument,
                 "cannot use endpoint '" + endpoint_ + "': " + e.what());

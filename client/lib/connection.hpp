@@ -144,6 +144,9 @@ class Connection {
   [[noreturn]] void refused() const;
 
   std::string endpoint_;
+  // What the socket connects to: endpoint_, or the user's own socket
+  // beside it (personal_endpoint, common/endpoint.hpp).
+  std::string target_;
   std::chrono::milliseconds request_timeout_, patience_;
   zmq::socket_t sock_{client_context(), zmq::socket_type::dealer};
   // Receives sock_'s connection events; unused when !monitoring_.

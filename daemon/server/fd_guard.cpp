@@ -25,6 +25,19 @@ constexpr const char* kPeerEvents = "inproc://musterd-peer-events";
 // most this often (a count reads /proc/self/fd: a few ms at 30,000 fds).
 constexpr auto kRecountEvery = std::chrono::seconds(1);
 
+// path renamed to path.full, mode 0; and back, with its mode.
+void set_aside(const std::string& path) {
+  if (path.empty()) return;
+  if (::chmod(path.c_str(), 0) != 0 || ::rename(path.c_str(), (path + ".full").c_str()) != 0)
+    log::warning("cannot set " + path + " aside: " + std::strerror(errno));
+}
+
+void put_back(const std::string& path, mode_t mode) {
+  if (path.empty()) return;
+  if (::rename((path + ".full").c_str(), path.c_str()) != 0 || ::chmod(path.c_str(), mode) != 0)
+    log::warning("cannot put " + path + " back: " + std::strerror(errno));
+}
+
 }  // namespace
 
 uint64_t raise_fd_limit() {
@@ -134,12 +147,9 @@ void FdGuard::pause(uint64_t in_use) {
                " in use (" + std::to_string(peer_open_) +
                " peer connections); no new connections until some end (the limit is "
                "RLIMIT_NOFILE, the unit's LimitNOFILE=)");
-  if (!local_path_.empty()) {
-    std::string aside = local_path_ + ".full";
-    // Mode 0: a user who finds the name aside cannot connect to it either.
-    if (::chmod(local_path_.c_str(), 0) != 0 || ::rename(local_path_.c_str(), aside.c_str()) != 0)
-      log::warning("cannot set " + local_path_ + " aside: " + std::strerror(errno));
-  }
+  // Mode 0: a user who finds a name aside cannot connect through it either.
+  set_aside(local_path_);
+  set_aside(users_dir_);
   filter_peer(true);
 }
 
@@ -147,12 +157,8 @@ void FdGuard::resume(uint64_t in_use) {
   paused_ = false;
   log::notice("file descriptors: " + std::to_string(in_use) + " of " + std::to_string(limit_) +
               " in use; accepting connections again");
-  if (!local_path_.empty()) {
-    std::string aside = local_path_ + ".full";
-    if (::rename(aside.c_str(), local_path_.c_str()) != 0 ||
-        ::chmod(local_path_.c_str(), 0660) != 0)
-      log::warning("cannot put " + local_path_ + " back: " + std::strerror(errno));
-  }
+  put_back(local_path_, 0660);
+  put_back(users_dir_, 0711);
   filter_peer(false);
 }
 

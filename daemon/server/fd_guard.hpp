@@ -61,6 +61,9 @@ class FdGuard {
   void on_peer_event(std::function<void(bool accepted, int fd)> f) { on_peer_ = std::move(f); }
   // The local socket file (renamed aside while paused).
   void set_local_path(std::string path) { local_path_ = std::move(path); }
+  // The users' own sockets' directory (user_sockets.hpp), set aside with
+  // the local socket: users.full, mode 0.
+  void set_users_dir(std::string path) { users_dir_ = std::move(path); }
 
   // Pauses or resumes the listeners for the connections open now (local:
   // counted by ClientConnections). Cheap unless near the ceiling.
@@ -87,7 +90,7 @@ class FdGuard {
   std::chrono::steady_clock::time_point last_count_;
   bool paused_ = false;
   uint64_t shed_seen_ = 0;
-  std::string local_path_;
+  std::string local_path_, users_dir_;
   std::function<void(bool, int)> on_peer_;
 };
 

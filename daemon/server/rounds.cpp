@@ -68,6 +68,7 @@ void Server::end_round() {
   rt.save_then_deliver();
   // After deliver(), which read the local connections' events.
   rt.fds->check(rt.conns.open());
+  rt.user_sockets->bind_wanted(rt.fds->paused());
   // check() read the peer connections' events: no fd is stale.
   if (size_t n = rt.caps->sweep(Clock::now()))
     log::info("closed " + std::to_string(n) +

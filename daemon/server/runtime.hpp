@@ -25,6 +25,7 @@
 #include "server/pid_events.hpp"
 #include "server/pinned_replies.hpp"
 #include "server/server.hpp"
+#include "server/user_sockets.hpp"
 
 namespace muster::daemon {
 
@@ -35,6 +36,8 @@ struct Server::Runtime {
   PidWatch watch;
   std::unique_ptr<State> state;
   std::string socket_path;
+  // Each user's own socket beside it (made by bind()).
+  std::optional<UserSockets> user_sockets;
   // Peering: our listener (when peer_bind is set).
   std::optional<peer::Security> security;
   // Admits every connection of both listeners (CURVE keys, the caps).

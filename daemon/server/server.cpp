@@ -161,6 +161,8 @@ void Server::bind() {
     throw Error(ErrorCode::kInternal, "cannot give " + rt_->socket_path + " to group " +
                                           std::to_string(cfg_.socket_gid) + ": " +
                                           std::strerror(errno));
+  rt_->user_sockets.emplace(r, cfg_.runtime_dir);
+  rt_->fds->set_users_dir(rt_->user_sockets->dir());
   log::notice("listening on " + endpoint_ + ", " + std::to_string(allowed_.size()) +
               " GPU(s) to hand out (source: " + inventory_.source + ")");
   if (!cfg_.peer_bind.empty()) bind_peer();
@@ -244,7 +246,9 @@ void Server::start_admission() {
   policy.local = [&rt](int64_t uid) {
     rt.conns.drain();
     rt.fds->check(rt.conns.open());
-    return rt.caps->admit_local(uid);
+    std::string refused = rt.caps->admit_local(uid);
+    if (refused.empty() && rt.user_sockets) rt.user_sockets->want(uid);
+    return refused;
   };
   policy.peer = [&rt](const std::string& address) {
     rt.fds->drain_peer();

@@ -1,0 +1,59 @@
+// A listening socket of each user's own beside the shared one: DIR/users/
+// <uid>.sock, owned by that uid, mode 0600, bound on the same ROUTER.
+//
+// Why: the kernel keeps one backlog per listening socket. A user who
+// connects in a tight loop keeps the shared socket's backlog full, and
+// every other user's new connection waits for a free place in it (a connect
+// that finds it full fails with EAGAIN, and libzmq tries again later): 35
+// to 150 ms at p99 with libmuster's 10 ms retry, seconds with libzmq's
+// default (issue 43). A user's own socket has a backlog only they and root
+// can fill. libmuster connects to it when it exists (common/endpoint.cpp:
+// personal_endpoint); the first connection of a user since the socket was
+// made still goes through the shared one.
+//
+// A user gets one once a connection of theirs passed the handshake on the
+// shared socket (so only users who may reach the daemon at all), made at
+// the round's end; at most kMaxUserSockets of them, each one fd. The names
+// outlive the daemon: a restarted one binds again every name it finds, so
+// that clients who reconnect find their socket (users/ holds only what the
+// daemon put there: it is the daemon's, mode 0711).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <zmq.hpp>
+
+namespace muster::daemon {
+
+class UserSockets {
+ public:
+  static constexpr size_t kMaxUserSockets = 256;
+
+  // dir: the runtime directory; the sockets go in dir/users. Binds again
+  // the sockets a previous daemon left there.
+  UserSockets(zmq::socket_t& router, std::string dir);
+
+  // uid connected through the shared socket: it gets a socket at the next
+  // bind_wanted(). Cheap; called from the handshake.
+  void want(int64_t uid);
+  // Binds the sockets wanted since the last call (not while the fd guard
+  // holds new connections back: each costs an fd).
+  void bind_wanted(bool paused);
+
+  const std::string& dir() const { return dir_; }
+  size_t bound() const { return bound_.size(); }
+
+ private:
+  bool bind(uid_t uid);
+
+  zmq::socket_t& router_;
+  std::string dir_;
+  std::set<uid_t> bound_, wanted_;
+  bool full_logged_ = false;
+};
+
+}  // namespace muster::daemon
