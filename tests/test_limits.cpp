@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -27,6 +28,7 @@
 
 using namespace muster;
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 using test::TestDaemon;
 
 namespace {
@@ -171,8 +173,14 @@ TEST_CASE(
   // (the accept guard), and those connects "succeeded" here.
   CHECK(test::eventually([&] { return logged("no new connections until some end"); }, 10s));
   CHECK((local_refused > 0 || shed));
+  // The users' own sockets (root's, made at TestDaemon's first request) are
+  // set aside with the shared one while the fds are held.
+  const std::string users = d.runtime_dir() + "/users";
+  CHECK_FALSE(fs::exists(users + "/0.sock"));
+  CHECK(fs::exists(users + ".full/0.sock"));
   for (int fd : held) ::close(fd);
   run_job(d, "after-flood");
+  CHECK(fs::exists(users + "/0.sock"));
   REQUIRE(test::process_exists(d.pid()));
 }
 
