@@ -75,7 +75,7 @@ po::options_description settings_description(Settings& s) {
        "in jobs this daemon coordinates, barriers and key waits are relayed through a tree "
        "of N children per daemon (the coordinator handles O(N) messages per operation); "
        "jobs of at most N nodes, or N = 0, use a flat star")
-    ("peer-plain", po::bool_switch(&s.o.config.peer_plain),
+    ("peer-plain", po::bool_switch(&s.o.config.peer_keys.plain),
        "peer without encryption or authentication (a trusted network only); otherwise "
        "peering needs a CURVE key pair (--peer-key-file)")
     ("peer-key-file", po::value(&s.peer_key_file)->value_name("FILE"),
@@ -83,7 +83,7 @@ po::options_description settings_description(Settings& s) {
     ("peer-authorized-keys", po::value(&s.peer_authorized_keys)->value_name("FILE"),
        "public keys (one a line) of the daemons allowed to peer with this one; its own key is "
        "always allowed (default: only its own)")
-    ("peer-server-key", po::value(&s.o.config.peer_server_key)->value_name("KEY"),
+    ("peer-server-key", po::value(&s.o.config.peer_keys.server_key)->value_name("KEY"),
        "public key (Z85) expected of the daemons this one connects to (default: its own)")
     ("containment", po::value(&s.o.config.containment)->value_name("MODE")->default_value("auto"),
        "auto: each job gets a cgroup (in this daemon's cgroup v2 hierarchy, when writable) that "
@@ -222,20 +222,17 @@ void finish(Settings& s, bool whole) {
   if (!std::isfinite(s.stuck_after) || s.stuck_after < 0.001 || s.stuck_after > 86400)
     throw std::runtime_error("--stuck-after must be between 0.001 and 86400 seconds");
   c.stuck_after = std::chrono::milliseconds(std::llround(s.stuck_after * 1000));
-  if (!s.peer_key_file.empty()) {
-    auto keys = peer::read_key_file(s.peer_key_file);
-    c.peer_public_key = keys.public_key;
-    c.peer_secret_key = keys.secret_key;
-  }
+  peer::PeerSettings& p = c.peer_keys;
+  if (!s.peer_key_file.empty()) p.own = peer::read_key_file(s.peer_key_file);
   if (!s.peer_authorized_keys.empty())
-    c.peer_authorized_keys = peer::read_authorized_keys(s.peer_authorized_keys);
-  if (!c.peer_server_key.empty()) peer::check_z85_key(c.peer_server_key, "--peer-server-key");
+    p.authorized_keys = peer::read_authorized_keys(s.peer_authorized_keys);
+  if (!p.server_key.empty()) peer::check_z85_key(p.server_key, "--peer-server-key");
   // Peering set up at all: it must be usable (keys, or plain on purpose).
-  bool peering = !c.peer_bind.empty() || c.peer_plain || !s.peer_key_file.empty() ||
-                 !s.peer_authorized_keys.empty() || !c.peer_server_key.empty();
+  bool peering = !c.peer_bind.empty() || p.plain || !s.peer_key_file.empty() ||
+                 !s.peer_authorized_keys.empty() || !p.server_key.empty();
   if (whole && peering) {
     try {
-      peer::Security::from_config(c);
+      peer::Security::from_settings(p);
     } catch (const std::exception& e) {
       std::string why = e.what();
       throw std::runtime_error(

@@ -20,24 +20,23 @@
 using namespace muster;
 using namespace muster::daemon::peer;
 using namespace std::chrono_literals;
-using muster::daemon::Config;
 
 namespace {
 
 Security secure_with(const KeyPair& own, std::vector<std::string> authorized = {},
                      std::string server_key = {}) {
-  Config c;
-  c.peer_public_key = own.public_key;
-  c.peer_secret_key = own.secret_key;
-  c.peer_authorized_keys = std::move(authorized);
-  c.peer_server_key = std::move(server_key);
-  return Security::from_config(c);
+  PeerSettings c;
+  c.own.public_key = own.public_key;
+  c.own.secret_key = own.secret_key;
+  c.authorized_keys = std::move(authorized);
+  c.server_key = std::move(server_key);
+  return Security::from_settings(c);
 }
 
 Security plain() {
-  Config c;
-  c.peer_plain = true;
-  return Security::from_config(c);
+  PeerSettings c;
+  c.plain = true;
+  return Security::from_settings(c);
 }
 
 // A peer listener as the daemon would run it: ROUTER on loopback, the ZAP
@@ -271,45 +270,45 @@ TEST_CASE("one ZAP handler per context") {
   CHECK(has(error_of([&] { ZapHandler second(ctx, sec); }), "ZAP handler"));
 }
 
-TEST_CASE("Security::from_config checks the peering settings") {
+TEST_CASE("Security::from_settings checks the peering settings") {
   auto keys = generate_keypair(), other = generate_keypair();
   SECTION("neither keys nor peer-plain") {
-    auto e = error_of([] { Security::from_config(Config{}); });
+    auto e = error_of([] { Security::from_settings(PeerSettings{}); });
     CHECK(has(e, "muster keygen"));
     CHECK(has(e, "peer-plain"));
   }
   SECTION("a secret key of another pair") {
-    Config c;
-    c.peer_public_key = keys.public_key;
-    c.peer_secret_key = other.secret_key;
-    CHECK(has(error_of([&] { Security::from_config(c); }), "does not belong"));
+    PeerSettings c;
+    c.own.public_key = keys.public_key;
+    c.own.secret_key = other.secret_key;
+    CHECK(has(error_of([&] { Security::from_settings(c); }), "does not belong"));
   }
   SECTION("only half a pair") {
-    Config c;
-    c.peer_public_key = keys.public_key;
-    CHECK(has(error_of([&] { Security::from_config(c); }), "without its secret key"));
+    PeerSettings c;
+    c.own.public_key = keys.public_key;
+    CHECK(has(error_of([&] { Security::from_settings(c); }), "without its secret key"));
   }
   SECTION("a malformed key") {
-    Config c;
-    c.peer_public_key = keys.public_key.substr(1);
-    c.peer_secret_key = keys.secret_key;
-    CHECK(has(error_of([&] { Security::from_config(c); }), "39 characters"));
+    PeerSettings c;
+    c.own.public_key = keys.public_key.substr(1);
+    c.own.secret_key = keys.secret_key;
+    CHECK(has(error_of([&] { Security::from_settings(c); }), "39 characters"));
   }
   SECTION("a bad authorised key or server key") {
-    Config c;
-    c.peer_public_key = keys.public_key;
-    c.peer_secret_key = keys.secret_key;
-    c.peer_authorized_keys = {other.public_key, "nope"};
-    CHECK(has(error_of([&] { Security::from_config(c); }), "peer-authorized-keys, key 2"));
-    c.peer_authorized_keys.clear();
-    c.peer_server_key = std::string(40, '~');
-    CHECK(has(error_of([&] { Security::from_config(c); }), "peer-server-key"));
+    PeerSettings c;
+    c.own.public_key = keys.public_key;
+    c.own.secret_key = keys.secret_key;
+    c.authorized_keys = {other.public_key, "nope"};
+    CHECK(has(error_of([&] { Security::from_settings(c); }), "peer-authorized-keys, key 2"));
+    c.authorized_keys.clear();
+    c.server_key = std::string(40, '~');
+    CHECK(has(error_of([&] { Security::from_settings(c); }), "peer-server-key"));
   }
   SECTION("peer-plain with keys") {
-    Config c;
-    c.peer_plain = true;
-    c.peer_authorized_keys = {other.public_key};
-    CHECK(has(error_of([&] { Security::from_config(c); }), "contradicts"));
+    PeerSettings c;
+    c.plain = true;
+    c.authorized_keys = {other.public_key};
+    CHECK(has(error_of([&] { Security::from_settings(c); }), "contradicts"));
   }
   SECTION("a good pair: own key first, server key defaults to it") {
     auto s = secure_with(keys, {other.public_key, keys.public_key, other.public_key});

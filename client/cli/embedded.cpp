@@ -66,14 +66,10 @@ daemon::Config embedded_config(const std::string& dir, int simulate_gpus,
   cfg.runtime_dir = dir;
   cfg.simulate_gpus = simulate_gpus;
   cfg.exit_when_idle = true;
-  cfg.peer_plain = peering.plain;
-  if (!peering.key_file.empty()) {
-    auto keys = daemon::peer::read_key_file(peering.key_file);
-    cfg.peer_public_key = keys.public_key;
-    cfg.peer_secret_key = keys.secret_key;
-  }
+  cfg.peer_keys.plain = peering.plain;
+  if (!peering.key_file.empty()) cfg.peer_keys.own = daemon::peer::read_key_file(peering.key_file);
   if (!peering.authorized_keys.empty())
-    cfg.peer_authorized_keys = daemon::peer::read_authorized_keys(peering.authorized_keys);
+    cfg.peer_keys.authorized_keys = daemon::peer::read_authorized_keys(peering.authorized_keys);
   if (listen) {
     cfg.peer_bind = peering.listen_host;
     cfg.peer_port = peering.listen_port;

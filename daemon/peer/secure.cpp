@@ -263,11 +263,11 @@ std::vector<std::string> read_authorized_keys(const std::string& path) {
   return parse_authorized_keys(read_text(path, "authorized-keys file"), path);
 }
 
-Security Security::from_config(const Config& cfg) {
+Security Security::from_settings(const PeerSettings& cfg) {
   Security s;
-  bool any_key = !cfg.peer_public_key.empty() || !cfg.peer_secret_key.empty() ||
-                 !cfg.peer_authorized_keys.empty() || !cfg.peer_server_key.empty();
-  if (cfg.peer_plain) {
+  bool any_key = !cfg.own.public_key.empty() || !cfg.own.secret_key.empty() ||
+                 !cfg.authorized_keys.empty() || !cfg.server_key.empty();
+  if (cfg.plain) {
     if (any_key)
       throw invalid(
           "peer-plain (unencrypted peering) contradicts the CURVE key settings "
@@ -280,31 +280,31 @@ Security Security::from_config(const Config& cfg) {
     throw invalid(
         "peering needs CURVE, and this libzmq has none (built without libsodium); "
         "set peer-plain = true for unencrypted peering on a trusted network");
-  if (cfg.peer_public_key.empty() && cfg.peer_secret_key.empty())
+  if (cfg.own.public_key.empty() && cfg.own.secret_key.empty())
     throw invalid(
         "peering needs a CURVE key pair: run `muster keygen --out FILE` and set "
         "peer-key-file = FILE (one pair shared by the cluster is the simple setup), or "
         "set peer-plain = true for unencrypted peering on a trusted network");
-  if (cfg.peer_public_key.empty())
+  if (cfg.own.public_key.empty())
     throw invalid("a peer secret key without its public key: set peer-key-file");
-  if (cfg.peer_secret_key.empty())
+  if (cfg.own.secret_key.empty())
     throw invalid("a peer public key without its secret key: set peer-key-file");
-  check_z85_key(cfg.peer_public_key, "the peer public key");
-  check_z85_key(cfg.peer_secret_key, "the peer secret key");
-  if (public_key_of(cfg.peer_secret_key) != cfg.peer_public_key)
+  check_z85_key(cfg.own.public_key, "the peer public key");
+  check_z85_key(cfg.own.secret_key, "the peer secret key");
+  if (public_key_of(cfg.own.secret_key) != cfg.own.public_key)
     throw invalid(
         "the peer secret key does not belong to the peer public key (use the pair "
         "`muster keygen` made, unchanged)");
-  s.public_key = cfg.peer_public_key;
-  s.secret_key = cfg.peer_secret_key;
+  s.public_key = cfg.own.public_key;
+  s.secret_key = cfg.own.secret_key;
   s.authorized.push_back(s.public_key);
-  for (size_t i = 0; i < cfg.peer_authorized_keys.size(); ++i) {
-    const auto& k = cfg.peer_authorized_keys[i];
+  for (size_t i = 0; i < cfg.authorized_keys.size(); ++i) {
+    const auto& k = cfg.authorized_keys[i];
     check_z85_key(k, "peer-authorized-keys, key " + std::to_string(i + 1));
     if (!s.authorizes(k)) s.authorized.push_back(k);
   }
-  if (!cfg.peer_server_key.empty()) check_z85_key(cfg.peer_server_key, "peer-server-key");
-  s.server_key = cfg.peer_server_key.empty() ? s.public_key : cfg.peer_server_key;
+  if (!cfg.server_key.empty()) check_z85_key(cfg.server_key, "peer-server-key");
+  s.server_key = cfg.server_key.empty() ? s.public_key : cfg.server_key;
   return s;
 }
 

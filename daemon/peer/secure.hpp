@@ -2,7 +2,7 @@
 // the config, a ZAP handler that admits only authorised daemons, and the key
 // files `muster keygen` writes. Unencrypted peering only with peer_plain.
 //
-// Order on the listening side: Security::from_config, then a ZapHandler in
+// Order on the listening side: Security::from_settings, then a ZapHandler in
 // the server's zmq::context_t, then make_server on the socket, then bind.
 // make_server also sets ZMQ_ZAP_ENFORCE_DOMAIN where libzmq knows it, so a
 // CURVE socket without a handler refuses everyone instead of admitting all.
@@ -15,19 +15,13 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "server/config.hpp"
+#include "peer/settings.hpp"
 
 namespace muster::daemon::peer {
 
 // The ZAP domain of peer sockets, and where libzmq looks for the handler.
 inline constexpr const char* kZapDomain = "muster-peer";
 inline constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
-
-// A CURVE key pair, both keys Z85 (40 characters).
-struct KeyPair {
-  std::string public_key;
-  std::string secret_key;
-};
 
 // Z85 keys. A key is 40 characters of the Z85 alphabet that decode to 32
 // bytes. check_z85_key throws Error(kInvalidArgument) naming `what`.
@@ -60,7 +54,7 @@ void write_key_file(const std::string& path, const KeyPair& keys, bool overwrite
 std::vector<std::string> parse_authorized_keys(std::string_view text, const std::string& name);
 std::vector<std::string> read_authorized_keys(const std::string& path);
 
-// The peering settings of a Config, checked.
+// The peering settings, checked.
 struct Security {
   bool plain = false;      // unencrypted (NULL mechanism); no keys
   std::string public_key;  // Z85, ours
@@ -73,7 +67,7 @@ struct Security {
   // Throws Error(kInvalidArgument) with a sentence naming the setting: bad
   // or mismatched keys, keys together with peer_plain, neither keys nor
   // peer_plain (run `muster keygen`), or a libzmq without CURVE.
-  static Security from_config(const Config& cfg);
+  static Security from_settings(const PeerSettings& cfg);
   // Whether this (binary, 32 bytes, or Z85) public key may connect.
   bool authorizes(std::string_view key) const;
 };

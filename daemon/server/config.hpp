@@ -10,6 +10,8 @@
 
 #include "core/quotas.hpp"
 
+#include "peer/settings.hpp"
+
 namespace muster::daemon {
 
 struct Config {
@@ -36,16 +38,8 @@ struct Config {
   std::chrono::milliseconds peer_timeout{10000};
   // A barrier or key wait parked this long is stuck: logged once, counted.
   std::chrono::milliseconds stuck_after{60000};
-  // CURVE between daemons. Unencrypted peering only when peer_plain is set
-  // explicitly; otherwise a key pair is required to peer at all.
-  bool peer_plain = false;
-  std::string peer_public_key;  // Z85, 40 characters
-  std::string peer_secret_key;  // Z85, 40 characters
-  // Public keys (Z85) of daemons allowed to connect to us; our own is
-  // always allowed (one key pair shared by a cluster is the simple setup).
-  std::vector<std::string> peer_authorized_keys;
-  // The public key we expect of the daemons we connect to; empty = ours.
-  std::string peer_server_key;
+  // CURVE between daemons, or plain TCP on purpose (peer/settings.hpp).
+  peer::PeerSettings peer_keys;
   // Children per daemon in the relay tree of the jobs we coordinate; a job
   // of at most this many nodes is a flat star. 0 = always a star.
   uint32_t tree_width = 16;

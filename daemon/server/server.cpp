@@ -77,7 +77,7 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
   // so a bad or missing key only refuses multi-node jobs (and the listener).
   std::string unavailable;
   try {
-    rt_->security = peer::Security::from_config(cfg_);
+    rt_->security = peer::Security::from_settings(cfg_.peer_keys);
   } catch (const Error& e) {
     if (!cfg_.peer_bind.empty()) throw;
     unavailable = e.what();
@@ -161,7 +161,7 @@ void Server::bind() {
     throw Error(ErrorCode::kInternal, "cannot give " + rt_->socket_path + " to group " +
                                           std::to_string(cfg_.socket_gid) + ": " +
                                           std::strerror(errno));
-  rt_->user_sockets.emplace(r, cfg_.runtime_dir);
+  rt_->user_sockets.emplace(r, cfg_.runtime_dir, rt_->fds->limit());
   rt_->fds->set_users_dir(rt_->user_sockets->dir());
   log::notice("listening on " + endpoint_ + ", " + std::to_string(allowed_.size()) +
               " GPU(s) to hand out (source: " + inventory_.source + ")");

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -34,8 +35,10 @@ bool uid_of_name(const std::string& name, uid_t* uid) {
 
 }  // namespace
 
-UserSockets::UserSockets(zmq::socket_t& router, std::string dir)
-    : router_(router), dir_(std::move(dir) + "/users") {
+UserSockets::UserSockets(zmq::socket_t& router, std::string dir, uint64_t fd_limit)
+    : router_(router),
+      dir_(std::move(dir) + "/users"),
+      cap_(std::min<uint64_t>(kMaxUserSockets, fd_limit / 16)) {
   // Set aside by the fd guard when the daemon before stopped (an empty
   // users/ is replaced).
   (void)::rename((dir_ + ".full").c_str(), dir_.c_str());
@@ -52,7 +55,7 @@ UserSockets::UserSockets(zmq::socket_t& router, std::string dir)
   }
   ::closedir(d);
   for (uid_t uid : found) {
-    if (bound_.size() >= kMaxUserSockets) break;
+    if (bound_.size() >= cap_) break;
     bind(uid);
   }
 }
@@ -66,9 +69,9 @@ void UserSockets::want(int64_t uid) {
 void UserSockets::bind_wanted(bool paused) {
   if (wanted_.empty() || paused) return;
   for (uid_t uid : std::exchange(wanted_, {})) {
-    if (bound_.size() >= kMaxUserSockets) {
+    if (bound_.size() >= cap_) {
       if (!full_logged_)
-        log::notice("users' own sockets: " + std::to_string(kMaxUserSockets) +
+        log::notice("users' own sockets: " + std::to_string(cap_) +
                     " made; other users connect through the shared socket only");
       full_logged_ = true;
       return;

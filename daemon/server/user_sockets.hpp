@@ -13,7 +13,8 @@
 //
 // A user gets one once a connection of theirs passed the handshake on the
 // shared socket (so only users who may reach the daemon at all), made at
-// the round's end; at most kMaxUserSockets of them, each one fd. The names
+// the round's end; at most kMaxUserSockets of them, and a sixteenth of the
+// fd limit (each is one fd). The names
 // outlive the daemon: a restarted one binds again every name it finds, so
 // that clients who reconnect find their socket (users/ holds only what the
 // daemon put there: it is the daemon's, mode 0711).
@@ -34,8 +35,8 @@ class UserSockets {
   static constexpr size_t kMaxUserSockets = 256;
 
   // dir: the runtime directory; the sockets go in dir/users. Binds again
-  // the sockets a previous daemon left there.
-  UserSockets(zmq::socket_t& router, std::string dir);
+  // the sockets a previous daemon left there. fd_limit: RLIMIT_NOFILE.
+  UserSockets(zmq::socket_t& router, std::string dir, uint64_t fd_limit);
 
   // uid connected through the shared socket: it gets a socket at the next
   // bind_wanted(). Cheap; called from the handshake.
@@ -52,6 +53,7 @@ class UserSockets {
 
   zmq::socket_t& router_;
   std::string dir_;
+  size_t cap_;
   std::set<uid_t> bound_, wanted_;
   bool full_logged_ = false;
 };
