@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets with clang's libFuzzer, ASan and UBSan (straight
-# from the sources, no meson: the daemon's state, protocol and liveness code,
-# not its sockets), then fuzzes each for a bounded time:
+# Builds the fuzz targets with clang's libFuzzer, ASan and UBSan (a meson
+# build, build-fuzz, with -Dfuzz=true: each target links the daemon's own
+# library), then fuzzes each for a bounded time:
 #   - tests/fuzz/fuzz_request.cpp: arbitrary bytes through the decoder and
 #     the handler, starting from the committed seed corpus;
 #   - tests/fuzz/fuzz_access.cpp: valid requests of every type from every
@@ -21,25 +21,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build-fuzz
-mkdir -p "$out/include" "$out/corpus"
-# state.cpp and status.cpp want the version from meson's generated header.
-version=$(sed -n "s/^ *version: '\([^']*\)'.*/\1/p" meson.build | head -1)
-printf '#pragma once\n#define MUSTER_VERSION "%s"\n' "$version" >"$out/include/muster_config.h.new"
-cmp -s "$out/include/muster_config.h.new" "$out/include/muster_config.h" ||
-  mv "$out/include/muster_config.h.new" "$out/include/muster_config.h"
-rm -f "$out/include/muster_config.h.new"
-
-cxx=${CXX_FUZZ:-clang++}
-flags=(-std=c++20 -g -O1 -DMSGPACK_NO_BOOST=1 -D_GNU_SOURCE
-  -Icommon -Icommon/include -Idaemon -Itests -I"$out/include")
-# Every file of the protocol: a message file added later is not left out.
-protocol=(common/protocol/*.cpp)
+# meson builds the targets from the daemon's own library (tests/fuzz/
+# meson.build), so no source is listed here. A build-fuzz of the script
+# before (plain clang, no meson) is replaced.
+[[ -d "$out" && ! -d "$out/meson-private" ]] && rm -rf "$out"
+opts=(-Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Ddebug=true
+  -Doptimization=1 -Dauto_features=disabled -Dpython=disabled -Dsystem_tests=disabled)
+if [[ -d "$out" ]]; then
+  meson setup --reconfigure "$out" "${opts[@]}" >/dev/null
+else
+  CC=${CC_FUZZ:-clang} CXX=${CXX_FUZZ:-clang++} meson setup "$out" "${opts[@]}" >/dev/null
+fi
+mkdir -p "$out/corpus"
 
 if [[ "${1:-}" == "--make-corpus" ]]; then
-  "$cxx" "${flags[@]}" tests/fuzz/make_corpus.cpp "${protocol[@]}" -o "$out/make_corpus"
+  ninja -C "$out" tests/fuzz/make_corpus
   rm -rf tests/fuzz/corpus
   mkdir -p tests/fuzz/corpus
-  "$out/make_corpus" tests/fuzz/corpus
+  ASAN_OPTIONS=detect_leaks=0 "$out/tests/fuzz/make_corpus" tests/fuzz/corpus
   ls -l tests/fuzz/corpus
   exit 0
 fi
@@ -47,33 +46,10 @@ fi
 seconds=${1:-60}
 # Two targets once fuzzed SECONDS each; four now share the same total.
 per=$((seconds * 2 / 4))
-# Whole folders, so that a file split off in one of them is compiled too.
-sources=("${protocol[@]}" common/log.cpp common/log_limit.cpp common/wait_text.cpp common/sampler/sampler.cpp
-  common/escape.cpp common/job_id.cpp common/host_address.cpp
-  daemon/core/*.cpp daemon/jobs/*.cpp daemon/cluster/*.cpp daemon/liveness/pidwatch.cpp
-  daemon/liveness/proc_uids.cpp daemon/gpu/placement.cpp)
-san=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
-# The daemon's sources are compiled once for both targets (objects of the
-# fuzzer-instrumented build; -fsanitize=fuzzer-no-link for all but the
-# targets themselves), two at a time.
-mkdir -p "$out/obj"
-objs=()
-pids=()
-for src in "${sources[@]}" daemon/persist/*.cpp; do
-  obj="$out/obj/$(echo "$src" | tr / _).o"
-  objs+=("$obj")
-  rm -f "$obj"
-  "$cxx" "${flags[@]}" -fsanitize=fuzzer-no-link,address,undefined \
-    -fno-sanitize-recover=undefined -c "$src" -o "$obj" &
-  pids+=($!)
-  if ((${#pids[@]} >= 2)); then
-    wait "${pids[0]}"  # its status: a failed compile stops the script (set -e)
-    pids=("${pids[@]:1}")
-  fi
-done
-for pid in "${pids[@]}"; do wait "$pid"; done
+ninja -C "$out" tests/fuzz/fuzz_request tests/fuzz/fuzz_access tests/fuzz/fuzz_hostile \
+  tests/fuzz/fuzz_links
 for target in fuzz_request fuzz_access fuzz_hostile fuzz_links; do
-  "$cxx" "${flags[@]}" "${san[@]}" "tests/fuzz/$target.cpp" "${objs[@]}" -o "$out/$target"
+  ln -sf "tests/fuzz/$target" "$out/$target"
 done
 cd "$out"
 mkdir -p corpus-access corpus-hostile corpus-links
