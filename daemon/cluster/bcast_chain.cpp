@@ -4,6 +4,7 @@
 // node comes in a Forward with relay set (relay.cpp passes it here).
 #include <algorithm>
 
+#include "cluster/bcast_fail.hpp"
 #include "cluster/bcast_relay.hpp"
 #include "cluster/node_links.hpp"
 #include "log.hpp"
@@ -127,14 +128,7 @@ void NodeLinks::chain_advance(ChainCast& cc, std::vector<Outgoing>& out) {
 
 void NodeLinks::chain_fail_cast(ChainCast& cc, ErrorCode code, const std::string& why, bool tell_up,
                                 std::vector<Outgoing>& out) {
-  if (cc.finished || cc.failed != ErrorCode::kOk) return;
-  for (const auto& p : cc.down_pulls) fail(p.to, code, why, out);
-  for (const auto& w : cc.waiting) fail(w.to, code, why, out);
-  cc.down_pulls.clear();
-  cc.waiting.clear();
-  cc.held.clear();
-  cc.failed = code;
-  cc.why = why;
+  if (!fail_broadcast(cc, code, why, out, cc.down_pulls, cc.waiting)) return;
   log::info(log::job(cc.job), chain_name(cc) + " failed here: " + why);
   // The nodes before stop holding chunks for this one, and fail too.
   if (tell_up && (!cc.local_done || cc.gave_up)) chain_tell_up(cc, why, out);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "cluster/bcast_fail.hpp"
 #include "cluster/coordinator.hpp"
 #include "cluster/pool_files.hpp"
 #include "log.hpp"
@@ -209,14 +210,7 @@ void Coordinator::bcast_serve(BcastRelay& r, const BcastRelay::Parked& pull, Bca
 
 void Coordinator::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
                              std::vector<Outgoing>& out) {
-  if (r.finished || r.failed != ErrorCode::kOk) return;
-  for (const auto& p : r.pushes) fail(p.to, code, why, out);
-  for (const auto& p : r.pulls) fail(p.to, code, why, out);
-  r.pushes.clear();
-  r.pulls.clear();
-  r.held.clear();
-  r.failed = code;
-  r.why = why;
+  fail_broadcast(r, code, why, out, r.pushes, r.pulls);
 }
 
 // Drops the chunks every pulling node holds, answers the pushes that fit the
