@@ -19,6 +19,7 @@
 #include "muster/client.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
+#include "server/user_sockets.hpp"
 #include "support/as_user.hpp"
 #include "support/process.hpp"
 
@@ -147,4 +148,29 @@ TEST_CASE("a socket someone else owns in users/ is not taken for the caller's ow
   CHECK(personal_endpoint("tcp://127.0.0.1:5555") == "tcp://127.0.0.1:5555");
   CHECK(personal_endpoint("ipc://" + dir.path() + "/other.sock") ==
         "ipc://" + dir.path() + "/other.sock");
+}
+
+TEST_CASE("users' own sockets stop at a sixteenth of the fd limit", "[user_sockets]") {
+  if (!root()) {
+    WARN("SKIP: needs root to give sockets to other users");
+    return;
+  }
+  // A limit of 32 fds: two users' sockets, the third connects through the
+  // shared socket only.
+  test::TempDir dir;
+  zmq::context_t ctx;
+  zmq::socket_t router(ctx, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  daemon::UserSockets users(router, dir.path(), 32);
+  for (int64_t uid : {60001, 60002, 60003, -1, 60001}) users.want(uid);
+  users.bind_wanted(true);  // the fd guard holds new connections back
+  CHECK(users.bound() == 0);
+  users.bind_wanted(false);
+  CHECK(users.bound() == 2);
+  CHECK(socket_file(users.dir() + "/60001.sock") == "owner 60001 mode 600");
+  CHECK(socket_file(users.dir() + "/60002.sock") == "owner 60002 mode 600");
+  CHECK(socket_file(users.dir() + "/60003.sock") == "none");
+  users.want(60004);
+  users.bind_wanted(false);
+  CHECK(users.bound() == 2);
 }

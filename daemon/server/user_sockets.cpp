@@ -55,7 +55,7 @@ UserSockets::UserSockets(zmq::socket_t& router, std::string dir, uint64_t fd_lim
   }
   ::closedir(d);
   for (uid_t uid : found) {
-    if (bound_.size() >= cap_) break;
+    if (full()) break;
     bind(uid);
   }
 }
@@ -63,21 +63,24 @@ UserSockets::UserSockets(zmq::socket_t& router, std::string dir, uint64_t fd_lim
 void UserSockets::want(int64_t uid) {
   if (uid < 0 || uid >= static_cast<uid_t>(-1)) return;
   const auto u = static_cast<uid_t>(uid);
-  if (!bound_.count(u)) wanted_.insert(u);
+  if (!bound_.count(u) && !full()) wanted_.insert(u);
 }
 
 void UserSockets::bind_wanted(bool paused) {
   if (wanted_.empty() || paused) return;
   for (uid_t uid : std::exchange(wanted_, {})) {
-    if (bound_.size() >= cap_) {
-      if (!full_logged_)
-        log::notice("users' own sockets: " + std::to_string(cap_) +
-                    " made; other users connect through the shared socket only");
-      full_logged_ = true;
-      return;
-    }
+    if (full()) return;
     bind(uid);
   }
+}
+
+bool UserSockets::full() {
+  if (bound_.size() < cap_) return false;
+  if (!full_logged_)
+    log::notice("users' own sockets: " + std::to_string(cap_) +
+                " made; other users connect through the shared socket only");
+  full_logged_ = true;
+  return true;
 }
 
 bool UserSockets::bind(uid_t uid) {

@@ -50,6 +50,8 @@ class UserSockets {
 
  private:
   bool bind(uid_t uid);
+  // At the cap (said once in the log).
+  bool full();
 
   zmq::socket_t& router_;
   std::string dir_;
