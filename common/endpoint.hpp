@@ -1,4 +1,5 @@
-// Where a daemon listens and where a client looks (DESIGN.md, "Contracts").
+// Where a daemon listens and where a client looks (doc/design.md, section 2;
+// doc/operating.md, "Where the daemon listens").
 #pragma once
 
 #include <string>

@@ -6,6 +6,8 @@
 // does not fill, is measured in hostile/connects.cpp.
 #include <catch2/catch.hpp>
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -173,4 +175,35 @@ TEST_CASE("users' own sockets stop at a sixteenth of the fd limit", "[user_socke
   users.want(60004);
   users.bind_wanted(false);
   CHECK(users.bound() == 2);
+}
+
+TEST_CASE("the members of the socket's group have their own sockets from the start",
+          "[user_sockets]") {
+  if (!root()) {
+    WARN("SKIP: needs root to give sockets to other users");
+    return;
+  }
+  // A group of this machine that lists a member (Debian's ssl-cert lists
+  // postgres where PostgreSQL is installed).
+  std::string group_name;
+  uid_t member = 0;
+  ::setgrent();
+  while (group* g = ::getgrent()) {
+    for (char** m = g->gr_mem; m && *m && group_name.empty(); ++m)
+      if (passwd* p = ::getpwnam(*m); p && p->pw_uid != 0) {
+        group_name = g->gr_name;
+        member = p->pw_uid;
+      }
+    if (!group_name.empty()) break;
+  }
+  ::endgrent();
+  if (group_name.empty()) {
+    WARN("SKIP: no group on this machine lists a member");
+    return;
+  }
+  TestDaemon d({"--socket-group", group_name});
+  const std::string own = d.runtime_dir() + "/users/" + std::to_string(member) + ".sock";
+  INFO("group " << group_name << ", member uid " << member);
+  // Before the member ever connected.
+  CHECK(socket_file(own) == "owner " + std::to_string(member) + " mode 600");
 }

@@ -20,9 +20,10 @@
 // then checks it in place. A daemon that cannot open the stream refuses the
 // first such request (permission_denied, unavailable, or invalid_argument
 // from a daemon without pools: pool_refused), and the rank sends the bytes
-// through the socket instead, as a rank without a stream does. (The chunks
-// still go through the coordinator, which sends one frame of each to every
-// other node; a tree of daemons would spread that.)
+// through the socket instead, as a rank without a stream does. The chunks
+// go through the coordinator, which sends one frame of each to every other
+// node, unless the coordinator chose the chain for the job's round (each
+// node passes them on to the next: daemon/cluster/bcast_chain.hpp).
 //
 //   root:   set(meta)       barrier(ready)  push chunks, write its stream   leave  barrier(done)
 //   relay:  set(node meta)  barrier(ready)  get(root's meta)  pull chunks,

@@ -114,7 +114,7 @@ struct Job {
   bool wants_gpu = false;
   std::vector<Slot> slots;
   KeyValues kv;
-  std::vector<uint64_t> key_waiters;  // ids into State::waiters_
+  std::vector<uint64_t> key_waiters;  // ids into Store::waiters_
   std::map<std::string, BarrierState> barriers;
   std::optional<ClusterInfo> cluster;  // set for a node's part of a multi-node job
   // The coordinator's global store of a multi-node job: no slots; ranks

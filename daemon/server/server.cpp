@@ -162,6 +162,10 @@ void Server::bind() {
                                           std::to_string(cfg_.socket_gid) + ": " +
                                           std::strerror(errno));
   rt_->user_sockets.emplace(r, cfg_.runtime_dir, rt_->fds->limit());
+  rt_->user_sockets->want(::geteuid());
+  // Another uid's socket needs root to give it away.
+  if (::geteuid() == 0) rt_->user_sockets->want_group(cfg_.socket_gid);
+  rt_->user_sockets->bind_wanted(false);
   rt_->fds->set_users_dir(rt_->user_sockets->dir());
   log::notice("listening on " + endpoint_ + ", " + std::to_string(allowed_.size()) +
               " GPU(s) to hand out (source: " + inventory_.source + ")");

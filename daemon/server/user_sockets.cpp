@@ -1,6 +1,8 @@
 #include "server/user_sockets.hpp"
 
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "log.hpp"
 #include "server/runtime_dir.hpp"
@@ -64,6 +67,21 @@ void UserSockets::want(int64_t uid) {
   if (uid < 0 || uid >= static_cast<uid_t>(-1)) return;
   const auto u = static_cast<uid_t>(uid);
   if (!bound_.count(u) && !full()) wanted_.insert(u);
+}
+
+void UserSockets::want_group(int64_t gid) {
+  if (gid < 0) return;
+  std::vector<char> buf(1 << 16);
+  group g{};
+  group* found = nullptr;
+  if (::getgrgid_r(static_cast<gid_t>(gid), &g, buf.data(), buf.size(), &found) != 0 || !found)
+    return;
+  for (char** member = found->gr_mem; member && *member; ++member) {
+    std::vector<char> pbuf(16384);
+    passwd p{};
+    passwd* user = nullptr;
+    if (::getpwnam_r(*member, &p, pbuf.data(), pbuf.size(), &user) == 0 && user) want(user->pw_uid);
+  }
 }
 
 void UserSockets::bind_wanted(bool paused) {

@@ -13,7 +13,9 @@
 //
 // A user gets one once a connection of theirs passed the handshake on the
 // shared socket (so only users who may reach the daemon at all), made at
-// the round's end; at most kMaxUserSockets of them, and a sixteenth of the
+// the round's end; the members of the socket's group (--socket-group) and
+// the daemon's own user get theirs at start, so that even their first
+// contact does not wait behind a flood; at most kMaxUserSockets of them, and a sixteenth of the
 // fd limit (each is one fd). The names
 // outlive the daemon: a restarted one binds again every name it finds, so
 // that clients who reconnect find their socket (users/ holds only what the
@@ -41,6 +43,9 @@ class UserSockets {
   // uid connected through the shared socket: it gets a socket at the next
   // bind_wanted(). Cheap; called from the handshake.
   void want(int64_t uid);
+  // The members the group database lists for gid (not those whose primary
+  // group it is: that would mean reading every user, from LDAP perhaps).
+  void want_group(int64_t gid);
   // Binds the sockets wanted since the last call (not while the fd guard
   // holds new connections back: each costs an fd).
   void bind_wanted(bool paused);

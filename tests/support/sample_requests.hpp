@@ -2,8 +2,8 @@
 // job, for tests and fuzz targets that go through the table row by row
 // (tests/test_message_table.cpp, tests/fuzz/fuzz_access.cpp). `pid` is what
 // requests that claim a pid claim; `v` varies the other fields a little, so
-// a fuzzer can reach more than one shape of each request. Header-only: the
-// fuzz build compiles sources without meson.
+// a fuzzer can reach more than one shape of each request. Header-only, as
+// the fuzz targets (tests/fuzz/meson.build) link no test library.
 #pragma once
 
 #include <cstdint>
