@@ -28,7 +28,7 @@ void Server::watch_deadlines() {
   // A killed cgroup is removed once its processes are gone: a few ms.
   rt.loop.add_wake_hint([&rt] { return rt.cgroups->removals_pending() ? 10L : -1L; });
   // A client whose replies were dropped is told once it reads again.
-  rt.loop.add_wake_hint([&rt] { return rt.unread.empty() ? -1L : 100L; });
+  rt.loop.add_wake_hint([&rt] { return rt.unread->waiting() ? 100L : -1L; });
   // Plain TCP connections that never sent a peer request are closed, and
   // connections over a cap whose grace ended are shut.
   rt.loop.add_wake_hint([&rt]() -> long {

@@ -23,8 +23,8 @@
 #include "server/observe.hpp"
 #include "server/peer_links.hpp"
 #include "server/pid_events.hpp"
-#include "server/pinned_replies.hpp"
 #include "server/server.hpp"
+#include "server/unread.hpp"
 #include "server/user_sockets.hpp"
 
 namespace muster::daemon {
@@ -47,16 +47,9 @@ struct Server::Runtime {
   std::string peer_endpoint_file;
   // New connections wait near the fd limit (made by bind()).
   std::optional<FdGuard> fds;
-  uint64_t replies_dropped = 0;  // to local clients whose queue was full
-  uint64_t waits_dropped = 0;    // parked for them (unread.cpp)
-  // Connections whose replies were dropped and that are yet to hear it
-  // (token -> routing id).
-  std::map<uint64_t, std::string> unread;
-  // What the replies to connections that do not read pin (made by bind(),
-  // with --reply-queue), and when shutting one was last said.
-  std::optional<PinnedReplies> pinned;
-  Clock::time_point pinned_logged{};
-  Clock::time_point drop_logged{};
+  // Clients that read none of their replies (made by bind(), with
+  // --reply-queue; unread.hpp).
+  std::optional<UnreadClients> unread;
   ReplyCache replies;
   std::unique_ptr<StateFile> state_file;
   int state_lock_fd = -1;  // when the state dir is not the runtime dir
@@ -92,13 +85,6 @@ struct Server::Runtime {
   void deliver();
   // The end of a round: saves what changed, then delivers (durable.cpp).
   void save_then_deliver();
-  // A connection's queue filled: its parked gets and waits are forgotten,
-  // and it is told once it reads again (unread.cpp).
-  void drop_unread(uint64_t conn, const std::string& routing_id);
-  void notify_unread();
-  // Shuts the unread connections whose pinned replies take the daemon or
-  // their uid over the memory ceiling (pinned_replies.hpp; unread.cpp).
-  void bound_pinned();
 
  private:
   // One request, framed as [routing id, (empty,) body].

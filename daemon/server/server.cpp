@@ -136,8 +136,8 @@ void Server::bind() {
   // after is dropped (ZMQ_ROUTER_MANDATORY says so instead of blocking or
   // dropping silently): Runtime::deliver.
   r.set(zmq::sockopt::sndhwm, cfg_.reply_queue);
-  rt_->pinned.emplace(static_cast<size_t>(cfg_.reply_queue) + 1);
-  rt_->conns.on_gone([rt = rt_.get()](uint64_t token) { rt->pinned->ended(token); });
+  rt_->unread.emplace(static_cast<size_t>(cfg_.reply_queue) + 1);
+  rt_->conns.on_gone([rt = rt_.get()](uint64_t token) { rt->unread->ended(token); });
   r.set(zmq::sockopt::router_mandatory, 1);
   limit_listener(r);
   r.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(limits::kMaxFrameBytes + 4096));
@@ -336,11 +336,11 @@ void Server::Runtime::deliver() {
             send_reply(router, o) == SendResult::kFull) {
           if (std::find(full.begin(), full.end(), o.to.conn) == full.end()) {
             full.push_back(o.to.conn);
-            drop_unread(o.to.conn, o.to.routing_id);
+            unread->overflowed(o.to.conn, o.to.routing_id, *state, replies);
           }
-          ++replies_dropped;
+          unread->dropped();
         } else if (o.to.conn != 0) {
-          pinned->sent(o.to.conn, o.to.peer_uid, bytes);
+          unread->sent(o.to.conn, o.to.peer_uid, bytes);
         }
       } else if (peer) {
         send_reply(*peer, o);
@@ -348,18 +348,7 @@ void Server::Runtime::deliver() {
     });
   }
   out.clear();
-  notify_unread();
-  bound_pinned();
-  // A client that stopped reading overflows every round: said once in 10 s.
-  if (!full.empty() && Clock::now() - drop_logged > std::chrono::seconds(10)) {
-    drop_logged = Clock::now();
-    log::info(std::to_string(full.size()) +
-              " local client(s) read no replies: their queue is full (--reply-queue), "
-              "replies dropped (" +
-              std::to_string(replies_dropped) +
-              " so far) with the gets and waits parked for them (" + std::to_string(waits_dropped) +
-              "); they send their requests again");
-  }
+  unread->after_delivery(router, conns, *state, full.size());
   links->prune([&](const std::string& name) { return state->has_link(name); });
 }
 
@@ -436,7 +425,7 @@ void Server::run() {
   watch_deadlines();
   rt.observe.attach(loop, [&](metrics::Sample& s) {
     state.fill_metrics(s, Clock::now());
-    s.replies_dropped = rt.replies_dropped;
+    s.replies_dropped = rt.unread->replies_dropped();
   });
   rt.idle_since = Clock::now();
   loop.set_round_end([&] { end_round(); });

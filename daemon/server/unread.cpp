@@ -1,13 +1,5 @@
-// Local clients that stop reading their replies. ZeroMQ gives no way to
-// empty one connection's queue, so what the daemon can free is freed: once
-// a connection's queue is full (--reply-queue) its replies are dropped, and
-// so are the gets and waits parked for it (the keys they name can be
-// large, and their replies would be dropped too). Once the connection takes
-// a frame again, it gets one error with request id 0, replies_dropped, and
-// libmuster sends every request it still awaits again: the replies come
-// from the reply cache or from doing the read again, the waits park anew.
-// A notice rather than a closed connection: the client keeps its place
-// (its routing id, its parked barrier arrivals), and needs no reconnect.
+#include "server/unread.hpp"
+
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -15,24 +7,39 @@
 #include "log.hpp"
 #include "protocol/envelope.hpp"
 #include "server/frames.hpp"
-#include "server/runtime.hpp"
 
 namespace muster::daemon {
 
-void Server::Runtime::drop_unread(uint64_t conn, const std::string& routing_id) {
-  unread.emplace(conn, routing_id);
-  pinned->full(conn);
+void UnreadClients::overflowed(uint64_t conn, const std::string& routing_id, State& state,
+                               ReplyCache& replies) {
+  unread_.emplace(conn, routing_id);
+  pinned_.full(conn);
   // Every round it overflows: a client that sends and never reads parks
   // new waits.
-  auto ids = state->forget_client_waits(routing_id);
+  auto ids = state.forget_client_waits(routing_id);
   for (uint64_t id : ids) replies.forget_pending(routing_id, id);
-  waits_dropped += ids.size();
+  waits_dropped_ += ids.size();
 }
 
-void Server::Runtime::notify_unread() {
-  for (auto it = unread.begin(); it != unread.end();) {
+void UnreadClients::after_delivery(zmq::socket_t& router, const ClientConnections& conns,
+                                   const State& state, size_t overflowing) {
+  notify(router, conns);
+  bound(conns, state);
+  // A client that stopped reading overflows every round: said once in 10 s.
+  if (overflowing == 0 || Clock::now() - drop_logged_ <= std::chrono::seconds(10)) return;
+  drop_logged_ = Clock::now();
+  log::info(std::to_string(overflowing) +
+            " local client(s) read no replies: their queue is full (--reply-queue), "
+            "replies dropped (" +
+            std::to_string(replies_dropped_) +
+            " so far) with the gets and waits parked for them (" + std::to_string(waits_dropped_) +
+            "); they send their requests again");
+}
+
+void UnreadClients::notify(zmq::socket_t& router, const ClientConnections& conns) {
+  for (auto it = unread_.begin(); it != unread_.end();) {
     if (it->first != 0 && !conns.live(it->first)) {
-      it = unread.erase(it);  // gone: a client that reconnects resends by itself
+      it = unread_.erase(it);  // gone: a client that reconnects resends by itself
       continue;
     }
     Outgoing o;
@@ -45,24 +52,24 @@ void Server::Runtime::notify_unread() {
       ++it;
       continue;
     }
-    pinned->read_again(it->first);  // its queue took a frame: it reads
-    it = unread.erase(it);
+    pinned_.read_again(it->first);  // its queue took a frame: it reads
+    it = unread_.erase(it);
   }
 }
 
-void Server::Runtime::bound_pinned() {
-  const Quotas& q = state->quotas();
-  if (!pinned->any() || q.memory == 0) return;
-  const Holdings all = state->holdings(-2);  // no one's: the totals alone
-  auto held_by = [&](int64_t uid) { return state->holdings(uid).memory_mine; };
+void UnreadClients::bound(const ClientConnections& conns, const State& state) {
+  const Quotas& q = state.quotas();
+  if (!pinned_.any() || q.memory == 0) return;
+  const Holdings all = state.holdings(-2);  // no one's: the totals alone
+  auto held_by = [&](int64_t uid) { return state.holdings(uid).memory_mine; };
   auto share = [&](int64_t uid) -> uint64_t {
-    return uid == 0 ? 0 : q.memory / std::max<uint64_t>(2, state->holdings(uid).active);
+    return uid == 0 ? 0 : q.memory / std::max<uint64_t>(2, state.holdings(uid).active);
   };
-  for (uint64_t conn : pinned->over(q.memory, all.memory_total, held_by, share)) {
+  for (uint64_t conn : pinned_.over(q.memory, all.memory_total, held_by, share)) {
     const int fd = conns.fd_of(conn);
     if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
-    if (Clock::now() - pinned_logged > std::chrono::seconds(10)) {
-      pinned_logged = Clock::now();
+    if (Clock::now() - pinned_logged_ > std::chrono::seconds(10)) {
+      pinned_logged_ = Clock::now();
       log::notice(
           "shut a local connection that read none of the replies it asked for: they "
           "took its user or the daemon over the memory ceiling (--max-memory)");
