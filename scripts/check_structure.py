@@ -44,8 +44,8 @@ DISPATCH = re.compile(r"case\s+(proto::)?MsgType::|MsgType::k\w+\s*[!=]=|[!=]=\s
 # The intent rules' breaches at 6f67f93, the ratchet: (".cpp" files, methods)
 # a class; dispatch sites a file. Issue 44 is done when this is empty.
 DEBTS = {
-    "class_files": {"State": 14, "NodeLinks": 10, "Coordinator": 7},
-    "class_methods": {"Coordinator": 52, "NodeLinks": 85, "State": 91},
+    "class_files": {"State": 14, "NodeLinks": 10, "Coordinator": 6},
+    "class_methods": {"Coordinator": 45, "NodeLinks": 85, "State": 91},
     "dispatch": {
         "daemon/cluster/bcast_chain.cpp": 3,
         "daemon/cluster/bcast_chain_serve.cpp": 2,

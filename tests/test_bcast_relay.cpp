@@ -1,5 +1,5 @@
 // The coordinator's relay of broadcasts across nodes (daemon/cluster/
-// bcast_relay.cpp), driven through daemon::State with no sockets: three
+// relayed_broadcasts.cpp), driven through daemon::State with no sockets: three
 // nodes of two ranks form a world, then Forwards carry bcast_push,
 // bcast_pull and bcast_leave as the daemons would. Checks the window (a
 // push is answered only when there is room), chunks going out while later

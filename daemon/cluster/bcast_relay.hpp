@@ -1,4 +1,4 @@
-// Broadcast across nodes, the coordinator's part (cluster/bcast_relay.cpp):
+// Broadcast across nodes, the coordinator's part (cluster/relayed_broadcasts.hpp):
 // the root's daemon pushes the chunks of a broadcast here, one local rank of
 // every other node pulls them through its own daemon (both inside Forward,
 // so generation fencing and lost nodes work as for the store). Per

@@ -249,7 +249,7 @@ struct CoordJob {
   // The highest broadcast sequence number started in the job (saved), and
   // the one it had when this daemon restored the round: the chunks of a
   // broadcast up to that one died with the daemon before, so its ranks are
-  // told to start it again (bcast_relay.cpp).
+  // told to start it again (relayed_broadcasts.cpp).
   uint64_t bcast_seq = 0;
   uint64_t restored_bcast_seq = 0;
   uint64_t restarted_counted = 0;  // muster/bcast/restarted counts it (not saved)

@@ -395,4 +395,31 @@ void Coordinator::barrier_up(const ReplyTo& to, const proto::BarrierUp& m,
                 Clock::now() + std::chrono::milliseconds(m.timeout_ms), a);
 }
 
+CoordJob& Coordinator::bcast_job(const std::string& job, uint64_t generation,
+                                 const std::string& forwarding) {
+  check_forwarded(job, forwarding);
+  CoordJob& cj = rounds_.at(job);
+  if (generation != cj.generation)
+    throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +
+                                          " refused: job '" + job + "' is at generation " +
+                                          std::to_string(cj.generation));
+  return cj;
+}
+
+void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
+                             const std::string& forwarding, std::vector<Outgoing>& out,
+                             const PoolFile* from) {
+  bcasts_.push(to, m, bcast_job(m.job, m.generation, forwarding), out, from);
+}
+
+void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
+                             const std::string& forwarding, std::vector<Outgoing>& out) {
+  bcasts_.pull(to, m, bcast_job(m.job, m.generation, forwarding), out);
+}
+
+void Coordinator::bcast_leave(const ReplyTo& to, const proto::BcastLeave& m,
+                              const std::string& forwarding, std::vector<Outgoing>& out) {
+  bcasts_.leave(to, m, bcast_job(m.job, m.generation, forwarding), out);
+}
+
 }  // namespace muster::daemon

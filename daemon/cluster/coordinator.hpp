@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/bcast_relay.hpp"
 #include "cluster/cluster.hpp"
+#include "cluster/relayed_broadcasts.hpp"
 #include "core/out_answers.hpp"
 #include "core/sampler_progress.hpp"
 #include "core/store.hpp"
@@ -35,6 +35,9 @@ RelayTree relay_tree(const std::vector<RoundNode*>& order, uint32_t width);
 class Coordinator {
  public:
   explicit Coordinator(Store& store) : store_(store) {}
+  // bcasts_ refers to members of this object.
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
 
   // How long a silent node may stay silent; children per daemon in the
   // relay tree (0 = a flat star).
@@ -161,39 +164,12 @@ class Coordinator {
   void runs_decided(const std::string& job);
   void samplers_tick(Clock::time_point now);
 
+  // The round a broadcast request is for: forwarded for that job, of its
+  // current generation.
   CoordJob& bcast_job(const std::string& job, uint64_t generation, const std::string& forwarding);
-  // The round and the broadcast a push, pull or leave is for.
-  struct BcastOf {
-    CoordJob& cj;
-    BcastRelay& r;
-    const std::string& job;
-    uint64_t seq;
-    uint32_t root;
-    std::string name() const;  // for messages
-  };
-  template <class M>
-  BcastOf bcast_of(const M& m, const std::string& forwarding, std::vector<Outgoing>& out) {
-    CoordJob& cj = bcast_job(m.job, m.generation, forwarding);
-    return {cj, bcast_relay(cj, m.job, m.seq, m.root, m.size, m.chunk, out), m.job, m.seq, m.root};
-  }
-  void restarted_check(CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root);
-  BcastRelay& bcast_relay(CoordJob& cj, const std::string& job, uint64_t seq, uint32_t root,
-                          uint64_t size, uint64_t chunk, std::vector<Outgoing>& out);
-  void bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
-                  std::vector<Outgoing>& out);
-  void bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out);
-  // Answers node's pull of chunk `index` (held) under to's request id.
-  void bcast_serve(BcastRelay& r, const BcastRelay::Parked& pull, BcastRelay::Chunk& c,
-                   std::vector<Outgoing>& out);
-  void bcast_tick(Clock::time_point now, std::vector<Outgoing>& out);
 
   Store& store_;
-  std::map<std::string, CoordJob> rounds_;     // by job id
-  std::map<std::string, BcastRelays> bcasts_;  // by job id, of its current generation
-  // When the heap gives back the chunks' memory: a while after the last
-  // broadcast ended (main.cpp keeps freed chunks on the heap, for the next
-  // ones of a training loop).
-  std::optional<Clock::time_point> trim_at_;
+  std::map<std::string, CoordJob> rounds_;  // by job id
   // Resumable samplers' progress by job id (launcher pid 0: the run is the
   // round's, see coord_samplers.cpp), and the entries whose round ended,
   // with when they go and whose they are.
@@ -207,6 +183,9 @@ class Coordinator {
   std::chrono::milliseconds peer_timeout_{10000};
   uint32_t tree_width_ = 16;
   bool save_wanted_ = false;
+  // The broadcasts relayed through this coordinator (after what it refers
+  // to).
+  RelayedBroadcasts bcasts_{rounds_, store_, save_wanted_};
 };
 
 }  // namespace muster::daemon

@@ -180,7 +180,7 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
 void Coordinator::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   drop_quiet(now);
   rounds_tick(now, out);
-  bcast_tick(now, out);
+  bcasts_.tick(now, out);
   samplers_tick(now);
 }
 

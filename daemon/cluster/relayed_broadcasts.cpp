@@ -1,15 +1,17 @@
-// Broadcast across nodes, the coordinator's part (see cluster/bcast_relay.hpp
-// and doc/protocol.md, "Broadcast across nodes"). Requests arrive inside
-// Forward, so forward_in has checked the job, its generation and that its
-// world is not broken; bcast_tick fails what waits when that changes.
+// Broadcast across nodes, the coordinator's part (see
+// cluster/relayed_broadcasts.hpp and doc/protocol.md, "Broadcast across
+// nodes"). Requests arrive inside Forward, so forward_in has checked the
+// job, its generation and that its world is not broken; tick() fails what
+// waits when that changes.
 #include <malloc.h>
 
 #include <algorithm>
 #include <charconv>
 
 #include "cluster/bcast_fail.hpp"
-#include "cluster/coordinator.hpp"
 #include "cluster/pool_files.hpp"
+#include "cluster/relayed_broadcasts.hpp"
+#include "core/out_answers.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -50,7 +52,12 @@ BcastRelay::Chunk shared_chunk(const proto::BcastPushView& m, size_t nodes, cons
 
 namespace {
 
-constexpr auto kTrimAfter = std::chrono::seconds(5);  // see Coordinator::trim_at_
+constexpr auto kTrimAfter = std::chrono::seconds(5);  // see RelayedBroadcasts::trim_at_
+
+void send_error_to(const ReplyTo& to, ErrorCode code, const std::string& why,
+                   std::vector<Outgoing>& out) {
+  send_error(out, to, code, why);
+}
 
 // A frame of its own for a pull that is not shared: its request id
 // full-width (0xcf and 8 bytes), so that a node daemon passes it on to its
@@ -94,8 +101,8 @@ std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
 // A broadcast whose chunks were held by this daemon before it restarted:
 // every rank starts it again (client/lib/broadcast_nodes.cpp). Counted in
 // the job's store, once per broadcast, as relayed bytes are.
-void Coordinator::restarted_check(CoordJob& cj, const std::string& job, uint64_t seq,
-                                  uint32_t root) {
+void RelayedBroadcasts::restarted_check(CoordJob& cj, const std::string& job, uint64_t seq,
+                                        uint32_t root) {
   if (seq > cj.restored_bcast_seq) return;
   if (seq > cj.restarted_counted) {
     cj.restarted_counted = seq;
@@ -110,14 +117,14 @@ void Coordinator::restarted_check(CoordJob& cj, const std::string& job, uint64_t
                                          "restarted; the ranks start it again");
 }
 
-BcastRelay& Coordinator::bcast_relay(CoordJob& cj, const std::string& job, uint64_t seq,
+BcastRelay& RelayedBroadcasts::relay(CoordJob& cj, const std::string& job, uint64_t seq,
                                      uint32_t root, uint64_t size, uint64_t chunk,
                                      std::vector<Outgoing>& out) {
   auto name = [&] { return name_of(job, seq, root); };
-  BcastRelays& rs = bcasts_[job];
+  BcastRelays& rs = by_job_[job];
   if (rs.generation != cj.generation) {
     for (auto& [s, r] : rs.by_seq)
-      bcast_fail(
+      fail_cast(
           r, ErrorCode::kConflict,
           "generation " + std::to_string(rs.generation) + " of job '" + job + "' was replaced",
           out);
@@ -141,7 +148,7 @@ BcastRelay& Coordinator::bcast_relay(CoordJob& cj, const std::string& job, uint6
     // Every rank passed the done barrier of each earlier collective before
     // any rank started this one: what is left of those was abandoned.
     for (auto& [s, r] : rs.by_seq)
-      bcast_fail(r, ErrorCode::kConflict, name_of(job, s, r.root) + " was abandoned", out);
+      fail_cast(r, ErrorCode::kConflict, name_of(job, s, r.root) + " was abandoned", out);
     rs.by_seq.clear();
     // The root's node: node ranks in order, each with its nproc ranks.
     std::vector<const RoundNode*> order(cj.nodes.size(), nullptr);
@@ -185,11 +192,12 @@ BcastRelay& Coordinator::bcast_relay(CoordJob& cj, const std::string& job, uint6
 
 // A shared pull is sent the chunk's one frame; another, a copy of its own.
 // The frame goes once every pulling node was sent it.
-void Coordinator::bcast_serve(BcastRelay& r, const BcastRelay::Parked& pull, BcastRelay::Chunk& c,
+void RelayedBroadcasts::serve(BcastRelay& r, const BcastRelay::Parked& pull, BcastRelay::Chunk& c,
                               std::vector<Outgoing>& out) {
   if (!c.frame)  // every node had it: this node asks again
-    return fail(pull.to, ErrorCode::kConflict,
-                "chunk " + std::to_string(pull.index) + " was sent to every node already", out);
+    return send_error_to(pull.to, ErrorCode::kConflict,
+                         "chunk " + std::to_string(pull.index) + " was sent to every node already",
+                         out);
   bool last = false;
   if (pull.node < c.served.size() && !c.served[pull.node]) {
     c.served[pull.node] = true;
@@ -208,15 +216,15 @@ void Coordinator::bcast_serve(BcastRelay& r, const BcastRelay::Parked& pull, Bca
   r.relayed += c.bytes;
 }
 
-void Coordinator::bcast_fail(BcastRelay& r, ErrorCode code, const std::string& why,
-                             std::vector<Outgoing>& out) {
+void RelayedBroadcasts::fail_cast(BcastRelay& r, ErrorCode code, const std::string& why,
+                                  std::vector<Outgoing>& out) {
   fail_broadcast(r, code, why, out, r.pushes, r.pulls);
 }
 
 // Drops the chunks every pulling node holds, answers the pushes that fit the
 // window now, and ends the broadcast once the root pushed everything and no
 // node needs more.
-void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out) {
+void RelayedBroadcasts::advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoing>& out) {
   uint64_t low = r.chunks;
   for (auto h : r.have)
     if (h != BcastRelay::kGone) low = std::min(low, h);
@@ -226,7 +234,7 @@ void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoin
   }
   std::erase_if(r.pushes, [&](const BcastRelay::Parked& p) {
     if (p.index >= r.low + r.window) return false;
-    reply(p.to, proto::Ok{}, out);
+    send_reply(out, p.to, proto::Ok{});
     return true;
   });
   bool all_left =
@@ -235,7 +243,7 @@ void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoin
   r.finished = true;
   r.held.clear();
   for (const auto& p : r.pulls)
-    fail(p.to, ErrorCode::kConflict, "the broadcast is over: this node left it", out);
+    send_error_to(p.to, ErrorCode::kConflict, "the broadcast is over: this node left it", out);
   r.pulls.clear();
   // Statistics in the job's store (muster/ is the library's part of it).
   for (auto [key, n] :
@@ -254,26 +262,14 @@ void Coordinator::bcast_advance(CoordJob& cj, BcastRelay& r, std::vector<Outgoin
   trim_at_ = Clock::now() + kTrimAfter;
 }
 
-CoordJob& Coordinator::bcast_job(const std::string& job, uint64_t generation,
-                                 const std::string& forwarding) {
-  check_forwarded(job, forwarding);
-  CoordJob& cj = rounds_.at(job);
-  if (generation != cj.generation)
-    throw Error(ErrorCode::kConflict, "broadcast of generation " + std::to_string(generation) +
-                                          " refused: job '" + job + "' is at generation " +
-                                          std::to_string(cj.generation));
-  return cj;
-}
-
-std::string Coordinator::BcastOf::name() const {
+std::string RelayedBroadcasts::BcastOf::name() const {
   return name_of(job, seq, root);
 }
 
-void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
-                             const std::string& forwarding, std::vector<Outgoing>& out,
-                             const PoolFile* from) {
+void RelayedBroadcasts::push(const ReplyTo& to, const proto::BcastPushView& m, CoordJob& cj,
+                             std::vector<Outgoing>& out, const PoolFile* from) {
   if (!from) no_pool(m.pool, "bcast_push");
-  BcastOf b = bcast_of(m, forwarding, out);
+  BcastOf b = of(m, cj, out);
   BcastRelay& r = b.r;
   if (r.root_done)
     throw Error(ErrorCode::kConflict, b.name() + ": a chunk pushed after the root's last one");
@@ -287,7 +283,7 @@ void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
     auto& c = r.held.emplace(m.index, shared_chunk(m, r.have.size(), from)).first->second;
     std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
       if (p.index != m.index) return false;
-      bcast_serve(r, p, c, out);
+      serve(r, p, c, out);
       return true;
     });
   }
@@ -296,13 +292,13 @@ void Coordinator::bcast_push(const ReplyTo& to, const proto::BcastPushView& m,
     r.pushes.push_back({to, m.index, deadline(m.timeout_ms), r.root_node});
     return;
   }
-  reply(to, proto::Ok{}, out);
+  send_reply(out, to, proto::Ok{});
 }
 
-void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
-                             const std::string& forwarding, std::vector<Outgoing>& out) {
+void RelayedBroadcasts::pull(const ReplyTo& to, const proto::BcastPull& m, CoordJob& cj,
+                             std::vector<Outgoing>& out) {
   no_pool(m.pool, "bcast_pull");
-  BcastOf b = bcast_of(m, forwarding, out);
+  BcastOf b = of(m, cj, out);
   BcastRelay& r = b.r;
   if (m.node_rank >= r.have.size() || m.node_rank == r.root_node)
     throw Error(ErrorCode::kInvalidArgument, b.name() + ": node " + std::to_string(m.node_rank) +
@@ -318,10 +314,10 @@ void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
                                           " asked for while holding only " +
                                           std::to_string(m.have) + " chunk(s)");
   have = std::max(have, m.have);
-  bcast_advance(b.cj, r, out);
+  advance(b.cj, r, out);
   BcastRelay::Parked pull{to, m.index, deadline(m.timeout_ms), m.node_rank, m.shared};
   if (auto c = r.held.find(m.index); c != r.held.end()) {
-    bcast_serve(r, pull, c->second, out);
+    serve(r, pull, c->second, out);
   } else if (m.index < r.low) {
     throw Error(ErrorCode::kConflict, b.name() + ": chunk " + std::to_string(m.index) +
                                           " was dropped: every node said it holds it");
@@ -330,17 +326,17 @@ void Coordinator::bcast_pull(const ReplyTo& to, const proto::BcastPull& m,
   }
 }
 
-void Coordinator::bcast_leave(const ReplyTo& to, const proto::BcastLeave& m,
-                              const std::string& forwarding, std::vector<Outgoing>& out) {
-  BcastOf b = bcast_of(m, forwarding, out);
+void RelayedBroadcasts::leave(const ReplyTo& to, const proto::BcastLeave& m, CoordJob& cj,
+                              std::vector<Outgoing>& out) {
+  BcastOf b = of(m, cj, out);
   BcastRelay& r = b.r;
   if (m.node_rank >= r.have.size())
     throw Error(ErrorCode::kInvalidArgument,
                 b.name() + ": the job has no node " + std::to_string(m.node_rank));
   if (m.node_rank == r.root_node) {
     if (!m.why.empty()) {
-      bcast_fail(r, ErrorCode::kPeerExited, b.name() + " stopped on the root: " + m.why, out);
-      return reply(to, proto::Ok{}, out);
+      fail_cast(r, ErrorCode::kPeerExited, b.name() + " stopped on the root: " + m.why, out);
+      return send_reply(out, to, proto::Ok{});
     }
     if (r.pushed != r.chunks)
       throw Error(ErrorCode::kInvalidArgument, b.name() + ": the root is done after " +
@@ -354,32 +350,32 @@ void Coordinator::bcast_leave(const ReplyTo& to, const proto::BcastLeave& m,
     // Pipelined pulls of this node that it no longer waits for.
     std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
       if (p.node != m.node_rank) return false;
-      fail(p.to, ErrorCode::kConflict, b.name() + ": node " + std::to_string(p.node) + " left it",
-           out);
+      send_error_to(p.to, ErrorCode::kConflict,
+                    b.name() + ": node " + std::to_string(p.node) + " left it", out);
       return true;
     });
   }
-  bcast_advance(b.cj, r, out);
-  reply(to, proto::Ok{}, out);
+  advance(b.cj, r, out);
+  send_reply(out, to, proto::Ok{});
 }
 
-void Coordinator::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+void RelayedBroadcasts::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   if (trim_at_ && now >= *trim_at_) {
     bool busy = false;
-    for (const auto& [job, rs] : bcasts_)
+    for (const auto& [job, rs] : by_job_)
       for (const auto& [seq, r] : rs.by_seq) busy |= !r.finished && r.failed == ErrorCode::kOk;
     trim_at_ = busy ? now + kTrimAfter : std::optional<Clock::time_point>{};
     if (!busy) ::malloc_trim(0);
   }
-  for (auto it = bcasts_.begin(); it != bcasts_.end();) {
+  for (auto it = by_job_.begin(); it != by_job_.end();) {
     BcastRelays& rs = it->second;
     auto cit = rounds_.find(it->first);
     if (cit == rounds_.end() || cit->second.generation != rs.generation) {
       std::string why = cit == rounds_.end() ? "job '" + it->first + "' ended"
                                              : "generation " + std::to_string(rs.generation) +
                                                    " of job '" + it->first + "' was replaced";
-      for (auto& [seq, r] : rs.by_seq) bcast_fail(r, ErrorCode::kPeerExited, why, out);
-      it = bcasts_.erase(it);
+      for (auto& [seq, r] : rs.by_seq) fail_cast(r, ErrorCode::kPeerExited, why, out);
+      it = by_job_.erase(it);
       continue;
     }
     const CoordJob& cj = cit->second;
@@ -390,34 +386,35 @@ void Coordinator::bcast_tick(Clock::time_point now, std::vector<Outgoing>& out) 
       if (r.finished || r.failed != ErrorCode::kOk) continue;
       auto name = [&] { return name_of(it->first, seq, r.root); };
       if (!cj.broken.empty()) {
-        bcast_fail(r, ErrorCode::kPeerExited,
-                   "job '" + it->first + "' generation " + std::to_string(cj.generation) +
-                       " cannot go on: " + cj.broken,
-                   out);
+        fail_cast(r, ErrorCode::kPeerExited,
+                  "job '" + it->first + "' generation " + std::to_string(cj.generation) +
+                      " cannot go on: " + cj.broken,
+                  out);
         continue;
       }
       if (!cj.store.exited_ranks.empty()) {
-        bcast_fail(r, ErrorCode::kPeerExited,
-                   name() + " cannot complete: rank " +
-                       std::to_string(*cj.store.exited_ranks.begin()) + " has exited",
-                   out);
+        fail_cast(r, ErrorCode::kPeerExited,
+                  name() + " cannot complete: rank " +
+                      std::to_string(*cj.store.exited_ranks.begin()) + " has exited",
+                  out);
         continue;
       }
       std::erase_if(r.pushes, [&](const BcastRelay::Parked& p) {
         if (p.deadline > now) return false;
-        fail(p.to, ErrorCode::kTimeout,
-             name() + ": no room for chunk " + std::to_string(p.index) +
-                 " in time: the slowest node holds only " + std::to_string(r.low) + " of " +
-                 std::to_string(r.chunks) + " chunk(s)",
-             out);
+        send_error_to(p.to, ErrorCode::kTimeout,
+                      name() + ": no room for chunk " + std::to_string(p.index) +
+                          " in time: the slowest node holds only " + std::to_string(r.low) +
+                          " of " + std::to_string(r.chunks) + " chunk(s)",
+                      out);
         return true;
       });
       std::erase_if(r.pulls, [&](const BcastRelay::Parked& p) {
         if (p.deadline > now) return false;
-        fail(p.to, ErrorCode::kTimeout,
-             name() + ": chunk " + std::to_string(p.index) + " did not arrive in time (the root " +
-                 "pushed " + std::to_string(r.pushed) + " of " + std::to_string(r.chunks) + ")",
-             out);
+        send_error_to(p.to, ErrorCode::kTimeout,
+                      name() + ": chunk " + std::to_string(p.index) +
+                          " did not arrive in time (the root " + "pushed " +
+                          std::to_string(r.pushed) + " of " + std::to_string(r.chunks) + ")",
+                      out);
         return true;
       });
     }
