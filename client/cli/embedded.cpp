@@ -23,7 +23,7 @@
 #include "log.hpp"
 #include "muster/client.hpp"
 #include "peer/secure.hpp"
-#include "server/runtime_dir.hpp"
+#include "dirs/runtime_dir.hpp"
 #include "server/server.hpp"
 
 namespace muster::cli {

@@ -17,7 +17,7 @@
 
 #include "cli/commands.hpp"
 #include "muster/error.hpp"
-#include "server/runtime_dir.hpp"
+#include "dirs/runtime_dir.hpp"
 #include "slurm/allocation.hpp"
 
 namespace muster::cli {

@@ -10,7 +10,7 @@
 #include "escape.hpp"
 #include "log.hpp"
 #include "muster/error.hpp"
-#include "server/runtime_dir.hpp"
+#include "dirs/runtime_dir.hpp"
 
 namespace muster::daemon::metrics {
 

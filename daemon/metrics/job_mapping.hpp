@@ -6,7 +6,7 @@
 // holds a lease on it, no file while it is free. Each file is replaced
 // atomically (a temporary file renamed over it); a write that fails is
 // logged and tried again at the next change, never fatal. The directory
-// must be the daemon's own (server/runtime_dir.hpp open_own_dir): opened
+// must be the daemon's own (dirs/runtime_dir.hpp open_own_dir): opened
 // once without following a link, owned by its uid and writable by no one
 // else, and every file is made relative to that descriptor.
 #pragma once

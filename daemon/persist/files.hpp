@@ -12,7 +12,7 @@
 namespace muster::daemon::files {
 
 // The directory the files are in: by its descriptor once the daemon opened
-// and checked it (server/runtime_dir.hpp open_own_dir: not through a link,
+// and checked it (dirs/runtime_dir.hpp open_own_dir: not through a link,
 // its own, writable by no one else), so that nothing done to the path
 // later redirects a write; by its path where none was opened (tests that
 // drive the state file directly).

@@ -40,7 +40,7 @@ class StateFile {
   static constexpr size_t kNodeBytes = 1024;  // a round's node entry, at most
 
   // dir_fd: the state directory, opened and checked by the caller
-  // (server/runtime_dir.hpp open_own_dir), which this object then owns and
+  // (dirs/runtime_dir.hpp open_own_dir), which this object then owns and
   // makes every file relative to; AT_FDCWD: by path (tests).
   explicit StateFile(std::string dir, int dir_fd = AT_FDCWD);
   ~StateFile();

@@ -23,7 +23,7 @@
 #include "server/frames.hpp"
 #include "server/permute_thread.hpp"
 #include "server/runtime.hpp"
-#include "server/runtime_dir.hpp"
+#include "dirs/runtime_dir.hpp"
 #include "slurm/verified_gpus.hpp"
 
 namespace muster::daemon {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "log.hpp"
-#include "server/runtime_dir.hpp"
+#include "dirs/runtime_dir.hpp"
 
 namespace muster::daemon {
 

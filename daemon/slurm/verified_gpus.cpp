@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "muster/error.hpp"
-#include "server/runtime_dir.hpp"
+#include "dirs/runtime_dir.hpp"
 #include "slurm/allocation.hpp"
 
 namespace muster::daemon {

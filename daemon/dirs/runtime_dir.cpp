@@ -1,4 +1,4 @@
-#include "server/runtime_dir.hpp"
+#include "dirs/runtime_dir.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
