@@ -17,6 +17,8 @@
 #include "muster/client.hpp"
 #include "muster/launcher.hpp"
 #include "protocol/envelope.hpp"
+#include "protocol/messages.hpp"
+#include "support/as_user.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -465,4 +467,19 @@ TEST_CASE("a daemon that is gone still fails a request at the request timeout") 
     CHECK(e.code() == ErrorCode::kUnavailable);
   }
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
+
+TEST_CASE("a join from a client the reply cache does not track is saved before its reply",
+          "[restart]") {
+  // A DEALER with ZeroMQ's own routing id (a REQ socket's too): the reply
+  // cache keeps nothing of it. Its join was answered before any save, and
+  // a daemon killed then came back without the job.
+  TestDaemon d;
+  CHECK(test::starts_with(
+      test::ask(d.endpoint(), proto::encode(1, proto::Join{"untracked", 1, false, ::getpid(), -1})),
+      "reply=rank_info"));
+  d.kill9();
+  d.start();
+  auto s = Client(at(d)).status();
+  CHECK(job(s, "untracked") != nullptr);
 }

@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "endpoint.hpp"
@@ -82,6 +83,11 @@ TEST_CASE(
     io.say(personal_endpoint(ep));
     io.say(ask(personal_endpoint(ep), encode(2, Ping{})));
     io.say("root's " + std::string(std::strerror(connect_errno(mine))));
+    // A job of nobody's, kept while this child waits: restored after the
+    // daemon is killed below.
+    if (io.hear() != "join") return;
+    io.say(ask(ep, encode(3, Join{"kept", 1, false, ::getpid(), -1})));
+    io.hear();
   });
   REQUIRE(nobody.hear() == "reply=pong");
   REQUIRE(eventually([&] { return socket_file(theirs) != "none"; }, 5s));
@@ -117,6 +123,21 @@ TEST_CASE(
   CHECK(socket_file(mine) == "owner 0 mode 600");
   CHECK(socket_file(theirs) == "owner 65534 mode 600");
   CHECK(ask("ipc://" + mine, encode(3, Ping{})) == "reply=pong");
+  // A daemon killed, and its users/ gone with it (a runtime directory made
+  // anew, the state kept elsewhere): the restored job's owner gets theirs
+  // back at start, before connecting. (A stop ends the jobs.)
+  open_to_everyone(d);  // the restarted daemon's socket is 0660 again
+  nobody.say("join");
+  const std::string joined = nobody.hear();
+  INFO(joined);
+  REQUIRE(starts_with(joined, "reply=rank_info"));
+  d.kill9();
+  std::filesystem::remove_all(users);
+  d.start();
+  INFO(ask(ep, encode(4, Status{})));
+  CHECK(socket_file(theirs) == "owner 65534 mode 600");
+  CHECK(socket_file(mine) == "owner 0 mode 600");
+  nobody.say("done");
   CHECK(process_exists(d.pid()));
 }
 

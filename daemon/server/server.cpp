@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "dirs/runtime_dir.hpp"
 #include "endpoint.hpp"
 #include "event/boundary.hpp"
 #include "gpu/nvml.hpp"
@@ -23,7 +24,6 @@
 #include "server/frames.hpp"
 #include "server/permute_thread.hpp"
 #include "server/runtime.hpp"
-#include "dirs/runtime_dir.hpp"
 #include "slurm/verified_gpus.hpp"
 
 namespace muster::daemon {
@@ -163,8 +163,13 @@ void Server::bind() {
                                           std::strerror(errno));
   rt_->user_sockets.emplace(r, cfg_.runtime_dir, rt_->fds->limit());
   rt_->user_sockets->want(::geteuid());
-  // Another uid's socket needs root to give it away.
-  if (::geteuid() == 0) rt_->user_sockets->want_group(cfg_.socket_gid);
+  // Another uid's socket needs root to give it away. The owners of the
+  // jobs restored: their ranks connect again to the sockets they had,
+  // which a runtime directory made anew (systemd's stop) no longer holds.
+  if (::geteuid() == 0) {
+    rt_->user_sockets->want_group(cfg_.socket_gid);
+    for (const auto& [key, job] : rt_->state->jobs()) rt_->user_sockets->want(job.owner_uid);
+  }
   rt_->user_sockets->bind_wanted(false);
   rt_->fds->set_users_dir(rt_->user_sockets->dir());
   log::notice("listening on " + endpoint_ + ", " + std::to_string(allowed_.size()) +

@@ -13,13 +13,12 @@
 //
 // A user gets one once a connection of theirs passed the handshake on the
 // shared socket (so only users who may reach the daemon at all), made at
-// the round's end; the members of the socket's group (--socket-group) and
-// the daemon's own user get theirs at start, so that even their first
-// contact does not wait behind a flood; at most kMaxUserSockets of them, and a sixteenth of the
-// fd limit (each is one fd). The names
-// outlive the daemon: a restarted one binds again every name it finds, so
-// that clients who reconnect find their socket (users/ holds only what the
-// daemon put there: it is the daemon's, mode 0711).
+// the round's end; the members of the socket's group (--socket-group), the
+// owners of the jobs restored and the daemon's own user get theirs at start, so that even their
+// first contact does not wait behind a flood; at most kMaxUserSockets of them, and a sixteenth of
+// the fd limit (each is one fd). The names outlive the daemon: a restarted one binds again every
+// name it finds, so that clients who reconnect find their socket (users/ holds only what the daemon
+// put there: it is the daemon's, mode 0711).
 #pragma once
 
 #include <sys/types.h>
