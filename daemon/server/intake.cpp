@@ -103,11 +103,6 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
     // heartbeats and broadcast chunks are not (peer_cache_type).
     uint16_t cached = from_peer ? peer_cache_type(env) : env.type;
     if (cached && answered(to, *body, cached)) return;
-    // A change is saved before the round's replies, whether or not the
-    // reply cache tracks its client: one whose routing id it does not keep
-    // (ZeroMQ's own, a REQ socket) was told of a join that a daemon killed
-    // before the next save had never heard of.
-    if (ReplyCache::mutating(env.type) || (cached && ReplyCache::mutating(cached))) dirty = true;
     state->handle(to, env, out);
   } catch (const proto::EnvelopeError& e) {
     log::debug(std::string("refused a frame: ") + e.what());
@@ -201,7 +196,14 @@ bool Server::Runtime::answered(ReplyTo& to, const zmq::message_t& body, uint16_t
     out.push_back(error_out(to, to.request_id, ErrorCode::kStorageFailed, why));
     return true;
   }
-  if (ReplyCache::mutating(type)) observe.storage_room();
+  // A change is saved before the round's replies, whether or not the
+  // reply cache tracks its client: one whose routing id it does not keep
+  // (ZeroMQ's own, a REQ socket) was told of a join that a daemon killed
+  // before the next save had never heard of.
+  if (ReplyCache::mutating(type)) {
+    observe.storage_room();
+    dirty = true;
+  }
   replies.begin(to, type, hash);
   return false;
 }
