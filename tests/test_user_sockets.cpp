@@ -125,7 +125,7 @@ TEST_CASE(
   CHECK(ask("ipc://" + mine, encode(3, Ping{})) == "reply=pong");
   // A daemon killed, and its users/ gone with it (a runtime directory made
   // anew, the state kept elsewhere): the restored job's owner gets theirs
-  // back at start, before connecting. (A stop ends the jobs.)
+  // back at start, before connecting.
   open_to_everyone(d);  // the restarted daemon's socket is 0660 again
   nobody.say("join");
   const std::string joined = nobody.hear();
