@@ -19,11 +19,11 @@
 #include <thread>
 
 #include "cli/guardian.hpp"
+#include "dirs/runtime_dir.hpp"
 #include "endpoint.hpp"
 #include "log.hpp"
 #include "muster/client.hpp"
 #include "peer/secure.hpp"
-#include "dirs/runtime_dir.hpp"
 #include "server/server.hpp"
 
 namespace muster::cli {

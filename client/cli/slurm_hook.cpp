@@ -16,8 +16,8 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "muster/error.hpp"
 #include "dirs/runtime_dir.hpp"
+#include "muster/error.hpp"
 #include "slurm/allocation.hpp"
 
 namespace muster::cli {

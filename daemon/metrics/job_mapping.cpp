@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "dirs/runtime_dir.hpp"
 #include "escape.hpp"
 #include "log.hpp"
 #include "muster/error.hpp"
-#include "dirs/runtime_dir.hpp"
 
 namespace muster::daemon::metrics {
 

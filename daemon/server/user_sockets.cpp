@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "log.hpp"
 #include "dirs/runtime_dir.hpp"
+#include "log.hpp"
 
 namespace muster::daemon {
 

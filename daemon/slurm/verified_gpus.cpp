@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "muster/error.hpp"
 #include "dirs/runtime_dir.hpp"
+#include "muster/error.hpp"
 #include "slurm/allocation.hpp"
 
 namespace muster::daemon {
