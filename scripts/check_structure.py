@@ -43,8 +43,8 @@ DISPATCH = re.compile(r"case\s+(proto::)?MsgType::|MsgType::k\w+\s*[!=]=|[!=]=\s
 # The intent rules' breaches at 6f67f93, the ratchet: (".cpp" files, methods)
 # a class; dispatch sites a file. Issue 44 is done when this is empty.
 DEBTS = {
-    "class_files": {"State": 14, "NodeLinks": 10, "Coordinator": 6},
-    "class_methods": {"Coordinator": 45, "NodeLinks": 85, "State": 91},
+    "class_files": {"State": 13, "NodeLinks": 10, "Coordinator": 6},
+    "class_methods": {"Coordinator": 45, "NodeLinks": 85, "State": 88},
     "dispatch": {
         "daemon/cluster/bcast_chain.cpp": 3,
         "daemon/cluster/bcast_chain_serve.cpp": 2,
@@ -54,12 +54,8 @@ DEBTS = {
         "daemon/cluster/joins.cpp": 2,
         "daemon/cluster/node.cpp": 9,
         "daemon/cluster/notices.cpp": 2,
-        "daemon/cluster/peer_requests.cpp": 11,
         "daemon/cluster/relay.cpp": 10,
         "daemon/cluster/tables.cpp": 2,
-        "daemon/core/state.cpp": 12,
-        "daemon/core/store_more.cpp": 8,
-        "daemon/core/store_requests.cpp": 6,
         "daemon/server/intake.cpp": 3,
     },
 }

@@ -84,6 +84,15 @@ TEST_CASE(
                                       "node_leave", "barrier_up", "job_waits", "node_joins"});
 }
 
+TEST_CASE("the dispatcher's column gives every request type of the table one handler") {
+  // daemon/core/dispatch.cpp and cluster/peer_requests.cpp: a type with no
+  // handler, two, or a handler for a reply is named here (and stops the
+  // daemon at start).
+  const auto gaps = State::handler_gaps();
+  INFO(gaps.size() << " gap(s), the first: " << (gaps.empty() ? "" : gaps.front()));
+  CHECK(gaps.empty());
+}
+
 TEST_CASE("every type the decoder accepts has a row, and no two rows share a name") {
   std::set<std::string> names;
   for (const auto& t : message_table()) {

@@ -1,70 +1,116 @@
-// Requests of peer daemons, decoded and handed to the coordinator, or (a
-// Forward) to the store, broadcast and sampler handlers for the one job the
-// Forward was checked for.
+// The dispatcher's rows for what spans nodes (core/dispatch.cpp holds the
+// rest): the requests of peer daemons, decoded and handed to the
+// coordinator or to this node's relay; a Forward, unwrapped once and its
+// inner request dispatched through the same column, for the one job the
+// Forward was checked for; and the broadcast and sampler requests, which a
+// peer forwards to the coordinator of their job.
 #include "cluster/tables.hpp"
 #include "core/state.hpp"
+#include "protocol/sampler_messages.hpp"
 
 namespace muster::daemon {
 
 using proto::MsgType;
 
-void State::peer_request(const ReplyTo& to, const proto::Envelope& env,
-                         std::vector<Outgoing>& out) {
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kNodeJoin: {
-      auto m = proto::NodeJoin::unpack(env.payload);
-      if (m.relay) return cluster_->node.relay_join(to, std::move(m), out);
-      return cluster_->coordinator.node_join(to, m, jobs_.all(), out);
-    }
-    case MsgType::kNodeJoins:
-      cluster_->coordinator.node_joins(to, proto::NodeJoins::unpack(env.payload), jobs_.all(), out);
-      return reply(to, proto::Ok{}, out);
-    case MsgType::kForward: {
-      auto f = proto::Forward::unpack(env.payload);
-      if (f.relay) return cluster_->node.relay_from_child(to, env, out);
-      return forward_in(to, f, out);
-    }
-    case MsgType::kBarrierUp: {
-      auto b = proto::BarrierUp::unpack(env.payload);
-      if (b.relay) return cluster_->node.relay_from_child(to, env, out);
-      return cluster_->coordinator.barrier_up(to, b, out);
-    }
-    case MsgType::kHeartbeat: {
-      auto m = proto::Heartbeat::unpack(env.payload);
-      if (m.relay) return reply(to, cluster_->node.relay_heartbeat(m), out);
-      return reply(to, cluster_->coordinator.heartbeat(m, out), out);
-    }
-    case MsgType::kJobWaits:
-      return reply(to, cluster_->coordinator.job_waits(proto::JobWaits::unpack(env.payload)), out);
-    case MsgType::kRankExited: {
-      auto m = proto::RankExited::unpack(env.payload);
-      if (m.relay)
-        cluster_->node.relay_exited(m, out);  // refused: thrown, an error reply
-      else
-        cluster_->coordinator.rank_exited(m, out);
-      return reply(to, proto::Ok{}, out);
-    }
-    case MsgType::kNodeLeave: {
-      auto m = proto::NodeLeave::unpack(env.payload);
-      if (m.relay)
-        cluster_->node.relay_leave(m);  // refused: thrown, an error reply
-      else
-        cluster_->coordinator.node_leave(m, out);
-      return reply(to, proto::Ok{}, out);
-    }
-    default:
-      fail(to, ErrorCode::kUnknownType,
-           std::string("message type '") + proto::type_name(env.type) +
-               "' is not something a peer daemon may ask",
-           out);
-  }
+// Longer than 80 lines because it is a table: one row a message type, each
+// row's handler a few lines of decoding and a call.
+std::span<const Handler> State::peer_handlers() {
+  static const Handler rows[] = {
+      {MsgType::kNodeJoin,
+       [](State& s, const Request& r) {
+         auto m = r.unpack<proto::NodeJoin>();
+         if (m.relay) return s.cluster_->node.relay_join(r.to, std::move(m), r.out);
+         s.cluster_->coordinator.node_join(r.to, m, s.jobs_.all(), r.out);
+       }},
+      {MsgType::kNodeJoins,
+       [](State& s, const Request& r) {
+         s.cluster_->coordinator.node_joins(r.to, r.unpack<proto::NodeJoins>(), s.jobs_.all(),
+                                            r.out);
+         r.reply(proto::Ok{});
+       }},
+      {MsgType::kForward,
+       [](State& s, const Request& r) {
+         auto f = r.unpack<proto::Forward>();
+         if (f.relay) return s.cluster_->node.relay_from_child(r.to, r.env, r.out);
+         s.forward_in(r.to, f, r.out);
+       }},
+      {MsgType::kBarrierUp,
+       [](State& s, const Request& r) {
+         auto b = r.unpack<proto::BarrierUp>();
+         if (b.relay) return s.cluster_->node.relay_from_child(r.to, r.env, r.out);
+         s.cluster_->coordinator.barrier_up(r.to, b, r.out);
+       }},
+      {MsgType::kHeartbeat,
+       [](State& s, const Request& r) {
+         auto m = r.unpack<proto::Heartbeat>();
+         if (m.relay) return r.reply(s.cluster_->node.relay_heartbeat(m));
+         r.reply(s.cluster_->coordinator.heartbeat(m, r.out));
+       }},
+      {MsgType::kJobWaits,
+       [](State& s, const Request& r) {
+         r.reply(s.cluster_->coordinator.job_waits(r.unpack<proto::JobWaits>()));
+       }},
+      {MsgType::kRankExited,
+       [](State& s, const Request& r) {
+         auto m = r.unpack<proto::RankExited>();
+         if (m.relay)
+           s.cluster_->node.relay_exited(m, r.out);  // refused: thrown, an error reply
+         else
+           s.cluster_->coordinator.rank_exited(m, r.out);
+         r.reply(proto::Ok{});
+       }},
+      {MsgType::kNodeLeave,
+       [](State& s, const Request& r) {
+         auto m = r.unpack<proto::NodeLeave>();
+         if (m.relay)
+           s.cluster_->node.relay_leave(m);  // refused: thrown, an error reply
+         else
+           s.cluster_->coordinator.node_leave(m, r.out);
+         r.reply(proto::Ok{});
+       }},
+      // Broadcast across nodes is served by the coordinator of its job, for
+      // the job a Forward was checked for (forward_in) or that bcast_here
+      // found coordinated here (forwarding_job_). A job of this node only
+      // broadcasts through shared memory (client/lib): refused.
+      {MsgType::kBcastPush,
+       [](State& s, const Request& r) {
+         if (s.forwarding_job_.empty()) s.refuse_local_bcast(r.env, r.t);
+         s.cluster_->coordinator.bcast_push(r.to, proto::BcastPushView::unpack(r.env.payload),
+                                            s.forwarding_job_, r.out);
+       }},
+      {MsgType::kBcastPull,
+       [](State& s, const Request& r) {
+         if (s.forwarding_job_.empty()) s.refuse_local_bcast(r.env, r.t);
+         s.cluster_->coordinator.bcast_pull(r.to, r.unpack<proto::BcastPull>(), s.forwarding_job_,
+                                            r.out);
+       }},
+      {MsgType::kBcastLeave,
+       [](State& s, const Request& r) {
+         if (s.forwarding_job_.empty()) s.refuse_local_bcast(r.env, r.t);
+         s.cluster_->coordinator.bcast_leave(r.to, r.unpack<proto::BcastLeave>(), s.forwarding_job_,
+                                             r.out);
+       }},
+      // A resumable sampler's progress: the node's own, or, forwarded, the
+      // run's at its coordinator (coord_samplers.cpp).
+      {MsgType::kSamplerCommit,
+       [](State& s, const Request& r) {
+         if (!s.forwarding_job_.empty())
+           return s.cluster_->coordinator.sampler_request(r.to, r.env, s.forwarding_job_, r.out);
+         s.sampler_commit(r.to, r.unpack<proto::SamplerCommit>(), r.out);
+       }},
+      {MsgType::kSamplerResume,
+       [](State& s, const Request& r) {
+         if (!s.forwarding_job_.empty())
+           return s.cluster_->coordinator.sampler_request(r.to, r.env, s.forwarding_job_, r.out);
+         s.sampler_resume(r.to, r.unpack<proto::SamplerResume>(), r.out);
+       }},
+  };
+  return rows;
 }
 
 void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out) {
   cluster_->coordinator.live_round(m.job, m.generation, "request");
   auto inner = proto::decode_envelope(m.frame.data(), m.frame.size(), true);  // m outlives it
-  ReplyTo inner_to = to;
-  inner_to.request_id = to.request_id;
   // The inner request may only touch the job the Forward was checked for.
   forwarding_job_ = m.job;
   struct Reset {
@@ -75,33 +121,8 @@ void State::forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<O
   if (!t || !t->forwardable)
     throw Error(ErrorCode::kUnknownType,
                 std::string("a peer may not forward '") + (t ? t->name : "?") + "'");
-  switch (t->area) {
-    case proto::Area::kBarrier:
-      return barrier(inner_to, proto::Barrier::unpack(inner.payload), out);
-    case proto::Area::kStore:
-      return store_request(inner_to, inner, out);
-    case proto::Area::kBcast:
-      return bcast_request(inner_to, inner, out);
-    case proto::Area::kShard:  // sampler_commit, sampler_resume: the run's progress
-      return cluster_->coordinator.sampler_request(inner_to, inner, forwarding_job_, out);
-    default:
-      throw Error(ErrorCode::kInternal, std::string("no handler for forwarded '") + t->name + "'");
-  }
-}
-
-void State::bcast_request(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
-  Coordinator& c = cluster_->coordinator;
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kBcastPush:
-      return c.bcast_push(to, proto::BcastPushView::unpack(env.payload), forwarding_job_, out);
-    case MsgType::kBcastPull:
-      return c.bcast_pull(to, proto::BcastPull::unpack(env.payload), forwarding_job_, out);
-    case MsgType::kBcastLeave:
-      return c.bcast_leave(to, proto::BcastLeave::unpack(env.payload), forwarding_job_, out);
-    default:
-      throw Error(ErrorCode::kInternal, "not a broadcast request");
-  }
+  const JobScope none;  // the job is the Forward's, checked by store_job and the coordinator
+  dispatch(Request{to, inner, *t, none, out});
 }
 
 }  // namespace muster::daemon

@@ -246,7 +246,8 @@ bool State::bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vecto
   } reset{forwarding_job_};
   // Decoded once: the push as it is, from its pool or with its bytes.
   if (push) return c.bcast_push(to, *push, forwarding_job_, out, from.get()), true;
-  bcast_request(to, env, out);
+  const JobScope none;  // the job is forwarding_job_, checked above
+  dispatch(Request{to, env, *proto::message_traits(env.type), none, out});
   return true;
 }
 

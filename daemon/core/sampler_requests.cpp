@@ -8,18 +8,17 @@
 
 namespace muster::daemon {
 
-void State::sampler_request(const ReplyTo& to, const proto::Envelope& env,
-                            std::vector<Outgoing>& out) {
-  if (env.type == static_cast<uint16_t>(proto::SamplerResume::kType)) {
-    auto m = proto::SamplerResume::unpack(env.payload);
-    const Job& job = jobs_.get(m.job);
-    proto::SamplerPlace r;
-    if (const auto* p = progress_.find(m.job, job.launcher_pid, m.dataset_size, m.seed, m.shuffle))
-      r = {true, p->epoch, p->consumed, p->drop_last};
-    reply(to, r, out);
-    return;
-  }
-  auto m = proto::SamplerCommit::unpack(env.payload);
+void State::sampler_resume(const ReplyTo& to, const proto::SamplerResume& m,
+                           std::vector<Outgoing>& out) {
+  const Job& job = jobs_.get(m.job);
+  proto::SamplerPlace r;
+  if (const auto* p = progress_.find(m.job, job.launcher_pid, m.dataset_size, m.seed, m.shuffle))
+    r = {true, p->epoch, p->consumed, p->drop_last};
+  reply(to, r, out);
+}
+
+void State::sampler_commit(const ReplyTo& to, const proto::SamplerCommit& m,
+                           std::vector<Outgoing>& out) {
   const Job& job = jobs_.get(m.job);
   if (m.rank >= job.world_size())
     throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) +

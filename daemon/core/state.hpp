@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -29,10 +30,12 @@
 #include "core/permuter.hpp"
 #include "core/quotas.hpp"
 #include "core/reply.hpp"
+#include "core/request.hpp"
 #include "core/sampler_progress.hpp"
 #include "core/shard_cache.hpp"
 #include "core/shard_waits.hpp"
 #include "core/store.hpp"
+#include "core/store_requests.hpp"
 #include "core/waits.hpp"
 #include "gpu/inventory.hpp"
 #include "jobs/job.hpp"
@@ -41,6 +44,7 @@
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/message_table.hpp"
+#include "protocol/sampler_messages.hpp"
 
 namespace muster::daemon {
 
@@ -57,6 +61,11 @@ class State {
 
   // Handles one decoded request; replies now (or later, for waits) go to out.
   void handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // What is wrong with the dispatcher's column (dispatch.cpp): a request
+  // type of the message table without a handler, a type with two, a handler
+  // for a type that is no request. Empty when every request has its one
+  // handler; the constructor refuses to run otherwise.
+  static std::vector<std::string> handler_gaps();
   // A watched pid ended.
   void on_pid_exit(int64_t pid, std::vector<Outgoing>& out);
   // Fails waits whose deadline passed.
@@ -218,9 +227,13 @@ class State {
   // verified and the node has GPUs; throws no_device when nothing is left.
   std::vector<int64_t> slurm_narrow(int64_t pid, int64_t owner, bool wants_gpu,
                                     std::vector<int64_t> asked) const;
-  // Runs the request's handler (after admit, scope_job and authorize).
-  void dispatch(const ReplyTo& to, const proto::Envelope& env, const proto::MessageTraits& t,
-                const JobScope& scope, std::vector<Outgoing>& out);
+  // Runs the request's handler, its row in the dispatcher's column (after
+  // admit, scope_job and authorize; dispatch.cpp).
+  void dispatch(const Request& r);
+  // The column's rows: the node's own requests (core/dispatch.cpp), and
+  // what spans nodes (cluster/peer_requests.cpp).
+  static std::span<const Handler> local_handlers();
+  static std::span<const Handler> peer_handlers();
   // Ownership, claimed pids and the generation fence, as the row says
   // (access.cpp): throws Error before any handler runs; changes nothing.
   void authorize(const ReplyTo& to, const proto::Envelope& env,
@@ -235,19 +248,15 @@ class State {
   // job, with the job-wide waits from its coordinator (cluster/).
   void status_request(const ReplyTo& to, const proto::Status& m, std::vector<Outgoing>& out);
   void answer_job_waits(std::vector<Outgoing>& out);
-  void store_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  // num_keys and torch's newer Store API (core/store_more.cpp).
-  void store_more_request(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out);
-  void barrier(const ReplyTo& to, const proto::Barrier& m, std::vector<Outgoing>& out);
   // Sampler shards: each rank's indices, from permutations cached per job,
   // or parked until the permutation is computed (shards.cpp).
   void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void answer_parked(Permuter::Done done, std::vector<Outgoing>& out);
   // A broadcast request for a job of this node only: always an error.
   [[noreturn]] void refuse_local_bcast(const proto::Envelope& env, const proto::MessageTraits& t);
-  // sampler_commit and sampler_resume (sampler_requests.cpp).
-  void sampler_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // The resumable samplers' progress (sampler_requests.cpp).
+  void sampler_commit(const ReplyTo& to, const proto::SamplerCommit& m, std::vector<Outgoing>& out);
+  void sampler_resume(const ReplyTo& to, const proto::SamplerResume& m, std::vector<Outgoing>& out);
 
   // The job a store or barrier request works on: the local one, or for a
   // request from a peer, the coordinator's global store of that job.
@@ -277,21 +286,12 @@ class State {
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
 
-  // Requests of peer daemons (cluster/): to the coordinator, or inside a
-  // Forward to the store handlers.
-  void peer_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // A Forward from a peer daemon (cluster/peer_requests.cpp): its inner
+  // request, dispatched for the one job the Forward was checked for.
   void forward_in(const ReplyTo& to, const proto::Forward& m, std::vector<Outgoing>& out);
 
-  // Broadcast across nodes: to the coordinator.
-  void bcast_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
   void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
-  // Answers the job's key waits that can complete now.
-  void key_changed(Job& job, std::vector<Outgoing>& out);
-  // Sets key to value within the job's quotas, replies ok and answers the
-  // waits it completes: the end of every request that writes one key.
-  void set_key(const ReplyTo& to, Job& job, const std::string& key, std::string value,
-               std::vector<Outgoing>& out);
 
   JobTable jobs_;  // the jobs, their slots and GPU leases
   // The last count of the stores' holdings per uid (holdings()).
@@ -305,7 +305,8 @@ class State {
   };
   mutable Counted counted_;
   Quotas quotas_;
-  Store store_;  // the waits on keys and barriers
+  Store store_;           // the waits on keys and barriers
+  StoreRequests stores_;  // the store and barrier requests (store_requests.hpp)
   ShardCache shards_;
   ShardWaits shard_waits_;
   std::unique_ptr<Permuter> permuter_ = std::make_unique<InlinePermuter>();
