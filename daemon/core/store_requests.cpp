@@ -53,6 +53,13 @@ void StoreRequests::set_key(const Request& r, Job& job, const std::string& key, 
   key_changed(job, r.out);
 }
 
+void StoreRequests::park(const Request& r, Job& job, Store::KeyWait kind,
+                         std::vector<std::string> keys, int64_t timeout_ms, Error none) {
+  if (timeout_ms == 0) throw none;
+  check_parked_quota(job, quotas_, key_bytes(keys), holdings_);
+  store_.wait_keys(job, r.to, kind, std::move(keys), after_ms(timeout_ms));
+}
+
 void StoreRequests::set(const Request& r) {
   auto m = r.unpack<proto::StoreSet>();
   set_key(r, find_(r.to, m.job), m.key, std::move(m.value));
@@ -62,10 +69,8 @@ void StoreRequests::get(const Request& r) {
   auto m = r.unpack<proto::StoreGet>();
   Job& job = find_(r.to, m.job);
   if (const std::string* v = job.kv.find(m.key)) return r.reply(proto::Value{*v});
-  if (m.timeout_ms == 0)
-    throw Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'");
-  check_parked_quota(job, quotas_, m.key.size(), holdings_);
-  store_.wait_keys(job, r.to, Store::KeyWait::kGet, {m.key}, after_ms(m.timeout_ms));
+  park(r, job, Store::KeyWait::kGet, {m.key}, m.timeout_ms,
+       Error(ErrorCode::kNotFound, "no key '" + m.key + "' in job '" + m.job + "'"));
 }
 
 void StoreRequests::add(const Request& r) {
@@ -107,17 +112,15 @@ void StoreRequests::wait(const Request& r) {
   auto m = r.unpack<proto::StoreWait>();
   Job& job = find_(r.to, m.job);
   if (job.has_all(m.keys)) return r.reply(proto::Ok{});
-  if (m.timeout_ms == 0)
-    throw Error(ErrorCode::kTimeout,
-                "key(s) " + missing_keys(job.kv, m.keys) + " not set in job '" + m.job + "'");
-  check_parked_quota(job, quotas_, key_bytes(m.keys), holdings_);
-  store_.wait_keys(job, r.to, Store::KeyWait::kWait, std::move(m.keys), after_ms(m.timeout_ms));
+  Error none(ErrorCode::kTimeout,
+             "key(s) " + missing_keys(job.kv, m.keys) + " not set in job '" + m.job + "'");
+  park(r, job, Store::KeyWait::kWait, std::move(m.keys), m.timeout_ms, std::move(none));
 }
 
 void StoreRequests::num_keys(const Request& r) {
   auto m = r.unpack<proto::StoreNumKeys>();
-  Job& job = find_(r.to, m.job);
-  r.reply(proto::Int{static_cast<int64_t>(count_prefixed(job.kv, m.prefix))});
+  const auto n = count_prefixed(find_(r.to, m.job).kv, m.prefix);
+  r.reply(proto::Int{static_cast<int64_t>(n)});
 }
 
 void StoreRequests::list_keys(const Request& r) {
@@ -157,10 +160,8 @@ void StoreRequests::multi_get(const Request& r) {
     for (const auto& k : m.keys) v.items.push_back({"", *job.kv.find(k)});
     return r.reply(v);
   }
-  if (m.timeout_ms == 0)
-    throw Error(ErrorCode::kNotFound, "no key(s) " + missing + " in job '" + m.job + "'");
-  check_parked_quota(job, quotas_, key_bytes(m.keys), holdings_);
-  store_.wait_keys(job, r.to, Store::KeyWait::kMultiGet, std::move(m.keys), after_ms(m.timeout_ms));
+  park(r, job, Store::KeyWait::kMultiGet, std::move(m.keys), m.timeout_ms,
+       Error(ErrorCode::kNotFound, "no key(s) " + missing + " in job '" + m.job + "'"));
 }
 
 void StoreRequests::queue_push(const Request& r) {
@@ -175,16 +176,13 @@ void StoreRequests::queue_pop(const Request& r) {
   Job& job = find_(r.to, m.job);
   check_not_queue(m.key);
   if (auto item = daemon::queue_pop(job.kv, m.key)) return r.reply(proto::Value{*item});
-  if (m.timeout_ms == 0)
-    throw Error(ErrorCode::kNotFound, "queue '" + m.key + "' of job '" + m.job + "' is empty");
-  check_parked_quota(job, quotas_, m.key.size(), holdings_);
-  store_.wait_keys(job, r.to, Store::KeyWait::kPop, {m.key}, after_ms(m.timeout_ms));
+  park(r, job, Store::KeyWait::kPop, {m.key}, m.timeout_ms,
+       Error(ErrorCode::kNotFound, "queue '" + m.key + "' of job '" + m.job + "' is empty"));
 }
 
 void StoreRequests::queue_len(const Request& r) {
   auto m = r.unpack<proto::StoreQueueLen>();
-  Job& job = find_(r.to, m.job);
-  r.reply(proto::Int{static_cast<int64_t>(queue_length(job.kv, m.key))});
+  r.reply(proto::Int{static_cast<int64_t>(queue_length(find_(r.to, m.job).kv, m.key))});
 }
 
 void StoreRequests::barrier(const Request& r) {

@@ -49,6 +49,11 @@ class StoreRequests {
   // Sets key to value within the job's quotas, replies ok and answers the
   // waits it completes: the end of every request that writes one key.
   void set_key(const Request& r, Job& job, const std::string& key, std::string value);
+  // A read that found nothing: refused with `none` when it may not wait
+  // (timeout 0), else parked within the quotas until its keys come or its
+  // deadline passes.
+  void park(const Request& r, Job& job, Store::KeyWait kind, std::vector<std::string> keys,
+            int64_t timeout_ms, Error none);
   // Answers the job's key waits that can complete now.
   void key_changed(Job& job, std::vector<Outgoing>& out);
 
