@@ -43,12 +43,12 @@ DISPATCH = re.compile(r"case\s+(proto::)?MsgType::|MsgType::k\w+\s*[!=]=|[!=]=\s
 # The intent rules' breaches at 6f67f93, the ratchet: (".cpp" files, methods)
 # a class; dispatch sites a file. Issue 44 is done when this is empty.
 DEBTS = {
-    "class_files": {"State": 13, "NodeLinks": 10, "Coordinator": 6},
-    "class_methods": {"Coordinator": 45, "NodeLinks": 85, "State": 88},
+    "class_files": {"State": 13, "NodeLinks": 8, "Coordinator": 6},
+    "class_methods": {"Coordinator": 45, "NodeLinks": 72, "State": 88},
     "dispatch": {
-        "daemon/cluster/bcast_chain.cpp": 3,
-        "daemon/cluster/bcast_chain_serve.cpp": 2,
         "daemon/cluster/bcast_pools.cpp": 3,
+        "daemon/cluster/chain_broadcasts.cpp": 3,
+        "daemon/cluster/chain_broadcasts_serve.cpp": 2,
         "daemon/cluster/beats.cpp": 2,
         "daemon/cluster/coord_joins.cpp": 1,
         "daemon/cluster/joins.cpp": 2,

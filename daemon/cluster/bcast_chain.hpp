@@ -80,6 +80,13 @@ inline std::string chain_name(const ChainCast& cc) {
   return "broadcast #" + std::to_string(cc.seq) + " of job '" + cc.job + "' from rank " +
          std::to_string(cc.root);
 }
+// A shared pull's name (BcastPull::shared): its answer comes under request
+// id 0, named by broadcast and chunk, and goes to whoever asked for it.
+inline std::string shared_pull_key(const std::string& job, uint64_t generation, uint64_t seq,
+                                   uint32_t root, uint64_t index) {
+  return job + '\0' + std::to_string(generation) + '/' + std::to_string(seq) + '/' +
+         std::to_string(root) + '/' + std::to_string(index);
+}
 inline Clock::time_point chain_deadline(int64_t ms) {
   return Clock::now() + std::chrono::milliseconds(ms);
 }

@@ -30,10 +30,8 @@ bool NodeLinks::forward_bcast(const ReplyTo& to, const Job& job, const proto::En
       throw Error(ErrorCode::kInvalidArgument,
                   "bcast_pull: `shared` is for a node daemon to ask its coordinator");
     if (!m.pool.set() && !chain) return false;
-    const std::string key = shared_key(m.job, m.generation, m.seq, m.root, m.index);
-    auto it = shared_pulls_.find(key);
-    auto lit = it == shared_pulls_.end() ? links_.end() : links_.find(it->second.first);
-    if (lit != links_.end() && lit->second.pending.count(it->second.second))
+    const std::string key = shared_pull_key(m.job, m.generation, m.seq, m.root, m.index);
+    if (pulling(key))
       throw Error(ErrorCode::kConflict, "chunk " + std::to_string(m.index) +
                                             " of this broadcast is being pulled already");
     if (m.pool.set()) {
@@ -45,9 +43,8 @@ bool NodeLinks::forward_bcast(const ReplyTo& to, const Job& job, const proto::En
     }
     m.pool = {};
     m.shared = true;
-    shared_pulls_[key] = {
-        link, send_link(link, std::move(p),
-                        proto::Forward{job.id, job.generation, proto::encode(0, m), chain}, out)};
+    pull_shared(link, key, std::move(p),
+                proto::Forward{job.id, job.generation, proto::encode(0, m), chain}, out);
     return true;
   }
   if (type != MsgType::kBcastPush) return false;
@@ -80,15 +77,38 @@ bool NodeLinks::forward_bcast(const ReplyTo& to, const Job& job, const proto::En
   return true;
 }
 
-std::string NodeLinks::shared_key(const std::string& job, uint64_t generation, uint64_t seq,
-                                  uint32_t root, uint64_t index) {
-  return job + '\0' + std::to_string(generation) + '/' + std::to_string(seq) + '/' +
-         std::to_string(root) + '/' + std::to_string(index);
+void NodeLinks::send_up(const std::string& link, LinkPending p, const proto::Forward& f,
+                        std::vector<Outgoing>& out) {
+  send_link(link, std::move(p), f, out);
+}
+
+bool NodeLinks::pulling(const std::string& key) const {
+  auto it = shared_pulls_.find(key);
+  if (it == shared_pulls_.end()) return false;
+  auto l = links_.find(it->second.first);
+  return l != links_.end() && l->second.pending.count(it->second.second);
+}
+
+void NodeLinks::pull_shared(const std::string& link, const std::string& key, LinkPending p,
+                            const proto::Forward& f, std::vector<Outgoing>& out) {
+  shared_pulls_[key] = {link, send_link(link, std::move(p), f, out)};
+}
+
+void NodeLinks::fail_in_flight(const std::string& link, const std::string& job, ErrorCode code,
+                               const std::string& why, std::vector<Outgoing>& out) {
+  auto lit = links_.find(link);
+  if (lit == links_.end()) return;
+  std::erase_if(lit->second.pending, [&](const auto& kv) {
+    const LinkPending& p = kv.second;
+    if (!p.bcast || p.job != job || p.kind != LinkPending::Kind::kForward) return false;
+    fail(p.to, code, why, out);
+    return true;
+  });
 }
 
 uint64_t NodeLinks::shared_pull(const std::string& link, const proto::Envelope& env) {
   auto ch = proto::BcastChunkView::unpack(env.payload);
-  auto it = shared_pulls_.find(shared_key(ch.job, ch.generation, ch.seq, ch.root, ch.index));
+  auto it = shared_pulls_.find(shared_pull_key(ch.job, ch.generation, ch.seq, ch.root, ch.index));
   if (it == shared_pulls_.end() || it->second.first != link) return 0;
   uint64_t id = it->second.second;
   shared_pulls_.erase(it);

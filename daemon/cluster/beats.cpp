@@ -212,7 +212,7 @@ void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   pass_over_silent(now);
   pools_.expire(now);
   forget_shared_pulls();
-  chain_tick(now, out);
+  chain_.tick(now, out);
   notices_tick(now, out);
   joins_tick(now, out);
   // Where each job's heartbeat goes (relay: to a parent, as its child).

@@ -80,7 +80,7 @@ bool NodeLinks::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
   }
   LinkPending p{LinkPending::Kind::kForward, to, job.id};
   p.bcast = t->area == proto::Area::kBcast;
-  if (p.bcast && !c.chain_prev.empty() && chain_local(to, job, env, out)) return true;
+  if (p.bcast && !c.chain_prev.empty() && chain_.local(to, job, env, out)) return true;
   if (p.bcast && forward_bcast(to, job, env, p, out)) return true;
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
   send_link(c.coordinator, std::move(p), f, out);
@@ -201,7 +201,7 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
   LinkPending p = std::move(pit->second);
   l.pending.erase(pit);
   try {
-    if (shared) chain_got(env, data, size, held, out);  // for the next node too
+    if (shared) chain_.got(env, data, size, held, out);  // for the next node too
     switch (p.kind) {
       case LinkPending::Kind::kForward:
         if (p.into) return pool_answer(p, env, out);
@@ -216,7 +216,7 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
         return heartbeat_answered(link, p, env, out);
       case LinkPending::Kind::kNotice:
         // A self pull refused: the next node's pulls that wait for it fail.
-        if (p.bcast) chain_self_refused(p, env, out);
+        if (p.bcast) chain_.self_refused(p, env, out);
         return;
       case LinkPending::Kind::kRelayNotice:
         if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) notice_direct(p, out);
@@ -370,9 +370,9 @@ void NodeLinks::resend(const std::string& link, std::vector<Outgoing>& out) {
     ++it;
   }
   for (const auto& job : self_pulled)
-    chain_fail(job, ErrorCode::kRestarted,
-               "the link to " + link + " connected again while a broadcast chunk was on the way",
-               true, out);
+    chain_.fail(job, ErrorCode::kRestarted,
+                "the link to " + link + " connected again while a broadcast chunk was on the way",
+                true, out);
   if (again)
     log::notice(log::peer(link), "sent " + std::to_string(again) +
                                      " request(s) in flight again to coordinator " + link);
@@ -391,8 +391,7 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
   }
   const std::string ended =
       "rank " + std::to_string(job.cluster->rank_offset + local_rank) + " " + why;
-  chain_exits_[job.id] = {job.generation, ended};
-  chain_fail(job.id, ErrorCode::kPeerExited, ended, true, out);
+  chain_.rank_ended(job, ended, out);
   // Told upstream with the ranks that end with it (notices.cpp).
   queue_exited(job, job.cluster->rank_offset + local_rank, why, out);
 }
@@ -400,10 +399,9 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
 void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   forming_.erase(job.id);
   if (!job.cluster) return;
-  chain_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", true, out);
+  chain_.fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", true, out);
   relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
-  chains_.erase(job.id);
-  chain_exits_.erase(job.id);
+  chain_.forget(job.id);
   drop_joins(job.id, out);
   // The leaves below not passed on yet go with ours.
   std::vector<std::string> also;

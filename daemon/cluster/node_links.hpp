@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cluster/bcast_chain.hpp"
+#include "cluster/chain_broadcasts.hpp"
 #include "cluster/cluster.hpp"
 #include "cluster/pool_files.hpp"
 #include "core/job_table.hpp"
@@ -22,9 +23,11 @@
 
 namespace muster::daemon {
 
-class NodeLinks {
+class NodeLinks : private ChainBroadcasts::Links {
  public:
   explicit NodeLinks(JobTable& jobs) : jobs_(jobs) {}
+  NodeLinks(const NodeLinks&) = delete;
+  NodeLinks& operator=(const NodeLinks&) = delete;
 
   // This daemon's name among its peers, how long a silent coordinator may
   // stay silent, and why this daemon cannot peer ("" = it can).
@@ -63,7 +66,8 @@ class NodeLinks {
 
   // A forwardable request of a local client for a job that spans nodes:
   // relayed or forwarded upstream. False when the job is this daemon's own.
-  bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  bool maybe_forward(const ReplyTo& to, const proto::Envelope& env,
+                     std::vector<Outgoing>& out) override;
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
   // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
@@ -93,7 +97,7 @@ class NodeLinks {
   void resend(const std::string& link, std::vector<Outgoing>& out);
   // A local rank's broadcast pool (to: its request), see pool_files.hpp.
   std::shared_ptr<PoolFile> open_pool(const ReplyTo& to, const proto::PoolRef& ref, uint64_t end,
-                                      bool write) {
+                                      bool write) override {
     return pools_.open(to.peer_pid, to.peer_uid, ref, end, write);
   }
   // Heartbeats, lost coordinators, links no longer needed.
@@ -158,54 +162,18 @@ class NodeLinks {
   // be written there (true); false when it names none.
   bool forward_bcast(const ReplyTo& to, const Job& job, const proto::Envelope& env, LinkPending& p,
                      std::vector<Outgoing>& out);
-  // Broadcasts node to node (bcast_chain.cpp, World::chain_prev). A local
-  // rank's push or leave, or a pull that waits for room: handled (true);
-  // false for a pull that goes upstream now (forward_bcast).
-  bool chain_local(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                   std::vector<Outgoing>& out);
-  bool chain_pull(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                  std::vector<Outgoing>& out);
-  void chain_push(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                  std::vector<Outgoing>& out);
-  void chain_leave(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                   std::vector<Outgoing>& out);
-  // The next node's bcast_pull or bcast_leave (a Forward, relay set).
-  void chain_from_down(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                       std::vector<Outgoing>& out);
-  // A shared chunk that came from the node before: held for the next one.
-  void chain_got(const proto::Envelope& env, void* data, size_t size, std::shared_ptr<void>& held,
-                 std::vector<Outgoing>& out);
-  // The job's broadcast fails here; tell_up: the nodes before are told.
-  void chain_fail(const std::string& job, ErrorCode code, const std::string& why, bool tell_up,
-                  std::vector<Outgoing>& out);
-  void chain_fail_cast(ChainCast& cc, ErrorCode code, const std::string& why, bool tell_up,
-                       std::vector<Outgoing>& out);
-  void chain_tick(Clock::time_point now, std::vector<Outgoing>& out);
-  // A bcast_leave of this node's to the node before (why: it failed).
-  void chain_tell_up(const ChainCast& cc, const std::string& why, std::vector<Outgoing>& out);
-  // A pull of this daemon's own, for the next node (its relay gave up).
-  void chain_self_pull(ChainCast& cc, uint64_t index, std::vector<Outgoing>& out);
-  // A self pull's answer that is an error: that broadcast fails, both ways.
-  void chain_self_refused(const LinkPending& p, const proto::Envelope& env,
-                          std::vector<Outgoing>& out);
-  // The job's broadcast `seq`, made on first word of it (an older one is
-  // abandoned); throws when it failed or ended, or the request disagrees.
-  // local: from this node's rank, whose word overrules what only the next
-  // node said; the next node cannot end a broadcast under way here.
-  ChainCast& chain_cast(const Job& job, uint64_t generation, uint64_t seq, uint32_t root,
-                        uint64_t size, uint64_t chunk, bool local, std::vector<Outgoing>& out);
-  void chain_serve(ChainCast& cc, const ReplyTo& to, const ChainCast::Frame& f,
-                   std::vector<Outgoing>& out);
-  void chain_hold(ChainCast& cc, uint64_t index, ChainCast::Frame f, std::vector<Outgoing>& out);
-  // Drops what the next node holds, lets waiting requests on, ends it.
-  void chain_advance(ChainCast& cc, std::vector<Outgoing>& out);
+  // What the chain broadcasts (chain_) send through the links: the
+  // ChainBroadcasts::Links this class is (bcast_pools.cpp).
+  void send_up(const std::string& link, LinkPending p, const proto::Forward& f,
+               std::vector<Outgoing>& out) override;
+  bool pulling(const std::string& key) const override;
+  void pull_shared(const std::string& link, const std::string& key, LinkPending p,
+                   const proto::Forward& f, std::vector<Outgoing>& out) override;
+  void fail_in_flight(const std::string& link, const std::string& job, ErrorCode code,
+                      const std::string& why, std::vector<Outgoing>& out) override;
   // The answer to such a pull: the chunk into the pool, and a bcast_chunk
   // without its bytes to the rank.
   void pool_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
-  // The shared pulls in flight (BcastPull::shared): their answers come
-  // under request id 0, named by broadcast and chunk (shared_key).
-  static std::string shared_key(const std::string& job, uint64_t generation, uint64_t seq,
-                                uint32_t root, uint64_t index);
   // The request id of the shared pull that the bcast_chunk env (request id
   // 0, from `link`) answers, taken off the list; 0 when none.
   uint64_t shared_pull(const std::string& link, const proto::Envelope& env);
@@ -307,12 +275,10 @@ class NodeLinks {
   Clock::duration stuck_after_ = std::chrono::seconds(60);
   std::vector<JobWaitsAnswer> job_waits_;  // answered, for take_job_waits()
   PoolFiles pools_;                        // local ranks' broadcast pools
-  // By shared_key: the link and request id of a shared pull in flight.
+  // By shared_pull_key: the link and request id of a shared pull in flight.
   std::map<std::string, std::pair<std::string, uint64_t>> shared_pulls_;
-  std::map<std::string, ChainCast> chains_;  // by job id: its latest broadcast
-  // By job id: the generation in which a rank of this node ended, and how
-  // (the job's broadcasts of that generation fail here).
-  std::map<std::string, std::pair<uint64_t, std::string>> chain_exits_;
+  // Broadcasts along the chain (chain_broadcasts.hpp), through these links.
+  ChainBroadcasts chain_{jobs_, *this};
 };
 
 }  // namespace muster::daemon

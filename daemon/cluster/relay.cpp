@@ -139,7 +139,7 @@ void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
   if (up) return relay_barrier(to, job, up->name, up->count, -1, up->timeout_ms, out);
   const auto t = static_cast<MsgType>(inner->type);
   if (t == MsgType::kBcastPull || t == MsgType::kBcastLeave)
-    return chain_from_down(to, job, *inner, out);
+    return chain_.from_down(to, job, *inner, out);
   relay_get(to, job, *inner, out);
 }
 
@@ -200,7 +200,7 @@ void NodeLinks::relay_early(const std::string& job, std::vector<Outgoing>& out) 
 
 void NodeLinks::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
                            std::vector<Outgoing>& out) {
-  chain_fail(job, code, why, false, out);  // its chain's nodes hear of it as this one did
+  chain_.fail(job, code, why, false, out);  // its chain's nodes hear of it as this one did
   auto rit = relays_.find(job);
   if (rit == relays_.end()) return;
   for (const auto& e : rit->second.early) fail(e.to, code, why, out);

@@ -1,12 +1,13 @@
-// Broadcast across nodes along a chain: see cluster/bcast_chain.hpp. The
-// requests are the coordinator's (bcast_push, bcast_pull, bcast_leave);
-// only where they go differs, so ranks cannot tell. A pull from the next
-// node comes in a Forward with relay set (relay.cpp passes it here).
+// ChainBroadcasts (chain_broadcasts.hpp): a broadcast across nodes along
+// the chain, as cluster/bcast_chain.hpp draws it. The requests are the
+// coordinator's (bcast_push, bcast_pull, bcast_leave); only where they go
+// differs, so ranks cannot tell. A pull from the next node comes in a
+// Forward with relay set (relay.cpp passes it here).
 #include <algorithm>
 
 #include "cluster/bcast_fail.hpp"
 #include "cluster/bcast_relay.hpp"
-#include "cluster/node_links.hpp"
+#include "cluster/chain_broadcasts.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -25,7 +26,7 @@ ChainRole chain_role(const Job& job, uint32_t root) {
           !(root >= next_first && root < next_first + c.chain_next_nproc)};
 }
 
-ChainCast& NodeLinks::chain_cast(const Job& job, uint64_t generation, uint64_t seq, uint32_t root,
+ChainCast& ChainBroadcasts::cast(const Job& job, uint64_t generation, uint64_t seq, uint32_t root,
                                  uint64_t size, uint64_t chunk, bool local,
                                  std::vector<Outgoing>& out) {
   if (generation != job.generation)
@@ -47,9 +48,9 @@ ChainCast& NodeLinks::chain_cast(const Job& job, uint64_t generation, uint64_t s
     if (under_way && !local)
       throw Error(ErrorCode::kConflict, chain_name(cc) + " is still under way here");
     if (!cc.job.empty())
-      chain_fail_cast(cc, overrule ? ErrorCode::kInvalidArgument : ErrorCode::kConflict,
-                      chain_name(cc) + (overrule ? " has another size here" : " was abandoned"),
-                      false, out);
+      fail_cast(cc, overrule ? ErrorCode::kInvalidArgument : ErrorCode::kConflict,
+                chain_name(cc) + (overrule ? " has another size here" : " was abandoned"), false,
+                out);
     cc = ChainCast{};
     cc.job = job.id, cc.generation = job.generation, cc.seq = seq, cc.root = root;
     cc.size = size, cc.chunk = chunk, cc.chunks = (size + chunk - 1) / chunk;
@@ -68,9 +69,9 @@ ChainCast& NodeLinks::chain_cast(const Job& job, uint64_t generation, uint64_t s
                     std::to_string(size) + " bytes in chunks of " + std::to_string(chunk));
   // A rank of this node ended in this generation, maybe before its daemon
   // heard of this broadcast: it cannot complete.
-  if (auto e = chain_exits_.find(job.id); e != chain_exits_.end() && e->second.first == generation)
-    chain_fail_cast(cc, ErrorCode::kPeerExited,
-                    chain_name(cc) + " cannot complete: " + e->second.second, true, out);
+  if (auto e = exits_.find(job.id); e != exits_.end() && e->second.first == generation)
+    fail_cast(cc, ErrorCode::kPeerExited, chain_name(cc) + " cannot complete: " + e->second.second,
+              true, out);
   if (cc.failed != ErrorCode::kOk) throw Error(cc.failed, cc.why);
   if (cc.finished) throw Error(ErrorCode::kConflict, chain_name(cc) + " is over");
   cc.local_seen |= local;
@@ -97,7 +98,7 @@ static uint64_t room(const ChainCast& cc) {
   return !cc.has_down || cc.down_left ? UINT64_MAX : cc.down_have + cc.window;
 }
 
-void NodeLinks::chain_advance(ChainCast& cc, std::vector<Outgoing>& out) {
+void ChainBroadcasts::advance(ChainCast& cc, std::vector<Outgoing>& out) {
   cc.held.erase(cc.held.begin(), cc.held.lower_bound(cc.down_have));
   std::vector<ChainCast::Waiting> again;  // pulls that go upstream now
   std::erase_if(cc.waiting, [&](ChainCast::Waiting& w) {
@@ -113,52 +114,52 @@ void NodeLinks::chain_advance(ChainCast& cc, std::vector<Outgoing>& out) {
     cc.held.clear();
     cc.self_pulls.clear();  // a late refusal of one is moot now
     for (const auto& p : cc.down_pulls)
-      fail(p.to, ErrorCode::kConflict, chain_name(cc) + " is over: the next node left it", out);
+      refuse(p.to, ErrorCode::kConflict, chain_name(cc) + " is over: the next node left it", out);
     cc.down_pulls.clear();
     log::info(log::job(cc.job), chain_name(cc) + ", " + std::to_string(cc.size) + " bytes: " +
                                     std::to_string(cc.passed) + " bytes passed to the next node");
-    if (cc.gave_up) chain_tell_up(cc, "", out);
+    if (cc.gave_up) tell_node_before(cc, "", out);
   }
   for (auto& w : again) try {
-      maybe_forward(w.to, proto::decode_envelope(w.frame.data(), w.frame.size()), out);
+      links_.maybe_forward(w.to, proto::decode_envelope(w.frame.data(), w.frame.size()), out);
     } catch (const Error& e) {
-      fail(w.to, e.code(), e.what(), out);
+      refuse(w.to, e.code(), e.what(), out);
     }
 }
 
-void NodeLinks::chain_fail_cast(ChainCast& cc, ErrorCode code, const std::string& why, bool tell_up,
+void ChainBroadcasts::fail_cast(ChainCast& cc, ErrorCode code, const std::string& why, bool tell_up,
                                 std::vector<Outgoing>& out) {
   if (!fail_broadcast(cc, code, why, out, cc.down_pulls, cc.waiting)) return;
   log::info(log::job(cc.job), chain_name(cc) + " failed here: " + why);
   // The nodes before stop holding chunks for this one, and fail too.
-  if (tell_up && (!cc.local_done || cc.gave_up)) chain_tell_up(cc, why, out);
+  if (tell_up && (!cc.local_done || cc.gave_up)) tell_node_before(cc, why, out);
 }
 
-void NodeLinks::chain_tell_up(const ChainCast& cc, const std::string& why,
-                              std::vector<Outgoing>& out) {
+void ChainBroadcasts::tell_node_before(const ChainCast& cc, const std::string& why,
+                                       std::vector<Outgoing>& out) {
   const Job* job = jobs_.find(cc.job);
   if (cc.source || !job || !job->cluster) return;
   proto::BcastLeave m{cc.job,  cc.generation, cc.seq, cc.root, job->cluster->node_rank,
                       cc.size, cc.chunk,      why};
   proto::Forward f{cc.job, cc.generation, proto::encode(0, m), true};
-  send_link(job->cluster->chain_prev, {LinkPending::Kind::kNotice, {}, cc.job}, f, out);
+  links_.send_up(job->cluster->chain_prev, {LinkPending::Kind::kNotice, {}, cc.job}, f, out);
 }
 
-bool NodeLinks::chain_local(const ReplyTo& to, Job& job, const proto::Envelope& env,
+bool ChainBroadcasts::local(const ReplyTo& to, Job& job, const proto::Envelope& env,
                             std::vector<Outgoing>& out) {
   switch (static_cast<MsgType>(env.type)) {
     case MsgType::kBcastPull:
-      return chain_pull(to, job, env, out);
+      return pull(to, job, env, out);
     case MsgType::kBcastPush:
-      return chain_push(to, job, env, out), true;
+      return push(to, job, env, out), true;
     case MsgType::kBcastLeave:
-      return chain_leave(to, job, env, out), true;
+      return leave(to, job, env, out), true;
     default:
       return false;
   }
 }
 
-bool NodeLinks::chain_pull(const ReplyTo& to, Job& job, const proto::Envelope& env,
+bool ChainBroadcasts::pull(const ReplyTo& to, Job& job, const proto::Envelope& env,
                            std::vector<Outgoing>& out) {
   const ClusterInfo& c = *job.cluster;
   auto m = proto::BcastPull::unpack(env.payload);
@@ -168,7 +169,7 @@ bool NodeLinks::chain_pull(const ReplyTo& to, Job& job, const proto::Envelope& e
   if (chain_role(job, m.root).source)
     throw Error(ErrorCode::kInvalidArgument, "bcast_pull: rank " + std::to_string(m.root) +
                                                  " is on this node, which pulls nothing");
-  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
+  ChainCast& cc = cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
   if (m.index >= m.have + 2 * cc.window)
     throw Error(ErrorCode::kTooLarge, chain_name(cc) + ": chunk " + std::to_string(m.index) +
                                           " asked for while holding only " +
@@ -182,13 +183,13 @@ bool NodeLinks::chain_pull(const ReplyTo& to, Job& job, const proto::Envelope& e
   return true;
 }
 
-void NodeLinks::chain_push(const ReplyTo& to, Job& job, const proto::Envelope& env,
+void ChainBroadcasts::push(const ReplyTo& to, Job& job, const proto::Envelope& env,
                            std::vector<Outgoing>& out) {
   auto m = proto::BcastPushView::unpack(env.payload);
   if (!chain_role(job, m.root).source)
     throw Error(ErrorCode::kInvalidArgument,
                 "bcast_push: rank " + std::to_string(m.root) + " is not on this node");
-  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
+  ChainCast& cc = cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
   if (cc.local_done)
     throw Error(ErrorCode::kConflict,
                 chain_name(cc) + ": a chunk pushed after the root's last one");
@@ -199,10 +200,10 @@ void NodeLinks::chain_push(const ReplyTo& to, Job& job, const proto::Envelope& e
                     " had room: wait for a push's answer before running further ahead");
   if (room(cc) != UINT64_MAX && m.index >= cc.down_have && !cc.held.count(m.index)) {
     std::shared_ptr<PoolFile> from;
-    if (m.pool.set()) from = open_pool(to, m.pool, m.pool.offset + m.size, false);
+    if (m.pool.set()) from = links_.open_pool(to, m.pool, m.pool.offset + m.size, false);
     BcastRelay::Chunk ch = shared_chunk(m, 0, from.get());
     const std::string_view body(ch.frame.get(), ch.size);
-    chain_hold(cc, m.index, {std::shared_ptr<void>(std::move(ch.frame)), body}, out);
+    hold(cc, m.index, {std::shared_ptr<void>(std::move(ch.frame)), body}, out);
   }
   cc.pushed = std::max(cc.pushed, m.index + 1);
   if (m.index >= room(cc) && waiting_for(cc, m.index))
@@ -214,21 +215,21 @@ void NodeLinks::chain_push(const ReplyTo& to, Job& job, const proto::Envelope& e
     out.push_back({to, proto::encode(to.request_id, proto::Ok{}), {}});
 }
 
-void NodeLinks::chain_leave(const ReplyTo& to, Job& job, const proto::Envelope& env,
+void ChainBroadcasts::leave(const ReplyTo& to, Job& job, const proto::Envelope& env,
                             std::vector<Outgoing>& out) {
   const ClusterInfo& c = *job.cluster;
   auto m = proto::BcastLeave::unpack(env.payload);
   if (m.node_rank != c.node_rank)
     throw Error(ErrorCode::kInvalidArgument, "bcast_leave for node " + std::to_string(m.node_rank) +
                                                  " on node " + std::to_string(c.node_rank));
-  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
+  ChainCast& cc = cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
   if (cc.source && m.why.empty() && cc.pushed != cc.chunks)
     throw Error(ErrorCode::kInvalidArgument, chain_name(cc) + ": the root is done after " +
                                                  std::to_string(cc.pushed) + " of " +
                                                  std::to_string(cc.chunks) + " chunk(s)");
   if (!m.why.empty() && cc.source)
-    chain_fail_cast(cc, ErrorCode::kPeerExited, chain_name(cc) + " stopped on the root: " + m.why,
-                    false, out);
+    fail_cast(cc, ErrorCode::kPeerExited, chain_name(cc) + " stopped on the root: " + m.why, false,
+              out);
   cc.local_done = true;
   if (cc.source || !m.why.empty()) {
     // A relay that gave up fails alone (as through the coordinator): this
@@ -240,62 +241,68 @@ void NodeLinks::chain_leave(const ReplyTo& to, Job& job, const proto::Envelope& 
     cc.gave_up = !cc.source;
     // Its pulls that wait for room are moot (the daemon pulls for the next node).
     for (const auto& w : cc.waiting)
-      if (!w.frame.empty()) fail(w.to, ErrorCode::kConflict, chain_name(cc) + ": left", out);
+      if (!w.frame.empty()) refuse(w.to, ErrorCode::kConflict, chain_name(cc) + ": left", out);
     std::erase_if(cc.waiting, [](const ChainCast::Waiting& w) { return !w.frame.empty(); });
     out.push_back({to, proto::encode(to.request_id, proto::Ok{}), {}});
   } else {  // the nodes before hold nothing more for this one; its answer goes to the rank
     LinkPending p{LinkPending::Kind::kForward, to, job.id};
     p.bcast = true;
-    send_link(c.chain_prev, std::move(p),
-              proto::Forward{job.id, job.generation, proto::encode(0, m), true}, out);
+    links_.send_up(c.chain_prev, std::move(p),
+                   proto::Forward{job.id, job.generation, proto::encode(0, m), true}, out);
   }
   if (cc.failed == ErrorCode::kOk) {
     for (const auto& p : cc.down_pulls)
-      if (cc.gave_up) chain_self_pull(cc, p.index, out);
-    chain_advance(cc, out);
+      if (cc.gave_up) self_pull(cc, p.index, out);
+    advance(cc, out);
   }
 }
 
-void NodeLinks::chain_fail(const std::string& job, ErrorCode code, const std::string& why,
+void ChainBroadcasts::refuse(const ReplyTo& to, ErrorCode code, const std::string& msg,
+                             std::vector<Outgoing>& out) {
+  out.push_back(
+      {to, proto::encode_error(to.request_id, code, msg), {}, static_cast<uint16_t>(code)});
+}
+
+void ChainBroadcasts::rank_ended(const Job& job, const std::string& ended,
+                                 std::vector<Outgoing>& out) {
+  exits_[job.id] = {job.generation, ended};
+  fail(job.id, ErrorCode::kPeerExited, ended, true, out);
+}
+
+void ChainBroadcasts::fail(const std::string& job, ErrorCode code, const std::string& why,
                            bool tell_up, std::vector<Outgoing>& out) {
   auto it = chains_.find(job);
   if (it == chains_.end()) return;
-  chain_fail_cast(it->second, code, why, tell_up, out);
+  fail_cast(it->second, code, why, tell_up, out);
   // Pulls in flight to the node before: it may be the one that died.
   const Job* j = jobs_.find(job);
-  auto lit = j && j->cluster ? links_.find(j->cluster->chain_prev) : links_.end();
-  if (lit == links_.end()) return;
-  std::erase_if(lit->second.pending, [&](const auto& kv) {
-    const LinkPending& p = kv.second;
-    if (!p.bcast || p.job != job || p.kind != LinkPending::Kind::kForward) return false;
-    fail(p.to, code, why, out);
-    return true;
-  });
+  if (j && j->cluster) links_.fail_in_flight(j->cluster->chain_prev, job, code, why, out);
 }
 
-void NodeLinks::chain_tick(Clock::time_point now, std::vector<Outgoing>& out) {
+void ChainBroadcasts::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   for (auto it = chains_.begin(); it != chains_.end();) {
     ChainCast& cc = it->second;
     const Job* job = jobs_.find(it->first);
     if (!job || job->generation != cc.generation) {
-      chain_fail_cast(cc, ErrorCode::kPeerExited, chain_name(cc) + ": its generation is over",
-                      false, out);
+      fail_cast(cc, ErrorCode::kPeerExited, chain_name(cc) + ": its generation is over", false,
+                out);
       it = chains_.erase(it);
       continue;
     }
     std::erase_if(cc.down_pulls, [&](const ChainCast::Parked& p) {
       if (p.deadline > now) return false;
-      fail(p.to, ErrorCode::kTimeout,
-           chain_name(cc) + ": chunk " + std::to_string(p.index) + " did not arrive in time", out);
+      refuse(p.to, ErrorCode::kTimeout,
+             chain_name(cc) + ": chunk " + std::to_string(p.index) + " did not arrive in time",
+             out);
       return true;
     });
     std::erase_if(cc.waiting, [&](const ChainCast::Waiting& w) {
       if (w.deadline > now) return false;
-      fail(w.to, ErrorCode::kTimeout,
-           chain_name(cc) + ": no room for chunk " + std::to_string(w.index) +
-               " in time: the next node holds only " + std::to_string(cc.down_have) + " of " +
-               std::to_string(cc.chunks) + " chunk(s)",
-           out);
+      refuse(w.to, ErrorCode::kTimeout,
+             chain_name(cc) + ": no room for chunk " + std::to_string(w.index) +
+                 " in time: the next node holds only " + std::to_string(cc.down_have) + " of " +
+                 std::to_string(cc.chunks) + " chunk(s)",
+             out);
       return true;
     });
     ++it;

@@ -1,18 +1,18 @@
-// The serving side of a broadcast along the chain (cluster/bcast_chain.hpp):
+// ChainBroadcasts' serving side (chain_broadcasts.hpp, bcast_chain.hpp):
 // the next node's pulls and leave, which come from a peer (a Forward with
 // relay set: relay.cpp passes them here), and the chunks this node holds
 // for it.
 #include <algorithm>
 
 #include "cluster/bcast_relay.hpp"
-#include "cluster/node_links.hpp"
+#include "cluster/chain_broadcasts.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
 
 using proto::MsgType;
 
-void NodeLinks::chain_serve(ChainCast& cc, const ReplyTo& to, const ChainCast::Frame& f,
+void ChainBroadcasts::serve(ChainCast& cc, const ReplyTo& to, const ChainCast::Frame& f,
                             std::vector<Outgoing>& out) {
   Outgoing o{to, {}};
   o.held = f.held;
@@ -21,29 +21,26 @@ void NodeLinks::chain_serve(ChainCast& cc, const ReplyTo& to, const ChainCast::F
   cc.passed += f.body.size();
 }
 
-void NodeLinks::chain_hold(ChainCast& cc, uint64_t index, ChainCast::Frame f,
+void ChainBroadcasts::hold(ChainCast& cc, uint64_t index, ChainCast::Frame f,
                            std::vector<Outgoing>& out) {
   if (!cc.has_down || cc.down_left || index < cc.down_have || cc.held.count(index)) return;
   const ChainCast::Frame& held = cc.held.emplace(index, std::move(f)).first->second;
   std::erase_if(cc.down_pulls, [&](const ChainCast::Parked& p) {
     if (p.index != index) return false;
-    chain_serve(cc, p.to, held, out);
+    serve(cc, p.to, held, out);
     return true;
   });
 }
 
-void NodeLinks::chain_self_pull(ChainCast& cc, uint64_t index, std::vector<Outgoing>& out) {
+void ChainBroadcasts::self_pull(ChainCast& cc, uint64_t index, std::vector<Outgoing>& out) {
   const Job* job = jobs_.find(cc.job);
   if (!job || !job->cluster || cc.self_pulls.count(index)) return;
   const ClusterInfo& c = *job->cluster;
-  const std::string key = shared_key(cc.job, cc.generation, cc.seq, cc.root, index);
+  const std::string key = shared_pull_key(cc.job, cc.generation, cc.seq, cc.root, index);
   cc.self_pulls.insert(index);
   // A pull of the relay's for it still in flight brings it (chain_got holds
   // every shared frame): the node before would refuse a second one.
-  if (auto it = shared_pulls_.find(key); it != shared_pulls_.end()) {
-    auto l = links_.find(it->second.first);
-    if (l != links_.end() && l->second.pending.count(it->second.second)) return;
-  }
+  if (links_.pulling(key)) return;
   proto::BcastPull m;
   m.job = cc.job, m.generation = cc.generation, m.seq = cc.seq, m.root = cc.root;
   m.node_rank = c.node_rank, m.size = cc.size, m.chunk = cc.chunk;
@@ -51,13 +48,11 @@ void NodeLinks::chain_self_pull(ChainCast& cc, uint64_t index, std::vector<Outgo
   m.timeout_ms = 600000;  // the next node's pull times out first
   LinkPending p{LinkPending::Kind::kNotice, {}, cc.job, key};
   p.bcast = true;
-  shared_pulls_[key] = {
-      c.chain_prev,
-      send_link(c.chain_prev, std::move(p),
-                proto::Forward{cc.job, cc.generation, proto::encode(0, m), true}, out)};
+  links_.pull_shared(c.chain_prev, key, std::move(p),
+                     proto::Forward{cc.job, cc.generation, proto::encode(0, m), true}, out);
 }
 
-void NodeLinks::chain_self_refused(const LinkPending& p, const proto::Envelope& env,
+void ChainBroadcasts::self_refused(const LinkPending& p, const proto::Envelope& env,
                                    std::vector<Outgoing>& out) {
   auto it = chains_.find(p.job);
   if (it == chains_.end() || static_cast<MsgType>(env.type) != MsgType::kErrorReply) return;
@@ -66,15 +61,14 @@ void NodeLinks::chain_self_refused(const LinkPending& p, const proto::Envelope& 
   // it, say after its leave, is moot).
   bool mine = false;
   for (uint64_t index : cc.self_pulls)
-    mine |= p.key == shared_key(cc.job, cc.generation, cc.seq, cc.root, index);
+    mine |= p.key == shared_pull_key(cc.job, cc.generation, cc.seq, cc.root, index);
   if (!mine) return;
   auto e = proto::ErrorReply::unpack(env.payload);
   const auto code = e.code == 0 ? ErrorCode::kBadMessage : static_cast<ErrorCode>(e.code);
-  chain_fail_cast(cc, code, chain_name(cc) + ": the node before refused a pull: " + e.message, true,
-                  out);
+  fail_cast(cc, code, chain_name(cc) + ": the node before refused a pull: " + e.message, true, out);
 }
 
-void NodeLinks::chain_from_down(const ReplyTo& to, Job& job, const proto::Envelope& env,
+void ChainBroadcasts::from_down(const ReplyTo& to, Job& job, const proto::Envelope& env,
                                 std::vector<Outgoing>& out) {
   const ClusterInfo& c = *job.cluster;
   if (c.chain_prev.empty())
@@ -92,7 +86,7 @@ void NodeLinks::chain_from_down(const ReplyTo& to, Job& job, const proto::Envelo
     if (m.node_rank != next) throw not_next(m.node_rank);
     ChainCast* cc = nullptr;
     try {
-      cc = &chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, false, out);
+      cc = &cast(job, m.generation, m.seq, m.root, m.size, m.chunk, false, out);
     } catch (const Error&) {
       if (m.why.empty()) throw;  // a node that gave up on what failed here: nothing to undo
     }
@@ -100,14 +94,14 @@ void NodeLinks::chain_from_down(const ReplyTo& to, Job& job, const proto::Envelo
       cc->down_left = true;
       // A node that failed (its rank died, say): the nodes before fail too.
       if (!m.why.empty())
-        chain_fail_cast(*cc, ErrorCode::kPeerExited,
-                        chain_name(*cc) + ": node " + std::to_string(next) + " gave up: " + m.why,
-                        true, out);
+        fail_cast(*cc, ErrorCode::kPeerExited,
+                  chain_name(*cc) + ": node " + std::to_string(next) + " gave up: " + m.why, true,
+                  out);
       for (const auto& p : cc->down_pulls)
-        fail(p.to, ErrorCode::kConflict,
-             chain_name(*cc) + ": node " + std::to_string(next) + " left it", out);
+        refuse(p.to, ErrorCode::kConflict,
+               chain_name(*cc) + ": node " + std::to_string(next) + " left it", out);
       cc->down_pulls.clear();
-      if (m.why.empty()) chain_advance(*cc, out);
+      if (m.why.empty()) advance(*cc, out);
     }
     out.push_back({to, proto::encode(to.request_id, proto::Ok{}), {}});
     return;
@@ -126,7 +120,7 @@ void NodeLinks::chain_from_down(const ReplyTo& to, Job& job, const proto::Envelo
     throw Error(ErrorCode::kTooLarge, "bcast_pull: chunk " + std::to_string(m.index) +
                                           " asked for while holding only " +
                                           std::to_string(m.have) + " chunk(s)");
-  ChainCast& cc = chain_cast(job, m.generation, m.seq, m.root, m.size, m.chunk, false, out);
+  ChainCast& cc = cast(job, m.generation, m.seq, m.root, m.size, m.chunk, false, out);
   if (cc.down_left)
     throw Error(ErrorCode::kConflict,
                 chain_name(cc) + ": node " + std::to_string(next) + " has left it");
@@ -136,20 +130,20 @@ void NodeLinks::chain_from_down(const ReplyTo& to, Job& job, const proto::Envelo
       throw Error(ErrorCode::kConflict,
                   chain_name(cc) + ": chunk " + std::to_string(m.index) + " is asked for already");
   cc.down_have = std::max(cc.down_have, m.have);
-  chain_advance(cc, out);
+  advance(cc, out);
   if (auto h = cc.held.find(m.index); h != cc.held.end())
-    chain_serve(cc, to, h->second, out);
+    serve(cc, to, h->second, out);
   else if (m.index < cc.down_have)
     throw Error(ErrorCode::kConflict, chain_name(cc) + ": chunk " + std::to_string(m.index) +
                                           " was dropped: node " + std::to_string(next) +
                                           " said it holds it");
   else {
     cc.down_pulls.push_back({to, m.index, chain_deadline(m.timeout_ms)});
-    if (cc.gave_up) chain_self_pull(cc, m.index, out);
+    if (cc.gave_up) self_pull(cc, m.index, out);
   }
 }
 
-void NodeLinks::chain_got(const proto::Envelope& env, void* data, size_t size,
+void ChainBroadcasts::got(const proto::Envelope& env, void* data, size_t size,
                           std::shared_ptr<void>& held, std::vector<Outgoing>& out) {
   auto ch = proto::BcastChunkView::unpack(env.payload);
   auto it = chains_.find(ch.job);
@@ -167,7 +161,7 @@ void NodeLinks::chain_got(const proto::Envelope& env, void* data, size_t size,
     f = {std::shared_ptr<void>(copy), std::string_view(copy.get(), size)};
   }
   cc.self_pulls.erase(ch.index);
-  chain_hold(cc, ch.index, std::move(f), out);
+  hold(cc, ch.index, std::move(f), out);
 }
 
 }  // namespace muster::daemon
