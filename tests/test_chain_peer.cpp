@@ -1,5 +1,5 @@
 // Broadcasts go node to node along a chain when every node's daemon listens
-// (daemon/cluster/bcast_chain.cpp): a node daemon then serves chunks to
+// (daemon/cluster/chain_broadcasts.cpp): a node daemon then serves chunks to
 // whatever reaches its peer port claiming to be the next node. Node 0 is a
 // real `muster run` (one rank that sleeps) on its daemon; node 1 is this
 // test speaking the peer protocol, so that it can send what no real daemon

@@ -21,7 +21,7 @@ bool NodeLinks::forward_bcast(const ReplyTo& to, const Job& job, const proto::En
                               LinkPending& p, std::vector<Outgoing>& out) {
   const auto type = static_cast<MsgType>(env.type);
   // Along the chain, chunks come from the node before, always as the
-  // shared frame (bcast_chain.cpp); a rank without a pool gets a copy.
+  // shared frame (chain_broadcasts.cpp); a rank without a pool gets a copy.
   const bool chain = !job.cluster->chain_prev.empty();
   const std::string& link = chain ? job.cluster->chain_prev : job.cluster->coordinator;
   if (type == MsgType::kBcastPull) {

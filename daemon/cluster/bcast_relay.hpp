@@ -70,7 +70,7 @@ struct BcastRelay {
 // out of the push's frame, or from the root's pool (`from`): its own pages
 // where it is mapped (map_chunk: no copy at all), else read. Made by
 // the coordinator, or by the root's node when chunks go node to node
-// (cluster/bcast_chain.cpp).
+// (cluster/chain_broadcasts.cpp).
 BcastRelay::Chunk shared_chunk(const proto::BcastPushView& m, size_t nodes, const PoolFile* from);
 
 // A broadcast's window, in chunks of `chunk` bytes: 32 MiB, at least 2.

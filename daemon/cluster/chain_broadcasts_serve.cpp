@@ -38,7 +38,7 @@ void ChainBroadcasts::self_pull(ChainCast& cc, uint64_t index, std::vector<Outgo
   const ClusterInfo& c = *job->cluster;
   const std::string key = shared_pull_key(cc.job, cc.generation, cc.seq, cc.root, index);
   cc.self_pulls.insert(index);
-  // A pull of the relay's for it still in flight brings it (chain_got holds
+  // A pull of the relay's for it still in flight brings it (ChainBroadcasts::got holds
   // every shared frame): the node before would refuse a second one.
   if (links_.pulling(key)) return;
   proto::BcastPull m;

@@ -217,7 +217,7 @@ bool State::bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vecto
   if (to.from_peer || !t || t->area != proto::Area::kBcast) return false;
   codec::MapReader r(env.payload, proto::type_name(env.type));
   const Job* job = jobs_.find(proto::read_job_id(r));
-  // Chunks that go node to node are the node side's (bcast_chain.cpp).
+  // Chunks that go node to node are the node side's (chain_broadcasts.cpp).
   if (!job || !job->cluster || !job->cluster->formed || !job->cluster->chain_prev.empty())
     return false;
   Coordinator& c = cluster_->coordinator;
