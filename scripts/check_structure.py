@@ -38,6 +38,9 @@ SUFFIXES = (".cpp", ".hpp", ".h")
 CORE_MAY_NOT_INCLUDE = ("cluster/", "server/", "peer/")
 MAX_CLASS_FILES = 3
 MAX_CLASS_METHODS = 40
+# The one place that decides where a request is served (issue 44: route
+# once) reads its type by design, as the dispatcher's column does.
+ROUTER = "daemon/cluster/route.cpp"
 DISPATCH = re.compile(r"case\s+(proto::)?MsgType::|MsgType::k\w+\s*[!=]=|[!=]=\s*(proto::)?MsgType::")
 
 # The intent rules' breaches at 6f67f93, the ratchet: (".cpp" files, methods)
@@ -52,10 +55,9 @@ DEBTS = {
         "daemon/cluster/beats.cpp": 2,
         "daemon/cluster/coord_joins.cpp": 1,
         "daemon/cluster/joins.cpp": 2,
-        "daemon/cluster/node.cpp": 9,
+        "daemon/cluster/node.cpp": 6,
         "daemon/cluster/notices.cpp": 2,
-        "daemon/cluster/relay.cpp": 10,
-        "daemon/cluster/tables.cpp": 2,
+        "daemon/cluster/relay.cpp": 9,
         "daemon/server/intake.cpp": 3,
     },
 }
@@ -287,7 +289,7 @@ def check_intent(texts, debts, problems):
         ratchet("class_methods", cls, len(methods_of.get(cls, ())), MAX_CLASS_METHODS, debts,
                 "methods:", problems)
     for path in sorted(set(texts) | set(debts["dispatch"])):
-        if not path.replace(os.sep, "/").startswith("daemon/"):
+        if not path.replace(os.sep, "/").startswith("daemon/") or path.replace(os.sep, "/") == ROUTER:
             continue
         sites = len(DISPATCH.findall(code_of(texts.get(path, ""))))
         ratchet("dispatch", path, sites, 0, debts, "dispatch sites on the message type:", problems)

@@ -121,7 +121,11 @@ void ChainBroadcasts::advance(ChainCast& cc, std::vector<Outgoing>& out) {
     if (cc.gave_up) tell_node_before(cc, "", out);
   }
   for (auto& w : again) try {
-      links_.maybe_forward(w.to, proto::decode_envelope(w.frame.data(), w.frame.size()), out);
+      Job* job = jobs_.find(cc.job);
+      if (!job || !job->cluster) throw Error(ErrorCode::kPeerExited, chain_name(cc) + ": ended");
+      check_routable(*job);
+      links_.send_on(Route::kChain, w.to, *job,
+                     proto::decode_envelope(w.frame.data(), w.frame.size()), out);
     } catch (const Error& e) {
       refuse(w.to, e.code(), e.what(), out);
     }

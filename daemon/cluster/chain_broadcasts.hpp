@@ -15,6 +15,7 @@
 
 #include "cluster/bcast_chain.hpp"
 #include "cluster/cluster.hpp"
+#include "cluster/route.hpp"
 #include "core/job_table.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
@@ -36,9 +37,10 @@ class ChainBroadcasts {
     // Sends the shared pull f to `link`, as `key`.
     virtual void pull_shared(const std::string& link, const std::string& key, LinkPending p,
                              const proto::Forward& f, std::vector<Outgoing>& out) = 0;
-    // A rank's request that waited for room, sent on as the rank sent it.
-    virtual bool maybe_forward(const ReplyTo& to, const proto::Envelope& env,
-                               std::vector<Outgoing>& out) = 0;
+    // A rank's request sent on the way route() chose (route.hpp): one
+    // that waited for room goes on along the chain (Route::kChain).
+    virtual void send_on(Route where, const ReplyTo& to, Job& job, const proto::Envelope& env,
+                         std::vector<Outgoing>& out) = 0;
     // Fails the job's broadcast requests in flight to `link`.
     virtual void fail_in_flight(const std::string& link, const std::string& job, ErrorCode code,
                                 const std::string& why, std::vector<Outgoing>& out) = 0;

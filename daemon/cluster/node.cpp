@@ -39,52 +39,47 @@ void NodeLinks::configure(std::string node_id, std::chrono::milliseconds peer_ti
   peering_unavailable_ = std::move(unavailable);
 }
 
-// A forwardable request (the message table's: store, barrier, broadcast) of
-// a multi-node job goes to its coordinator,
-// which holds the one store of the job; the answer comes back through
-// on_link_frame. Returns false when the request is for this daemon.
-bool NodeLinks::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
-                              std::vector<Outgoing>& out) {
-  const proto::MessageTraits* t = proto::message_traits(env.type);
-  if (to.from_peer || !t || !t->forwardable) return false;
-  codec::MapReader r(env.payload, proto::type_name(env.type));
-  Job* found = jobs_.find(proto::read_job_id(r));
-  if (!found || !found->cluster) return false;
-  Job& job = *found;
+void NodeLinks::send_on(Route where, const ReplyTo& to, Job& job, const proto::Envelope& env,
+                        std::vector<Outgoing>& out) {
   const ClusterInfo& c = *job.cluster;
-  if (!c.formed)
-    throw Error(ErrorCode::kUnavailable, "job '" + job.id +
-                                             "' has not formed its world yet (rendezvous through " +
-                                             c.coordinator + ")");
-  if (c.phase == ClusterPhase::kBroken)
-    throw Error(ErrorCode::kPeerExited, "job '" + job.id + "' generation " +
-                                            std::to_string(job.generation) +
-                                            " cannot go on: " + c.message);
-  auto type = static_cast<MsgType>(env.type);
-  if (type == MsgType::kBarrier) {
-    auto b = proto::Barrier::unpack(env.payload);
-    if (b.rank < c.rank_offset || b.rank >= c.rank_offset + job.local_world_size)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "rank " + std::to_string(b.rank) + " is not one of this node's ranks (" +
-                      std::to_string(c.rank_offset) + ".." +
-                      std::to_string(c.rank_offset + job.local_world_size - 1) + ") of job '" +
-                      job.id + "'");
-    relay_barrier(to, job, b.name, 1, b.rank - c.rank_offset, b.timeout_ms, out);
-    return true;
+  switch (where) {
+    case Route::kRelayBarrier: {
+      auto b = proto::Barrier::unpack(env.payload);
+      if (b.rank < c.rank_offset || b.rank >= c.rank_offset + job.local_world_size)
+        throw Error(ErrorCode::kInvalidArgument,
+                    "rank " + std::to_string(b.rank) + " is not one of this node's ranks (" +
+                        std::to_string(c.rank_offset) + ".." +
+                        std::to_string(c.rank_offset + job.local_world_size - 1) + ") of job '" +
+                        job.id + "'");
+      return relay_barrier(to, job, b.name, 1, b.rank - c.rank_offset, b.timeout_ms, out);
+    }
+    case Route::kKept: {
+      const std::string* value = kept(job, proto::StoreGet::unpack(env.payload).key);
+      if (!value) throw Error(ErrorCode::kInternal, "a kept key is gone");
+      out.push_back({to, proto::encode(to.request_id, proto::Value{*value}), {}});
+      return;
+    }
+    case Route::kRelayWait:
+      return relay_get(to, job, env, out);
+    case Route::kChain:
+    case Route::kPool:
+    case Route::kForward: {
+      // Along the chain, a pull that is not held for room goes to the node
+      // before now (forward_bcast), as one with a pool goes upstream.
+      if (where == Route::kChain && chain_.local(to, job, env, out)) return;
+      LinkPending p{LinkPending::Kind::kForward, to, job.id};
+      p.bcast = proto::message_traits(env.type)->area == proto::Area::kBcast;
+      if (where != Route::kForward && forward_bcast(to, job, env, p, out)) return;
+      proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
+      send_link(c.coordinator, std::move(p), f, out);
+      return;
+    }
+    case Route::kServeHere:
+    case Route::kCoordinatorHere:
+      break;
   }
-  if (answer_kept(to, job, env, out)) return true;
-  if ((type == MsgType::kStoreGet && proto::StoreGet::unpack(env.payload).timeout_ms > 0) ||
-      type == MsgType::kStoreWait) {
-    relay_get(to, job, env, out);
-    return true;
-  }
-  LinkPending p{LinkPending::Kind::kForward, to, job.id};
-  p.bcast = t->area == proto::Area::kBcast;
-  if (p.bcast && !c.chain_prev.empty() && chain_.local(to, job, env, out)) return true;
-  if (p.bcast && forward_bcast(to, job, env, p, out)) return true;
-  proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload)};
-  send_link(c.coordinator, std::move(p), f, out);
-  return true;
+  throw Error(ErrorCode::kInternal, std::string("the node side cannot send a request the way '") +
+                                        route_name(where) + "'");
 }
 
 void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,

@@ -16,6 +16,7 @@
 #include "cluster/chain_broadcasts.hpp"
 #include "cluster/cluster.hpp"
 #include "cluster/pool_files.hpp"
+#include "cluster/route.hpp"
 #include "core/job_table.hpp"
 #include "core/waits.hpp"
 #include "protocol/cluster_messages.hpp"
@@ -64,10 +65,14 @@ class NodeLinks : private ChainBroadcasts::Links {
   // A node's part of a multi-node job keeps a link to its coordinator.
   void keep(const std::string& coordinator) { links_[coordinator]; }
 
-  // A forwardable request of a local client for a job that spans nodes:
-  // relayed or forwarded upstream. False when the job is this daemon's own.
-  bool maybe_forward(const ReplyTo& to, const proto::Envelope& env,
-                     std::vector<Outgoing>& out) override;
+  // A local rank's request for a job that spans nodes, sent the way
+  // route() (route.hpp) chose: relayed, along the chain, or forwarded
+  // upstream (node.cpp).
+  void send_on(Route where, const ReplyTo& to, Job& job, const proto::Envelope& env,
+               std::vector<Outgoing>& out) override;
+  // The value of the set-once key that this node's relay keeps for the
+  // job (relay.cpp), or null.
+  const std::string* kept(const Job& job, const std::string& key) const;
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
   // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
@@ -230,10 +235,6 @@ class NodeLinks : private ChainBroadcasts::Links {
   // upstream.
   void relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
                      int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out);
-  // Answers a get of a set-once key this relay kept (relay.cpp); false
-  // when it has none.
-  bool answer_kept(const ReplyTo& to, const Job& job, const proto::Envelope& env,
-                   std::vector<Outgoing>& out);
   void relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
                  std::vector<Outgoing>& out);
   void relay_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);

@@ -75,8 +75,14 @@ std::span<const Handler> State::peer_handlers() {
       {MsgType::kBcastPush,
        [](State& s, const Request& r) {
          if (s.forwarding_job_.empty()) s.refuse_local_bcast(r.env, r.t);
-         s.cluster_->coordinator.bcast_push(r.to, proto::BcastPushView::unpack(r.env.payload),
-                                            s.forwarding_job_, r.out);
+         // A local rank's push at a coordinator here (bcast_here) is read
+         // from its pool straight into the chunk's frame; a peer's has its
+         // bytes (a pool names a file of the node it came from).
+         auto push = proto::BcastPushView::unpack(r.env.payload);
+         std::shared_ptr<PoolFile> from;
+         if (!r.to.from_peer && push.pool.set())
+           from = s.cluster_->node.open_pool(r.to, push.pool, push.pool.offset + push.size, false);
+         s.cluster_->coordinator.bcast_push(r.to, push, s.forwarding_job_, r.out, from.get());
        }},
       {MsgType::kBcastPull,
        [](State& s, const Request& r) {

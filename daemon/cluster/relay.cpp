@@ -34,16 +34,11 @@ std::string kept_key(const std::string& coalescing) {
 
 }  // namespace
 
-bool NodeLinks::answer_kept(const ReplyTo& to, const Job& job, const proto::Envelope& env,
-                            std::vector<Outgoing>& out) {
-  if (static_cast<MsgType>(env.type) != MsgType::kStoreGet) return false;
+const std::string* NodeLinks::kept(const Job& job, const std::string& key) const {
   auto rit = relays_.find(job.id);
-  if (rit == relays_.end() || rit->second.kept_generation != job.generation) return false;
-  codec::MapReader r(env.payload, proto::type_name(env.type));
-  auto it = rit->second.kept.find(r.str("key", 1 << 20));
-  if (it == rit->second.kept.end()) return false;
-  out.push_back({to, proto::encode(to.request_id, proto::Value{it->second}), {}});
-  return true;
+  if (rit == relays_.end() || rit->second.kept_generation != job.generation) return nullptr;
+  auto it = rit->second.kept.find(key);
+  return it == rit->second.kept.end() ? nullptr : &it->second;
 }
 
 void NodeLinks::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
@@ -69,8 +64,11 @@ void NodeLinks::relay_barrier(const ReplyTo& to, Job& job, const std::string& na
 
 void NodeLinks::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
                           std::vector<Outgoing>& out) {
-  if (answer_kept(to, job, env, out)) return;
   std::string key = coalescing_key(env);
+  // A child's get of a set-once key this relay keeps (a rank's own is
+  // answered before: route.cpp).
+  if (const std::string* value = kept(job, kept_key(key)))
+    return out.push_back({to, proto::encode(to.request_id, proto::Value{*value}), {}});
   auto& relay = relays_[job.id];
   auto& waiters = relay.gets[key];
   waiters.push_back(to);

@@ -1,6 +1,7 @@
 // State's hooks into its multi-node side: what the core asks of it without
 // seeing its types.
 #include "cluster/tables.hpp"
+#include "cluster/route.hpp"
 
 #include "core/state.hpp"
 #include "job_id.hpp"
@@ -201,54 +202,35 @@ void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
   answer_job_waits(out);
 }
 
-bool State::maybe_forward(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
-  if (bcast_here(to, env, out)) return true;
-  return cluster_->node.maybe_forward(to, env, out);
+bool State::route_away(const Request& r) {
+  Job* job = jobs_.find(r.scope.key);
+  const Route where = route(r, job, cluster_->coordinator, cluster_->node);
+  switch (where) {
+    case Route::kServeHere:
+      return false;
+    case Route::kCoordinatorHere:
+      bcast_here(r, *job);
+      return true;
+    default:
+      cluster_->node.send_on(where, r.to, *job, r.env, r.out);
+      return true;
+  }
 }
 
-// A broadcast request of a job whose coordinator is this daemon too (node
-// 0's usually, which most often holds the root) goes to the coordinator
-// here, not through this daemon's connection to itself: each chunk skips
-// the copies into a Forward, the loopback TCP and the copy out of it. The
-// checks are forward_in's: the world is formed, at this generation, whole.
-bool State::bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
-  const proto::MessageTraits* t = proto::message_traits(env.type);
-  if (to.from_peer || !t || t->area != proto::Area::kBcast) return false;
-  codec::MapReader r(env.payload, proto::type_name(env.type));
-  const Job* job = jobs_.find(proto::read_job_id(r));
-  // Chunks that go node to node are the node side's (chain_broadcasts.cpp).
-  if (!job || !job->cluster || !job->cluster->formed || !job->cluster->chain_prev.empty())
-    return false;
+// A broadcast of a job coordinated by this same daemon (route.cpp says
+// when), served by the coordinator here through the dispatcher's rows
+// (peer_requests.cpp). The checks are forward_in's: the round is live, at
+// this generation.
+void State::bcast_here(const Request& r, const Job& job) {
   Coordinator& c = cluster_->coordinator;
-  if (!c.has_node(job->id, job->generation, cluster_->node.node_id())) return false;
-  c.live_round(job->id, job->generation, "request");
-  // A rank's pool: a pull's chunk is written there by the node side, when
-  // its answer comes back through loop_back; a push's is read from there
-  // straight into the chunk's frame.
-  std::shared_ptr<PoolFile> from;
-  std::optional<proto::BcastPushView> push;
-  if (static_cast<proto::MsgType>(env.type) == proto::MsgType::kBcastPull) {
-    auto pull = proto::BcastPull::unpack(env.payload);
-    if (pull.shared)
-      throw Error(ErrorCode::kInvalidArgument,
-                  "bcast_pull: `shared` is for a node daemon to ask its coordinator");
-    if (pull.pool.set()) return false;
-  } else if (static_cast<proto::MsgType>(env.type) == proto::MsgType::kBcastPush) {
-    push = proto::BcastPushView::unpack(env.payload);
-    if (push->pool.set())
-      from = cluster_->node.open_pool(to, push->pool, push->pool.offset + push->size, false);
-  }
-  forwarding_job_ = job->id;
+  c.live_round(job.id, job.generation, "request");
+  forwarding_job_ = job.id;
   struct Reset {
     std::string& s;
     ~Reset() { s.clear(); }
   } reset{forwarding_job_};
-  // Decoded once: the push as it is, from its pool or with its bytes.
-  if (push) return c.bcast_push(to, *push, forwarding_job_, out, from.get()), true;
-  const JobScope none;  // the job is forwarding_job_, checked above
-  dispatch(Request{to, env, *proto::message_traits(env.type), none, out});
-  return true;
+  const JobScope none;  // the job is forwarding_job_, checked by route()
+  dispatch(Request{r.to, r.env, r.t, none, r.out});
 }
 
 void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {

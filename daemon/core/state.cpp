@@ -48,9 +48,12 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
       // the request names it by its key.
       scope = scope_job(to, env, t);
       authorize(to, env, t);
-      if (t.forwardable && maybe_forward(to, env, out)) return;
     }
-    dispatch(Request{to, env, t, scope, out});
+    // Where a request of a job that spans nodes is served: decided once,
+    // by route() (cluster/route.hpp).
+    const Request r{to, env, t, scope, out};
+    if (t.forwardable && !to.from_peer && route_away(r)) return;
+    dispatch(r);
   } catch (const Error& e) {
     fail(to, e.code(), scope.speak(e.what()), out);
   } catch (const std::exception& e) {

@@ -267,11 +267,13 @@ class State {
   // A node's part of a multi-node job keeps a link to its coordinator.
   void keep_link(const std::string& coordinator);
 
-  // Node side (NodeLinks, through cluster_).
-  bool maybe_forward(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  // A broadcast request of a job coordinated here too, handled at once
-  // (tables.cpp); false when it is not one.
-  bool bcast_here(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
+  // A forwardable request, sent where route() (cluster/route.hpp) says
+  // when its job spans nodes (true); false when it is served here
+  // (cluster/tables.cpp).
+  bool route_away(const Request& r);
+  // A broadcast request of a job coordinated here too, served at once
+  // (tables.cpp).
+  void bcast_here(const Request& r, const Job& job);
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
   // This node's part of a multi-node job: the barriers and key waits its
