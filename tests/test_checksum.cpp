@@ -1,4 +1,4 @@
-// The chunk checksums of a broadcast (client/lib/broadcast_checksum.*):
+// The chunk checksums of a broadcast (client/lib/broadcast/checksum.*):
 // the SIMD code gives the values of the portable code for every algorithm,
 // whatever the split of the bytes or the alignment of a copy (a root and a
 // reader on different CPUs must agree), and mulsum, the default, sees the
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "lib/broadcast_checksum.hpp"
+#include "lib/broadcast/checksum.hpp"
 
 using namespace muster::bcast;
 

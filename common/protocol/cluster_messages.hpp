@@ -301,7 +301,7 @@ inline constexpr uint64_t kMinBcastChunk = 4096;
 inline constexpr uint64_t kMaxBcastChunk = 16u << 20;
 inline constexpr uint64_t kMaxBcastSize = uint64_t{1} << 44;
 
-// A local rank's broadcast pool (its memfd, client/lib/broadcast_pool.hpp),
+// A local rank's broadcast pool (its memfd, client/lib/broadcast/pool.hpp),
 // which its own daemon reads a pushed chunk from, or writes a pulled chunk
 // into, so that the bytes do not cross the local socket twice. The daemon
 // opens /proc/<the sender's pid>/fd/<fd> and checks the file (see

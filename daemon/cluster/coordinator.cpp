@@ -349,7 +349,7 @@ void Coordinator::generation_formed(CoordJob& cj, std::vector<Outgoing>& out) {
   cj.closed = true;
   cj.broken.clear();
   cj.last_call.reset();
-  // Broadcasts are numbered per generation (client/lib/broadcast_nodes.cpp).
+  // Broadcasts are numbered per generation (client/lib/broadcast/nodes.cpp).
   cj.bcast_seq = cj.restored_bcast_seq = cj.restarted_counted = 0;
   save_wanted_ = true;
 }

@@ -2,7 +2,7 @@
 // a root's pool is read for the chunks it pushes, a pulling rank's pool is
 // written with the chunks it pulls, so that a chunk crosses the local socket
 // as a few bytes of metadata instead of twice as its MiBs (see
-// client/lib/broadcast_nodes.cpp).
+// client/lib/broadcast/nodes.cpp).
 //
 // The daemon may run as root and the request comes from a local process:
 // the reference must not let it touch anything but that process's own pool.

@@ -99,7 +99,7 @@ std::string name_of(const std::string& job, uint64_t seq, uint32_t root) {
 }  // namespace
 
 // A broadcast whose chunks were held by this daemon before it restarted:
-// every rank starts it again (client/lib/broadcast_nodes.cpp). Counted in
+// every rank starts it again (client/lib/broadcast/nodes.cpp). Counted in
 // the job's store, once per broadcast, as relayed bytes are.
 void RelayedBroadcasts::restarted_check(CoordJob& cj, const std::string& job, uint64_t seq,
                                         uint32_t root) {

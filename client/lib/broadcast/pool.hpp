@@ -26,8 +26,8 @@
 #include <memory>
 #include <string>
 
-#include "broadcast_meta.hpp"
-#include "broadcast_shm.hpp"
+#include "meta.hpp"
+#include "shm.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
 // export it.

@@ -1,5 +1,5 @@
-// Encoding of a broadcast's metadata (see broadcast_meta.hpp).
-#include "broadcast_meta.hpp"
+// Encoding of a broadcast's metadata (see meta.hpp).
+#include "meta.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
-// One rank's part in one broadcast across nodes (see broadcast_nodes.cpp,
-// which has the whole story; the relay's pulls are in broadcast_pull.cpp).
+// One rank's part in one broadcast across nodes (see nodes.cpp,
+// which has the whole story; the relay's pulls are in pull.cpp).
 // Not installed.
 #pragma once
 
@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "broadcast_layout.hpp"
-#include "broadcast_meta.hpp"
-#include "broadcast_pool.hpp"
+#include "layout.hpp"
+#include "meta.hpp"
 #include "muster/client.hpp"
+#include "pool.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "session.hpp"
 

@@ -1,4 +1,4 @@
-// The wire-level pieces of a broadcast across nodes (broadcast_nodes.cpp):
+// The wire-level pieces of a broadcast across nodes (nodes.cpp):
 // requests in flight on a rank's connection, a push's frame made without a
 // second copy of its chunk, and errors as they are published in the store.
 #pragma once
@@ -10,8 +10,8 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "broadcast_meta.hpp"
 #include "connection.hpp"
+#include "meta.hpp"
 #include "muster/error.hpp"
 #include "protocol/cluster_messages.hpp"
 

@@ -1,7 +1,7 @@
 // A broadcast inside one node (see broadcast.cpp): the root publishes a
 // segment, its pool or a stream; the other ranks read it, and a second round
 // through segments serves readers that may not open the pool.
-#include "broadcast_local.hpp"
+#include "local.hpp"
 
 #include <cstdlib>
 #include <string_view>

@@ -6,7 +6,7 @@
 // with its checksum) to its daemon, which passes them to the job's
 // coordinator daemon (bcast_push inside Forward); one rank of every other
 // node, its local rank 0 (the node's relay), pulls them through its own
-// daemon (bcast_pull) into a stream (broadcast_stream.hpp) that the node's
+// daemon (bcast_pull) into a stream (stream.hpp) that the node's
 // other ranks read while it is written. On the root's node, the root's own
 // stream feeds the others. The coordinator keeps a bounded window of chunks
 // per broadcast and answers the root's pushes only when there is room, so
@@ -46,8 +46,8 @@
 // that stops (its pull failed: a node was lost; its buffer is not the
 // root's size) aborts its stream, so its node's readers stop too, and
 // leaves the broadcast, so that the root is not held up by it.
-#include "broadcast_nodes.hpp"
-#include "broadcast_node_part.hpp"
+#include "nodes.hpp"
+#include "node_part.hpp"
 
 #include <unistd.h>
 
@@ -57,13 +57,13 @@
 #include <memory>
 #include <string>
 
-#include "broadcast_checksum.hpp"
-#include "broadcast_meta.hpp"
-#include "broadcast_pool.hpp"
-#include "broadcast_stream.hpp"
-#include "broadcast_wire.hpp"
+#include "checksum.hpp"
+#include "meta.hpp"
+#include "pool.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "session.hpp"
+#include "stream.hpp"
+#include "wire.hpp"
 
 namespace muster::bcast {
 

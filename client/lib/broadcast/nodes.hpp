@@ -1,4 +1,4 @@
-// Broadcast across nodes (see broadcast_nodes.cpp): muster::broadcast and
+// Broadcast across nodes (see nodes.cpp): muster::broadcast and
 // muster::sync_model (without reduce flags) of a job that spans nodes. Not
 // installed.
 #pragma once
@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "broadcast_layout.hpp"
+#include "layout.hpp"
 #include "muster/client.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not

@@ -1,5 +1,5 @@
-// Pools of a broadcast (see broadcast_pool.hpp).
-#include "broadcast_pool.hpp"
+// Pools of a broadcast (see pool.hpp).
+#include "pool.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,8 +12,8 @@
 #include <mutex>
 #include <string_view>
 
-#include "broadcast_shm.hpp"
 #include "muster/error.hpp"
+#include "shm.hpp"
 
 namespace muster::bcast {
 namespace {

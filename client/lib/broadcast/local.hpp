@@ -7,7 +7,7 @@
 #include <functional>
 #include <optional>
 
-#include "broadcast_collective.hpp"
+#include "collective.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
 // export it.

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "broadcast_checksum.hpp"
+#include "checksum.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
 // export it.

@@ -1,5 +1,5 @@
 // Streams of a broadcast: a pool read while it is written (see
-// broadcast.cpp and broadcast_pool.hpp). By default the pool is streamed:
+// broadcast.cpp and pool.hpp). By default the pool is streamed:
 // the root stores its metadata before it writes, and readers copy each
 // chunk as soon as the root has written it, sleeping on a futex in the
 // pool between chunks, so that the root's copy and the readers' overlap.
@@ -37,10 +37,10 @@
 #include <functional>
 #include <string>
 
-#include "broadcast_checksum.hpp"
-#include "broadcast_layout.hpp"
-#include "broadcast_meta.hpp"
-#include "broadcast_pool.hpp"
+#include "checksum.hpp"
+#include "layout.hpp"
+#include "meta.hpp"
+#include "pool.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
 // export it.

@@ -15,21 +15,21 @@
 #include <string>
 #include <vector>
 
-#include "broadcast_checksum.hpp"
-#include "broadcast_layout.hpp"
-#include "broadcast_meta.hpp"
-#include "broadcast_pool.hpp"
-#include "broadcast_shm.hpp"
-#include "broadcast_stream.hpp"
+#include "checksum.hpp"
+#include "layout.hpp"
+#include "meta.hpp"
 #include "muster/client.hpp"
+#include "pool.hpp"
+#include "shm.hpp"
 #include "shm/segment_names.hpp"
+#include "stream.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
 // export it.
 #pragma GCC visibility push(hidden)
 namespace muster::bcast {
 
-// A stream's ring (see broadcast_stream.hpp): small enough to stay in the
+// A stream's ring (see stream.hpp): small enough to stay in the
 // CPU's last-level cache, with enough slots that the root and the readers
 // rarely wait for each other.
 constexpr size_t kRingChunk = size_t{1} << 20;

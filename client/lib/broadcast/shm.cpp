@@ -1,5 +1,5 @@
-// Shared memory segments of a broadcast (see broadcast_shm.hpp).
-#include "broadcast_shm.hpp"
+// Shared memory segments of a broadcast (see shm.hpp).
+#include "shm.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <random>
 
-#include "broadcast_checksum.hpp"
+#include "checksum.hpp"
 #include "muster/error.hpp"
 #include "shm/segment_names.hpp"
 

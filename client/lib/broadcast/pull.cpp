@@ -1,4 +1,4 @@
-// A node's relay rank in a broadcast across nodes (see broadcast_nodes.cpp):
+// A node's relay rank in a broadcast across nodes (see nodes.cpp):
 // it pulls every chunk through its node's daemon, which writes each into
 // the relay's stream when it can open it (daemon/cluster/bcast_pools.cpp),
 // else passes the bytes on; the relay checks each against the root's
@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "broadcast_checksum.hpp"
-#include "broadcast_node_part.hpp"
-#include "broadcast_stream.hpp"
-#include "broadcast_wire.hpp"
+#include "checksum.hpp"
+#include "node_part.hpp"
+#include "stream.hpp"
+#include "wire.hpp"
 
 namespace muster::bcast {
 

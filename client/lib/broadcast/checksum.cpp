@@ -1,7 +1,7 @@
-// Chunk checksums (see broadcast_checksum.hpp), with the CPU dispatch of
+// Chunk checksums (see checksum.hpp), with the CPU dispatch of
 // their lanes: mulsum in AVX2 and crc32c in hardware (SSE4.2), each fused
 // with a non-temporal copy (AVX2) where the CPU has it, else portable code.
-#include "broadcast_checksum.hpp"
+#include "checksum.hpp"
 
 #include <cstdlib>
 #include <cstring>

@@ -23,14 +23,14 @@
 // completed collective; a failed one leaves them (tiny) for the job's life.
 //
 // Broadcasts of kPoolMin bytes or more go through the root's pool instead
-// (see broadcast_pool.hpp); so does sync_model without reduce flags, rank
+// (see pool.hpp); so does sync_model without reduce flags, rank
 // 0's buffers packed as one broadcast (local_broadcast, bcast::Layout).
 // Same metadata, checksums and barriers; a reader that may not open the
 // pool adds to a counter before the done barrier, and if any did, every
 // rank then runs a second round through a segment. Both
 // paths give the same guarantees: a reader claims success only after the
 // done barrier, which fails when any rank has died, and only with verified
-// bytes. By default the pool is streamed (see broadcast_stream.hpp).
+// bytes. By default the pool is streamed (see stream.hpp).
 // MUSTER_BCAST=shm|pool|stream forces one path (pool: written whole before
 // the ready barrier, checksums in the metadata).
 //
@@ -56,10 +56,10 @@
 #include <string_view>
 #include <vector>
 
-#include "broadcast_collective.hpp"
-#include "broadcast_local.hpp"
-#include "broadcast_nodes.hpp"
+#include "collective.hpp"
+#include "local.hpp"
 #include "muster/broadcast.hpp"
+#include "nodes.hpp"
 #include "session.hpp"
 
 namespace muster {

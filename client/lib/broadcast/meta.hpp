@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "broadcast_checksum.hpp"
+#include "checksum.hpp"
 #include "muster/error.hpp"
 
 // Internal to libmuster: hidden, so the version script's muster::* does not
@@ -48,7 +48,7 @@ struct Meta {
   // A ring (kStream, ring > 0): the stream reuses `ring` chunk slots,
   // and each of `readers` progress counters (one per rank of the node) says
   // how far that reader is, so that the writer reuses a slot only once
-  // every reader is past it (see broadcast_stream.hpp).
+  // every reader is past it (see stream.hpp).
   uint32_t ring = 0, readers = 0;
   std::vector<uint64_t> sums;
 };

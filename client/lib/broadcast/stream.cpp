@@ -1,5 +1,5 @@
-// Streams of a broadcast (see broadcast_stream.hpp).
-#include "broadcast_stream.hpp"
+// Streams of a broadcast (see stream.hpp).
+#include "stream.hpp"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -11,9 +11,9 @@
 #include <cstring>
 #include <ctime>
 
-#include "broadcast_pool.hpp"
-#include "broadcast_shm.hpp"
 #include "muster/error.hpp"
+#include "pool.hpp"
+#include "shm.hpp"
 
 namespace muster::bcast {
 namespace {
