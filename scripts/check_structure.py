@@ -50,9 +50,9 @@ DEBTS = {
     "class_methods": {"Coordinator": 45, "NodeLinks": 72, "State": 88},
     "dispatch": {
         "daemon/cluster/bcast_pools.cpp": 3,
-        "daemon/cluster/chain_broadcasts.cpp": 3,
-        "daemon/cluster/chain_broadcasts_serve.cpp": 2,
         "daemon/cluster/beats.cpp": 2,
+        "daemon/cluster/broadcast/chain_broadcasts.cpp": 3,
+        "daemon/cluster/broadcast/chain_broadcasts_serve.cpp": 2,
         "daemon/cluster/coord_joins.cpp": 1,
         "daemon/cluster/joins.cpp": 2,
         "daemon/cluster/node.cpp": 6,

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "cluster/guarded_copy.hpp"
+#include "cluster/broadcast/guarded_copy.hpp"
 
 using namespace muster::daemon;
 

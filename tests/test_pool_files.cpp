@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/pool_files.hpp"
+#include "cluster/broadcast/pool_files.hpp"
 #include "muster/error.hpp"
 
 using namespace muster;
@@ -200,7 +200,7 @@ TEST_CASE("a process cannot have the daemon hold any number of pools open", "[bc
   CHECK(code_of(files, ::getpid(), ::getuid(), one_more.ref, 8192, true) == ErrorCode::kOk);
 }
 
-// ---- sealed pools: mapped (cluster/pool_maps.cpp) ---------------------------
+// ---- sealed pools: mapped (cluster/broadcast/pool_maps.cpp) ---------------------------
 
 namespace {
 

@@ -305,7 +305,7 @@ inline constexpr uint64_t kMaxBcastSize = uint64_t{1} << 44;
 // which its own daemon reads a pushed chunk from, or writes a pulled chunk
 // into, so that the bytes do not cross the local socket twice. The daemon
 // opens /proc/<the sender's pid>/fd/<fd> and checks the file (see
-// cluster/pool_files.hpp); a daemon never sends one to another daemon.
+// cluster/broadcast/pool_files.hpp); a daemon never sends one to another daemon.
 struct PoolRef {
   std::optional<int32_t> fd;  // none: the bytes travel in the message
   uint64_t dev = 0, ino = 0;

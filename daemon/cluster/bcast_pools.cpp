@@ -1,5 +1,5 @@
 // Broadcast requests of local ranks that name their pool (proto::PoolRef,
-// cluster/pool_files.hpp). A push's chunk is read from the root's pool
+// cluster/broadcast/pool_files.hpp). A push's chunk is read from the root's pool
 // straight into the Forward that carries it to the coordinator (one copy
 // where the bytes used to cross the local socket and be copied twice more
 // into frames); a pulled chunk is written into the pulling rank's pool when

@@ -22,7 +22,7 @@
 
 namespace muster::daemon {
 
-struct PoolFile;  // cluster/pool_files.hpp
+struct PoolFile;  // cluster/broadcast/pool_files.hpp
 
 // A request this node sent to a coordinator, waiting for its answer.
 struct LinkPending {

@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/broadcast/relayed_broadcasts.hpp"
 #include "cluster/cluster.hpp"
-#include "cluster/relayed_broadcasts.hpp"
 #include "core/out_answers.hpp"
 #include "core/sampler_progress.hpp"
 #include "core/store.hpp"

@@ -112,7 +112,7 @@ void NodeLinks::rendezvous(const ReplyTo& to, const proto::Envelope& env,
   proto::NodeJoin j{m.job,       node_id_,       job.local_world_size, m.node_rank,   m.min_nodes,
                     m.max_nodes, m.last_call_ms, m.timeout_ms,         m.master_addr, m.master_port,
                     advertised,  job.owner_uid,  node_name_,           run_of(job)};
-  j.chain = true;  // it serves broadcasts node to node (cluster/chain_broadcasts.cpp)
+  j.chain = true;  // it serves broadcasts node to node (cluster/broadcast/chain_broadcasts.cpp)
   // Through a relay (joins.cpp), which batches its children's joins.
   job.cluster->via = m.via == m.coordinator ? "" : m.via;
   log::info(log::peer(m.coordinator, m.job),

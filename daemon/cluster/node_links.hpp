@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/bcast_chain.hpp"
-#include "cluster/chain_broadcasts.hpp"
+#include "cluster/broadcast/bcast_chain.hpp"
+#include "cluster/broadcast/chain_broadcasts.hpp"
+#include "cluster/broadcast/pool_files.hpp"
 #include "cluster/cluster.hpp"
-#include "cluster/pool_files.hpp"
 #include "cluster/route.hpp"
 #include "core/job_table.hpp"
 #include "core/waits.hpp"

@@ -23,7 +23,7 @@
 // beside these by the server (server/pinned_replies.hpp): over a ceiling
 // or a share, the connection that pins the most is shut. Not counted:
 // broadcast pools, whose pages the rank allocated whole and the kernel
-// charges to it (pools with holes are refused, cluster/pool_files.cpp).
+// charges to it (pools with holes are refused, cluster/broadcast/pool_files.cpp).
 #pragma once
 
 #include <cstdint>

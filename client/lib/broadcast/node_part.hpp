@@ -55,7 +55,7 @@ class NodeBroadcast {
   Meta root_meta();
   // A rank's buffers must match the root's (Meta::size and signature).
   void agrees(const Meta& m);
-  // This rank's stream as its daemon opens it (cluster/pool_files.hpp).
+  // This rank's stream as its daemon opens it (cluster/broadcast/pool_files.hpp).
   proto::PoolRef pool_ref() const {
     return proto::PoolRef{pool_->fd(), pool_->dev(), pool_->ino(), mine_.offset};
   }

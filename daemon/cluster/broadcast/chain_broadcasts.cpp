@@ -1,13 +1,13 @@
 // ChainBroadcasts (chain_broadcasts.hpp): a broadcast across nodes along
-// the chain, as cluster/bcast_chain.hpp draws it. The requests are the
+// the chain, as cluster/broadcast/bcast_chain.hpp draws it. The requests are the
 // coordinator's (bcast_push, bcast_pull, bcast_leave); only where they go
 // differs, so ranks cannot tell. A pull from the next node comes in a
 // Forward with relay set (relay.cpp passes it here).
 #include <algorithm>
 
-#include "cluster/bcast_fail.hpp"
-#include "cluster/bcast_relay.hpp"
-#include "cluster/chain_broadcasts.hpp"
+#include "cluster/broadcast/bcast_fail.hpp"
+#include "cluster/broadcast/bcast_relay.hpp"
+#include "cluster/broadcast/chain_broadcasts.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cluster/bcast_relay.hpp"
+#include "cluster/broadcast/bcast_relay.hpp"
 #include "cluster/cluster.hpp"
 #include "core/reply.hpp"
 #include "core/store.hpp"

@@ -4,8 +4,8 @@
 // for it.
 #include <algorithm>
 
-#include "cluster/bcast_relay.hpp"
-#include "cluster/chain_broadcasts.hpp"
+#include "cluster/broadcast/bcast_relay.hpp"
+#include "cluster/broadcast/chain_broadcasts.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {

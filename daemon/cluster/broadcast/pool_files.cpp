@@ -1,5 +1,5 @@
-// The broadcast pools of local ranks (see cluster/pool_files.hpp).
-#include "cluster/pool_files.hpp"
+// The broadcast pools of local ranks (see cluster/broadcast/pool_files.hpp).
+#include "cluster/broadcast/pool_files.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-// Broadcasts across nodes along the chain (cluster/bcast_chain.hpp says
+// Broadcasts across nodes along the chain (cluster/broadcast/bcast_chain.hpp says
 // how they flow): this node's part of each job's latest broadcast, the
 // ChainCast, and the requests that move it: the local rank's push, pull
 // and leave, the next node's pulls and leave, the chunks that come from
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "cluster/bcast_chain.hpp"
+#include "cluster/broadcast/bcast_chain.hpp"
 #include "cluster/cluster.hpp"
 #include "cluster/route.hpp"
 #include "core/job_table.hpp"

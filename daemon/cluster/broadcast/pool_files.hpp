@@ -14,7 +14,7 @@
 // O_PATH descriptor, for reading or writing. libmuster seals its pools
 // against shrinking (F_SEAL_SHRINK); such a file is mapped and the bytes
 // move with memcpy (well under half of pread's cost here), guarded against SIGBUS
-// (cluster/guarded_copy.hpp), and a root's chunks go to the next node
+// (cluster/broadcast/guarded_copy.hpp), and a root's chunks go to the next node
 // straight from its pages (map_chunk). A file without the seal could shrink
 // under a mapping: its bytes move with pread and pwrite, and a file the
 // rank shrinks meanwhile gives a short read (an error reply).

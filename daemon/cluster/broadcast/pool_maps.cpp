@@ -1,6 +1,6 @@
 // The bytes of a rank's broadcast pool: through a mapping when the pool is
 // sealed against shrinking, else pread and pwrite (see
-// cluster/pool_files.hpp).
+// cluster/broadcast/pool_files.hpp).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cluster/guarded_copy.hpp"
-#include "cluster/pool_files.hpp"
+#include "cluster/broadcast/guarded_copy.hpp"
+#include "cluster/broadcast/pool_files.hpp"
 #include "muster/error.hpp"
 
 #ifndef MADV_POPULATE_READ  // Linux 5.14; older kernels answer EINVAL

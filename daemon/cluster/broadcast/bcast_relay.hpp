@@ -1,4 +1,4 @@
-// Broadcast across nodes, the coordinator's part (cluster/relayed_broadcasts.hpp):
+// Broadcast across nodes, the coordinator's part (cluster/broadcast/relayed_broadcasts.hpp):
 // the root's daemon pushes the chunks of a broadcast here, one local rank of
 // every other node pulls them through its own daemon (both inside Forward,
 // so generation fencing and lost nodes work as for the store). Per
@@ -20,7 +20,7 @@
 
 namespace muster::daemon {
 
-struct PoolFile;  // cluster/pool_files.hpp
+struct PoolFile;  // cluster/broadcast/pool_files.hpp
 
 struct BcastRelay {
   static constexpr uint64_t kGone = UINT64_MAX;  // a node that needs no more chunks
@@ -70,7 +70,7 @@ struct BcastRelay {
 // out of the push's frame, or from the root's pool (`from`): its own pages
 // where it is mapped (map_chunk: no copy at all), else read. Made by
 // the coordinator, or by the root's node when chunks go node to node
-// (cluster/chain_broadcasts.cpp).
+// (cluster/broadcast/chain_broadcasts.cpp).
 BcastRelay::Chunk shared_chunk(const proto::BcastPushView& m, size_t nodes, const PoolFile* from);
 
 // A broadcast's window, in chunks of `chunk` bytes: 32 MiB, at least 2.

@@ -1,6 +1,6 @@
 // Copies that a SIGBUS fails instead of killing the daemon (see
-// cluster/guarded_copy.hpp).
-#include "cluster/guarded_copy.hpp"
+// cluster/broadcast/guarded_copy.hpp).
+#include "cluster/broadcast/guarded_copy.hpp"
 
 #include <atomic>
 #include <csetjmp>

@@ -1,5 +1,5 @@
 // Copies to or from a mapping of a file that another process controls (a
-// rank's broadcast pool, cluster/pool_files.hpp). The pool is sealed
+// rank's broadcast pool, cluster/broadcast/pool_files.hpp). The pool is sealed
 // against shrinking, so no page of the mapping is ever past the file's
 // end; but a page the kernel cannot supply (the rank punched a hole and
 // memory is short when the daemon touches it again) still raises SIGBUS.

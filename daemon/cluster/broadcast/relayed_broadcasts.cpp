@@ -1,5 +1,5 @@
 // Broadcast across nodes, the coordinator's part (see
-// cluster/relayed_broadcasts.hpp and doc/protocol.md, "Broadcast across
+// cluster/broadcast/relayed_broadcasts.hpp and doc/protocol.md, "Broadcast across
 // nodes"). Requests arrive inside Forward, so forward_in has checked the
 // job, its generation and that its world is not broken; tick() fails what
 // waits when that changes.
@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <charconv>
 
-#include "cluster/bcast_fail.hpp"
-#include "cluster/pool_files.hpp"
-#include "cluster/relayed_broadcasts.hpp"
+#include "cluster/broadcast/bcast_fail.hpp"
+#include "cluster/broadcast/pool_files.hpp"
+#include "cluster/broadcast/relayed_broadcasts.hpp"
 #include "core/out_answers.hpp"
 #include "log.hpp"
 
