@@ -132,7 +132,7 @@ void Coordinator::maybe_ended(const std::string& job, std::vector<Outgoing>& out
   fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + job + "' ended on every node",
                      out);
   log::info(log::job(job), "job=" + job + " (coordinated here) ended on every node");
-  round_ended(job, cj, Clock::now());
+  samplers_.round_ended(job, cj, Clock::now(), peer_timeout_);
   rounds_.erase(it);
   save_wanted_ = true;
 }
@@ -151,7 +151,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     cj.owner_uid = m.owner_uid;
     cj.store.id = m.job;
     cj.store.global = true;
-    round_started(m.job, m.owner_uid);
+    samplers_.round_started(m.job, m.owner_uid);
     log::info(log::job(m.job), "job=" + m.job +
                                    " coordinated here: " + std::to_string(m.min_nodes) + ".." +
                                    std::to_string(m.max_nodes) + " node(s)");
@@ -171,7 +171,7 @@ void Coordinator::node_join(const ReplyTo& to, const proto::NodeJoin& m,
     return;
   }
   RoundNode n = round_node(to, m, now, batched);
-  run_joined(m.job, m.run);
+  samplers_.run_joined(m.job, m.run);
   if (cj.closed) {
     const bool in_round = member(cj, m.node_id) != nullptr;
     if (!in_round && cj.broken.empty()) {
@@ -270,7 +270,7 @@ RelayTree relay_tree(const std::vector<RoundNode*>& order, uint32_t width) {
 }
 
 void Coordinator::close_round(CoordJob& cj, std::vector<Outgoing>& out) {
-  runs_decided(cj.store.id);
+  samplers_.runs_decided(cj.store.id);
   size_t n = cj.nodes.size();
   // Node ranks: the asked-for ones first, then the rest by the rank they
   // had before (stable across generations), then by node id: the same set

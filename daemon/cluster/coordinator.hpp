@@ -1,8 +1,9 @@
 // The coordinator side of multi-node jobs (torchrun's c10d rendezvous
 // host): per job, the rounds of NodeJoin that form each generation's world,
 // the job's global store (whose waits the core's Store keeps), node
-// liveness by heartbeat, the relay of broadcasts across nodes, and the
-// progress of the job's resumable samplers (coord_samplers.cpp).
+// liveness by heartbeat, the relay of broadcasts across nodes
+// (RelayedBroadcasts), and the progress of the job's resumable samplers
+// (CoordSamplers).
 #pragma once
 
 #include <chrono>
@@ -16,8 +17,8 @@
 
 #include "cluster/broadcast/relayed_broadcasts.hpp"
 #include "cluster/cluster.hpp"
+#include "cluster/coord_samplers.hpp"
 #include "core/out_answers.hpp"
-#include "core/sampler_progress.hpp"
 #include "core/store.hpp"
 #include "protocol/cluster_messages.hpp"
 
@@ -47,7 +48,7 @@ class Coordinator {
   }
   // Empty once no round is left and no sampler progress lingers (ticks
   // are needed until it expires).
-  bool empty() const { return rounds_.empty() && lingering_.empty(); }
+  bool empty() const { return rounds_.empty() && !samplers_.lingering(); }
   // Rounds that count as work (an embedded daemon stays while any does):
   // all but those restored that no node has come back to yet.
   size_t size() const;
@@ -108,11 +109,10 @@ class Coordinator {
                   std::vector<Outgoing>& out);
   void bcast_leave(const ReplyTo& to, const proto::BcastLeave& m, const std::string& forwarding,
                    std::vector<Outgoing>& out);
-  // sampler_commit and sampler_resume (coord_samplers.cpp), inside a
-  // Forward for `forwarding` (the only job they may touch).
-  void sampler_request(const ReplyTo& to, const proto::Envelope& env, const std::string& forwarding,
-                       std::vector<Outgoing>& out);
-  const SamplerProgress& sampler_progress() const { return samplers_; }
+  // The resumable samplers' progress of the jobs coordinated here
+  // (sampler_commit and sampler_resume, forwarded).
+  CoordSamplers& samplers() { return samplers_; }
+  const SamplerProgress& sampler_progress() const { return samplers_.progress(); }
   // Lost nodes, last calls, rendezvous and broadcast timeouts.
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
 
@@ -151,35 +151,13 @@ class Coordinator {
   void fail_store_waiters(Job& store, ErrorCode code, const std::string& why,
                           std::vector<Outgoing>& out);
   void rounds_tick(Clock::time_point now, std::vector<Outgoing>& out);
-  // The job's round ends (every node left, or none is left): its samplers'
-  // progress lingers for the run's next generation (coord_samplers.cpp).
-  void round_ended(const std::string& job, const CoordJob& cj, Clock::time_point now);
-  // A fresh round of the job: lingering progress of another owner goes.
-  void round_started(const std::string& job, int64_t owner_uid);
-  // A node of `run` joined the job's round: lingering progress of the same
-  // run is taken over.
-  void run_joined(const std::string& job, const std::string& run);
-  // The job's round closes: lingering progress nobody of its run took over
-  // belonged to an earlier launch, and goes.
-  void runs_decided(const std::string& job);
-  void samplers_tick(Clock::time_point now);
-
   // The round a broadcast request is for: forwarded for that job, of its
   // current generation.
   CoordJob& bcast_job(const std::string& job, uint64_t generation, const std::string& forwarding);
 
   Store& store_;
   std::map<std::string, CoordJob> rounds_;  // by job id
-  // Resumable samplers' progress by job id (launcher pid 0: the run is the
-  // round's, see coord_samplers.cpp), and the entries whose round ended,
-  // with when they go and whose they are.
-  SamplerProgress samplers_;
-  struct Lingering {
-    Clock::time_point until;
-    int64_t owner_uid = -1;
-    std::set<std::string> runs;  // of the ended round's nodes (none known: empty)
-  };
-  std::map<std::string, Lingering> lingering_;
+  CoordSamplers samplers_;                  // resumable samplers' progress (coord_samplers.hpp)
   std::chrono::milliseconds peer_timeout_{10000};
   uint32_t tree_width_ = 16;
   bool save_wanted_ = false;

@@ -168,7 +168,7 @@ void Coordinator::rounds_tick(Clock::time_point now, std::vector<Outgoing>& out)
     if (empty) {
       fail_store_waiters(cj.store, ErrorCode::kPeerExited, "job '" + id + "' has no nodes left",
                          out);
-      round_ended(id, cj, now);
+      samplers_.round_ended(id, cj, now, peer_timeout_);
       it = rounds_.erase(it);
       save_wanted_ = true;
     } else {
@@ -181,7 +181,7 @@ void Coordinator::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   drop_quiet(now);
   rounds_tick(now, out);
   bcasts_.tick(now, out);
-  samplers_tick(now);
+  samplers_.tick(now);
 }
 
 }  // namespace muster::daemon

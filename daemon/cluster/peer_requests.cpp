@@ -100,15 +100,19 @@ std::span<const Handler> State::peer_handlers() {
       // run's at its coordinator (coord_samplers.cpp).
       {MsgType::kSamplerCommit,
        [](State& s, const Request& r) {
-         if (!s.forwarding_job_.empty())
-           return s.cluster_->coordinator.sampler_request(r.to, r.env, s.forwarding_job_, r.out);
-         s.sampler_commit(r.to, r.unpack<proto::SamplerCommit>(), r.out);
+         auto m = r.unpack<proto::SamplerCommit>();
+         if (s.forwarding_job_.empty()) return s.sampler_commit(r.to, m, r.out);
+         // forward_in found the round live at the Forward's generation.
+         Coordinator& c = s.cluster_->coordinator;
+         const Job* global = c.global_store(s.forwarding_job_);
+         const uint32_t world = global ? global->global_world_size : 0;
+         c.samplers().commit(r.to, m, s.forwarding_job_, world, r.out);
        }},
       {MsgType::kSamplerResume,
        [](State& s, const Request& r) {
-         if (!s.forwarding_job_.empty())
-           return s.cluster_->coordinator.sampler_request(r.to, r.env, s.forwarding_job_, r.out);
-         s.sampler_resume(r.to, r.unpack<proto::SamplerResume>(), r.out);
+         auto m = r.unpack<proto::SamplerResume>();
+         if (s.forwarding_job_.empty()) return s.sampler_resume(r.to, m, r.out);
+         s.cluster_->coordinator.samplers().resume(r.to, m, s.forwarding_job_, r.out);
        }},
   };
   return rows;
