@@ -41,7 +41,11 @@ MAX_CLASS_METHODS = 40
 # The one place that decides where a request is served (issue 44: route
 # once) reads its type by design, as the dispatcher's column does.
 ROUTER = "daemon/cluster/route.cpp"
-DISPATCH = re.compile(r"case\s+(proto::)?MsgType::|MsgType::k\w+\s*[!=]=|[!=]=\s*(proto::)?MsgType::")
+# A type compared in any spelling: a case label, MsgType::kX == ..., ==
+# MsgType::kX, == static_cast<uint16_t>(MsgType::kX), == X::kType.
+DISPATCH = re.compile(r"case\s+(proto::)?MsgType::|MsgType::k\w+\)?\s*[!=]=|[!=]=\s*(proto::)?MsgType::"
+                      r"|[!=]=\s*static_cast<\w+>\(\s*(proto::)?(MsgType::|\w+::kType\b)"
+                      r"|::kType\)?\s*[!=]=")
 
 # The intent rules' breaches at 6f67f93, the ratchet: (".cpp" files, methods)
 # a class; dispatch sites a file. Issue 44 is done when this is empty.
@@ -55,9 +59,12 @@ DEBTS = {
         "daemon/cluster/broadcast/chain_broadcasts_serve.cpp": 2,
         "daemon/cluster/coord_joins.cpp": 1,
         "daemon/cluster/joins.cpp": 2,
-        "daemon/cluster/node.cpp": 6,
+        "daemon/cluster/node.cpp": 7,
         "daemon/cluster/notices.cpp": 2,
         "daemon/cluster/relay.cpp": 9,
+        # Seen once the pattern caught casts and kType (the code was so before).
+        "daemon/core/namespaces.cpp": 1,
+        "daemon/server/durable.cpp": 1,
         "daemon/server/intake.cpp": 3,
     },
 }
@@ -314,6 +321,9 @@ def self_test():
         "daemon/core/shrunk.hpp": shrunk,
         "daemon/server/disp.cpp": "void h(int t) {\n  switch (t) {\n    case MsgType::kPing:\n      break;\n  }\n}\n",
         "daemon/server/fine.cpp": "// case MsgType::kPing in a comment is no dispatch\nint k = 1;\n",
+        "daemon/server/casts.cpp": ("bool a(E e) { return e.type == static_cast<uint16_t>(MsgType::kJoin); }\n"
+                                    "bool b(E e) { return e.type != static_cast<uint16_t>(proto::Ping::kType); }\n"
+                                    "bool c(E e) { return Ping::kType == e.type; }\n"),
     }
     for i in range(4):  # Big sliced over four files; Old over three, past its debt of 2
         files[f"daemon/cluster/big{i}.cpp"] = f"namespace muster::daemon {{\nvoid Big::f{i}() {{}}\n}}\n"
@@ -339,7 +349,8 @@ def self_test():
             "Big: methods defined in .cpp files: 4 (at most 3)",
             "Old: methods defined in .cpp files: 3, grown past its debt of 2",
             "Many: methods: 41 (at most 40)", "Shrunk: methods: 42, down from its debt of 45",
-            "daemon/server/disp.cpp: dispatch sites on the message type: 1 (at most 0)"]
+            "daemon/server/disp.cpp: dispatch sites on the message type: 1 (at most 0)",
+            "daemon/server/casts.cpp: dispatch sites on the message type: 3 (at most 0)"]
     missing = [w for w in want if not any(p.startswith(w) for p in problems)]
     extra = [p for p in problems if not any(p.startswith(w) for w in want)]
     if missing or extra or len(problems) != len(want):
