@@ -134,7 +134,7 @@ bool NodeLinks::joining(const std::string& job) const {
 
 proto::JobEvent NodeLinks::cluster_state(const std::string& id) const {
   const Job& job = jobs_.get(id);
-  // A GPU the job holds failed (core/health.cpp): its launcher stops the
+  // A GPU the job holds failed (core/gpu_health.cpp): its launcher stops the
   // group, as it would for a failed rank.
   if (!job.device_failure.empty()) return {id, job.generation, "device_failed", job.device_failure};
   if (!job.cluster) return {id, job.generation, "running", "a single-node job"};

@@ -53,7 +53,7 @@ std::span<const Handler> State::local_handlers() {
          s.status_request(r.to, r.unpack<proto::Status>(), r.out);
        }},
       {MsgType::kGpuDrain,
-       [](State& s, const Request& r) { s.gpu_drain(r.to, r.unpack<proto::GpuDrain>(), r.out); }},
+       [](State& s, const Request& r) { s.gpus_.drain(r.to, r.unpack<proto::GpuDrain>(), r.out); }},
       {MsgType::kShard, [](State& s, const Request& r) { s.shard_request(r.to, r.env, r.out); }},
       {MsgType::kRendezvous, [](State& s, const Request& r) { s.rendezvous(r.to, r.env, r.out); }},
       {MsgType::kClusterState,

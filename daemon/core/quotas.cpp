@@ -85,7 +85,7 @@ void check_store_quota(const Job& job, const Quotas& q, const std::string& key, 
 
 void check_parked_quota(const Job& job, const Quotas& q, uint64_t key_bytes, const State& st) {
   // Every wait passes here before it parks: a job whose GPU failed
-  // (health.cpp) waits no more, it is told why.
+  // (gpu_health.cpp) waits no more, it is told why.
   if (!job.device_failure.empty()) throw Error(ErrorCode::kDeviceFailed, job.device_failure);
   size_t parked = job.key_waiters.size();
   for (const auto& [name, b] : job.barriers) parked += b.waiters.size();

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/gpu_health.hpp"
 #include "core/job_scope.hpp"
 #include "core/job_table.hpp"
 #include "core/permuter.hpp"
@@ -71,15 +72,9 @@ class State {
   // Fails waits whose deadline passed.
   void expire(Clock::time_point now, std::vector<Outgoing>& out);
   std::optional<Clock::time_point> next_deadline() const;
-  // NVML reported XID `xid` on GPU `index` (health.cpp): a critical one
-  // quarantines the GPU and fails the waits of the job that holds it, a
-  // contained one (94) fails the job only; `health` (the GPU's health
-  // checks right after it, "" when fine) non-empty quarantines it too.
-  void on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out,
-              const std::string& health = "");
-  // NVML lost GPU `index` (NVML_ERROR_GPU_IS_LOST) while the daemon ran:
-  // quarantined (device_failed for its job) as a critical XID is.
-  void on_gpu_lost(uint32_t index, const std::string& why, std::vector<Outgoing>& out);
+  // GPUs that fail while the daemon runs (NVML's XIDs, lost GPUs):
+  // gpu_health.hpp.
+  GpuHealth& gpu_health() { return gpus_; }
   // Fails every pending wait (daemon shutting down).
   void cancel_all(std::vector<Outgoing>& out);
   // Logs, once each, the waits that became stuck by `now` (stuck.cpp).
@@ -239,10 +234,6 @@ class State {
   void authorize(const ReplyTo& to, const proto::Envelope& env,
                  const proto::MessageTraits& t) const;
 
-  // muster gpu drain / undrain (health.cpp); the sender is checked already.
-  void gpu_drain(const ReplyTo& to, const proto::GpuDrain& m, std::vector<Outgoing>& out);
-  void fail_gpu(uint32_t index, const std::string& why, bool quarantine,
-                std::vector<Outgoing>& out);
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   // status, of every job or of one; for a job that spans nodes, asked by
   // job, with the job-wide waits from its coordinator (cluster/).
@@ -307,8 +298,9 @@ class State {
   };
   mutable Counted counted_;
   Quotas quotas_;
-  Store store_;           // the waits on keys and barriers
-  StoreRequests stores_;  // the store and barrier requests (store_requests.hpp)
+  Store store_;                    // the waits on keys and barriers
+  StoreRequests stores_;           // the store and barrier requests (store_requests.hpp)
+  GpuHealth gpus_{jobs_, store_};  // failing and drained GPUs (gpu_health.hpp)
   ShardCache shards_;
   ShardWaits shard_waits_;
   std::unique_ptr<Permuter> permuter_ = std::make_unique<InlinePermuter>();

@@ -123,7 +123,7 @@ struct Job {
   uint32_t global_world_size = 0;
   std::set<uint32_t> exited_ranks;
   std::string broken;  // why no barrier of this generation can complete
-  // A GPU the job holds failed (health.cpp): every wait of the job fails
+  // A GPU the job holds failed (core/gpu_health.cpp): every wait of the job fails
   // with device_failed and this sentence, which names the GPU.
   std::string device_failure{};
 

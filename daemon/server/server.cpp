@@ -401,8 +401,8 @@ void Server::run() {
   auto xids = gpu::XidWatch::start(inventory_.nvml);  // GPUs failing: saved for the next daemon
   event::SocketEvent gpu_events(loop, kMonitor, [&] {
     for (const auto& e : xids->take())
-      e.lost.empty() ? state.on_xid(e.index, e.xid, rt.out, e.health)
-                     : state.on_gpu_lost(e.index, e.lost, rt.out);
+      e.lost.empty() ? state.gpu_health().on_xid(e.index, e.xid, rt.out, e.health)
+                     : state.gpu_health().on_gpu_lost(e.index, e.lost, rt.out);
     rt.dirty = true;
   });
   if (xids) gpu_events.schedule_fd(xids->fd());

@@ -1,15 +1,14 @@
-// A GPU that fails while the daemon runs: NVML's XID events and lost GPUs
-// (a watcher thread in the server waits for them). A critical XID or a
-// lost GPU quarantines the GPU
-// (saved with the state: across restarts too, until root undrains it, which
-// says it was reset), and the job that holds it is told: its
-// ranks' waits fail with device_failed, naming the GPU, now and from then
-// on (a rank that has not noticed yet learns at its next barrier or get).
+// GpuHealth (gpu_health.hpp). A critical XID or a lost GPU quarantines the
+// GPU (saved with the state: across restarts too, until root undrains it,
+// which says it was reset), and the job that holds it is told: its ranks'
+// waits fail with device_failed, naming the GPU, now and from then on (a
+// rank that has not noticed yet learns at its next barrier or get).
 #include <algorithm>
 #include <array>
 
+#include "core/gpu_health.hpp"
+
 #include "core/out_answers.hpp"
-#include "core/state.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -43,27 +42,25 @@ XidClass classify(uint64_t xid) {
 
 }  // namespace
 
-void State::on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out,
-                   const std::string& health) {
+void GpuHealth::on_xid(uint32_t index, uint64_t xid, std::vector<Outgoing>& out,
+                       const std::string& health) {
   XidClass c = classify(xid);
   std::string what = (c == XidClass::kFailure ? "critical XID " : "XID ") + std::to_string(xid);
   if (!health.empty()) {
-    fail_gpu(index, what + "; " + health, true, out);
+    fail(index, what + "; " + health, true, out);
   } else if (c == XidClass::kInfo) {
     log::notice(log::gpu(index), "GPU " + std::to_string(index) + ": " + what +
                                      " (not one that fails a job or quarantines a GPU)");
   } else {
-    fail_gpu(index, what, c == XidClass::kFailure, out);
+    fail(index, what, c == XidClass::kFailure, out);
   }
 }
 
-void State::on_gpu_lost(uint32_t index, const std::string& why, std::vector<Outgoing>& out) {
-  fail_gpu(index, why, true, out);
+void GpuHealth::on_gpu_lost(uint32_t index, const std::string& why, std::vector<Outgoing>& out) {
+  fail(index, why, true, out);
 }
 
-// Quarantines GPU `index` (when `quarantine`) and fails the job that holds
-// it, naming the GPU and `why`.
-void State::fail_gpu(uint32_t index, const std::string& why, bool quarantine,
+void GpuHealth::fail(uint32_t index, const std::string& why, bool quarantine,
                      std::vector<Outgoing>& out) {
   const DeviceSlot* slot = nullptr;
   for (const auto& s : jobs_.devices().slots())
@@ -84,7 +81,7 @@ void State::fail_gpu(uint32_t index, const std::string& why, bool quarantine,
   store_.fail_all(*job, ErrorCode::kDeviceFailed, job->device_failure, a);
 }
 
-void State::gpu_drain(const ReplyTo& to, const proto::GpuDrain& m, std::vector<Outgoing>& out) {
+void GpuHealth::drain(const ReplyTo& to, const proto::GpuDrain& m, std::vector<Outgoing>& out) {
   const DeviceSlot& s = jobs_.devices().set_drain(m.device, m.drain ? m.reason : "");
   std::string by = to.peer_uid >= 0 ? " by uid " + std::to_string(to.peer_uid) : "";
   if (m.drain)
@@ -93,7 +90,7 @@ void State::gpu_drain(const ReplyTo& to, const proto::GpuDrain& m, std::vector<O
                     (s.job.empty() ? "" : " (job '" + s.job + "' keeps it until its rank ends)"));
   else
     log::notice(log::gpu(m.device), "GPU " + std::to_string(m.device) + " undrained" + by);
-  reply(to, proto::Ok{}, out);
+  send_reply(out, to, proto::Ok{});
 }
 
 }  // namespace muster::daemon
