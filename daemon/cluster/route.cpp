@@ -42,11 +42,15 @@ namespace {
 // chunk skips the copies into a Forward, the loopback TCP and the copy out
 // of it. Not along the chain (the node side's), nor a pull into the rank's
 // pool (its answer is written there when it comes back to the node side).
-bool coordinated_here(const Request& r, const Job& job, const Coordinator& coordinator,
+bool coordinated_here(const Request& r, const Job& job, Coordinator& coordinator,
                       const NodeLinks& node) {
   const ClusterInfo& c = *job.cluster;
   if (!c.formed || !c.chain_prev.empty()) return false;
   if (!coordinator.has_node(job.id, job.generation, node.node_id())) return false;
+  // The round is checked first, as forward_in checks it: a request of a
+  // generation that is not live is refused here, with the job named as
+  // its sender names it, whichever way it would have gone.
+  coordinator.live_round(job.id, job.generation, "request");
   if (r.t.type != MsgType::kBcastPull) return true;
   auto pull = proto::BcastPull::unpack(r.env.payload);
   if (pull.shared)
@@ -85,8 +89,7 @@ void check_routable(const Job& job) {
                                             " cannot go on: " + c.message);
 }
 
-Route route(const Request& r, const Job* job, const Coordinator& coordinator,
-            const NodeLinks& node) {
+Route route(const Request& r, const Job* job, Coordinator& coordinator, const NodeLinks& node) {
   if (r.to.from_peer || !r.t.forwardable || !job || !job->cluster) return Route::kServeHere;
   // Before the checks below: the coordinator checks its round itself.
   if (r.t.area == proto::Area::kBcast && coordinated_here(r, *job, coordinator, node))

@@ -32,10 +32,12 @@ const char* route_name(Route r);
 // Where r goes. job: the job r names (scope_job made its key), null when
 // there is none here (the handler then says unknown_job). Throws when the
 // job spans nodes but cannot serve requests now: its world is not formed,
-// or its generation broke. Reads the payload only where the type's route
-// depends on it (a get's timeout and key, a pull's pool).
-Route route(const Request& r, const Job* job, const Coordinator& coordinator,
-            const NodeLinks& node);
+// or its generation broke, or (a broadcast of a job coordinated here) its
+// round is not live at the job's generation (Coordinator::live_round).
+// Reads the payload only where the type's route depends on it (a get's
+// timeout and key, a pull's pool); changes nothing but the round's
+// last contact (live_round hears from it, as forward_in does).
+Route route(const Request& r, const Job* job, Coordinator& coordinator, const NodeLinks& node);
 // The checks route() makes of a job that spans nodes: throws unavailable
 // before its world formed, peer_exited once its generation broke.
 void check_routable(const Job& job);
