@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -200,7 +201,9 @@ void Lines::say(const std::string& line) {
 
 std::string Lines::hear(std::chrono::milliseconds timeout) {
   auto end = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
+  // The pipe is looked at once even when no time is left (timeout 0: a
+  // line already there, without waiting).
+  for (bool first = true;; first = false) {
     if (auto nl = buf.find('\n'); nl != std::string::npos) {
       auto line = buf.substr(0, nl);
       buf.erase(0, nl + 1);
@@ -209,9 +212,12 @@ std::string Lines::hear(std::chrono::milliseconds timeout) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     end - std::chrono::steady_clock::now())
                     .count();
-    if (left <= 0) return "";
+    if (left <= 0 && !first) return "";
     pollfd p{in, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) <= 0) {
+      if (left <= 0) return "";
+      continue;
+    }
     char b[4096];
     ssize_t n = ::read(in, b, sizeof b);
     if (n <= 0) return "";
