@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
+#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "support/replies.hpp"
@@ -30,13 +31,13 @@ struct Reply : test::ReplyHead {
   std::string value;
 };
 
-struct Coordinator {
+struct CoordDaemon {
   PidWatch watch;
   State s{{}, watch};
   uint64_t next = 1000;
 
-  Coordinator() {
-    s.set_cluster("coord", 2000ms, "", 16);
+  CoordDaemon() {
+    s.cluster().configure("coord", 2000ms, "", 16);
     std::vector<Reply> worlds;
     for (uint32_t n = 0; n < 3; ++n) {
       NodeJoin j{"j", "node" + std::to_string(n), 2, n, 3, 3, 0, 60000, "127.0.0.1", 1, ""};
@@ -67,7 +68,7 @@ struct Coordinator {
   }
   std::vector<Reply> tick(std::chrono::milliseconds later) {
     std::vector<Outgoing> out;
-    s.cluster_tick(Clock::now() + later, out);
+    s.cluster().tick(Clock::now() + later, out);
     std::vector<Reply> r;
     for (auto& x : replies(out))
       if (x.type != static_cast<uint16_t>(MsgType::kHeartbeat)) r.push_back(x);
@@ -116,7 +117,7 @@ bool is_chunk(const Reply& r, uint64_t k) {
 
 TEST_CASE("the relay answers pushes when the window has room and chunks as they arrive",
           "[bcast]") {
-  Coordinator c;
+  CoordDaemon c;
   // Node 1 asks before the root has pushed anything: it waits.
   CHECK(c.fwd("node1", pull(1, 0, 0), 100).empty());
   // Chunk 0 goes out to the waiting node at once, and fits the window.
@@ -183,7 +184,7 @@ TEST_CASE("the relay answers pushes when the window has room and chunks as they 
 }
 
 TEST_CASE("the relay checks who asks, and for what", "[bcast]") {
-  Coordinator c;
+  CoordDaemon c;
   // The root's node does not pull; a node outside the world does not either.
   CHECK(c.fwd("node0", pull(0, 0, 0), 1).at(0).code == ErrorCode::kInvalidArgument);
   CHECK(c.fwd("node1", pull(7, 0, 0), 2).at(0).code == ErrorCode::kInvalidArgument);
@@ -209,7 +210,7 @@ TEST_CASE("the relay checks who asks, and for what", "[bcast]") {
 TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or a node is lost",
           "[bcast]") {
   SECTION("the root gives up") {
-    Coordinator c;
+    CoordDaemon c;
     CHECK(c.fwd("node1", pull(1, 0, 0), 100).empty());
     auto r = c.fwd("node0", leave(0, "its daemon said no"), 1);
     REQUIRE(r.size() == 2);
@@ -220,7 +221,7 @@ TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or 
     CHECK(c.fwd("node2", pull(2, 0, 0), 200).at(0).code == ErrorCode::kPeerExited);
   }
   SECTION("a rank exits") {
-    Coordinator c;
+    CoordDaemon c;
     CHECK(c.fwd("node1", pull(1, 0, 0), 100).empty());
     c.fwd("node0", push(0), 1);
     c.fwd("node0", push(1), 2);
@@ -232,7 +233,7 @@ TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or 
     CHECK(r[0].message.find("rank 4") != std::string::npos);
   }
   SECTION("a node is lost") {
-    Coordinator c;
+    CoordDaemon c;
     CHECK(c.fwd("node1", pull(1, 0, 0), 100).empty());
     auto r = c.tick(3000ms);  // no heartbeats for longer than the peer timeout
     REQUIRE(r.size() == 1);
@@ -240,7 +241,7 @@ TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or 
     CHECK(r[0].message.find("lost") != std::string::npos);
   }
   SECTION("a pull times out") {
-    Coordinator c;
+    CoordDaemon c;
     CHECK(c.fwd("node1", pull(1, 0, 0, 10), 100).empty());
     CHECK(c.tick(0ms).empty());
     auto r = c.tick(500ms);
@@ -248,7 +249,7 @@ TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or 
     CHECK(r[0].code == ErrorCode::kTimeout);
   }
   SECTION("a node that leaves no longer holds the root up") {
-    Coordinator c;
+    CoordDaemon c;
     c.fwd("node0", push(0), 1);
     c.fwd("node0", push(1), 2);
     CHECK(c.fwd("node0", push(2), 3).empty());
@@ -262,7 +263,7 @@ TEST_CASE("a waiting push or pull fails when the root gives up, a rank exits or 
 
 TEST_CASE("shared pulls get the chunk's one frame, without a copy; others a frame of their own",
           "[bcast]") {
-  Coordinator c;
+  CoordDaemon c;
   c.fwd("node0", push(0), 1);
   std::vector<Outgoing> out;
   auto send_out = [&](const std::string& node, BcastPull m, uint64_t id) {
@@ -281,7 +282,7 @@ TEST_CASE("shared pulls get the chunk's one frame, without a copy; others a fram
   CHECK(out[0].frame.empty());
   CHECK(out[0].body.data() == out[1].body.data());
   CHECK(out[0].held == out[1].held);
-  auto r = Coordinator::replies(out);
+  auto r = CoordDaemon::replies(out);
   for (uint32_t k = 0; k < 2; ++k) {
     CHECK((r[k].to == "node" + std::to_string(k + 1) && r[k].id == 0 && is_chunk(r[k], 0)));
     CHECK((r[k].chunk.job == "j" && r[k].chunk.seq == 1 && r[k].chunk.root == 1));
@@ -297,7 +298,7 @@ TEST_CASE("shared pulls get the chunk's one frame, without a copy; others a fram
 }
 
 TEST_CASE("each node gets a chunk once, under its own request id when not shared", "[bcast]") {
-  Coordinator c;
+  CoordDaemon c;
   c.fwd("node0", push(0), 1);
   // Both nodes ask for chunk 0 while saying they hold nothing: it stays
   // held. Each gets a frame of its own, under its own request id, with the

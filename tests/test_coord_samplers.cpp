@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
+#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/messages.hpp"
@@ -30,12 +31,12 @@ struct Answer {
 
 // A coordinator daemon: nodes of 2 ranks join jobs elastic from 1 to 2
 // nodes, each node's NodeJoin answered once the round closes.
-struct Coordinator {
+struct CoordDaemon {
   PidWatch watch;
   State s{{}, watch};
   uint64_t next = 1;
 
-  Coordinator() { s.set_cluster("coord", 2000ms, "", 16); }
+  CoordDaemon() { s.cluster().configure("coord", 2000ms, "", 16); }
 
   std::vector<Answer> send(const std::string& node, const std::string& frame) {
     auto env = decode_envelope(frame.data(), frame.size());
@@ -65,7 +66,7 @@ struct Coordinator {
   }
   std::vector<Answer> tick(std::chrono::milliseconds later) {
     std::vector<Outgoing> out;
-    s.cluster_tick(Clock::now() + later, out);
+    s.cluster().tick(Clock::now() + later, out);
     return answers(out);
   }
   // What a node daemon sends for its rank: the request inside a Forward
@@ -107,7 +108,7 @@ struct Coordinator {
 }  // namespace
 
 TEST_CASE("a commit forwarded from one node is what another node resumes", "[sampler][cluster]") {
-  Coordinator c;
+  CoordDaemon c;
   c.form("j");
   CHECK_FALSE(c.resume("node-b").place.found);
   CHECK(c.commit("node-a", 0, 40).type == static_cast<uint16_t>(MsgType::kOk));
@@ -123,7 +124,7 @@ TEST_CASE("a commit forwarded from one node is what another node resumes", "[sam
 
 TEST_CASE("a commit for a rank outside the world is refused and changes nothing",
           "[sampler][cluster]") {
-  Coordinator c;
+  CoordDaemon c;
   c.form("j");
   REQUIRE(c.commit("node-a", 1, 20).code == ErrorCode::kOk);
   auto bad = c.commit("node-b", 4, 80);  // world 4: ranks 0..3
@@ -137,7 +138,7 @@ TEST_CASE("a commit for a rank outside the world is refused and changes nothing"
 
 TEST_CASE("a node forwarding for one job can neither commit nor read another job's progress",
           "[sampler][cluster]") {
-  Coordinator c;
+  CoordDaemon c;
   c.form("j");
   c.form("other");
   REQUIRE(c.commit("node-a", 0, 30, 0, "other").code == ErrorCode::kOk);
@@ -154,7 +155,7 @@ TEST_CASE("a node forwarding for one job can neither commit nor read another job
 
 TEST_CASE("progress outlives a lost node and the elastic re-form without it",
           "[sampler][cluster]") {
-  Coordinator c;
+  CoordDaemon c;
   c.form("j");
   REQUIRE(c.commit("node-a", 0, 40).code == ErrorCode::kOk);
   c.tick(3s);  // both silent past the peer timeout: the generation is broken
@@ -175,7 +176,7 @@ TEST_CASE("progress outlives a lost node and the elastic re-form without it",
 
 TEST_CASE("progress lingers after every node left, for the run's next round only",
           "[sampler][cluster]") {
-  Coordinator c;
+  CoordDaemon c;
   c.form("j");
   REQUIRE(c.commit("node-a", 0, 40).code == ErrorCode::kOk);
   // A restart whose nodes all stopped before one joined again: the round
@@ -202,7 +203,7 @@ TEST_CASE("progress lingers after every node left, for the run's next round only
 
 TEST_CASE("a job commits at most kMaxSamplersPerJob samplers at its coordinator",
           "[sampler][cluster]") {
-  Coordinator c;
+  CoordDaemon c;
   c.form("j");
   for (uint64_t seed = 0; seed < SamplerProgress::kMaxSamplersPerJob; ++seed)
     REQUIRE(c.commit("node-a", 0, 1, 0, "j", seed).code == ErrorCode::kOk);
@@ -212,7 +213,7 @@ TEST_CASE("a job commits at most kMaxSamplersPerJob samplers at its coordinator"
 
 TEST_CASE("lingering progress goes on with a round of the same muster run, not a new launch",
           "[sampler][cluster]") {
-  Coordinator c;
+  CoordDaemon c;
   c.form("j", "a/100/1", "b/200/1");
   REQUIRE(c.commit("node-a", 0, 40).code == ErrorCode::kOk);
   // Every node's group stopped; node-b's launcher (the same run) restarts
@@ -242,7 +243,7 @@ TEST_CASE("a node daemon's NodeJoin names the muster run of its part of the job"
           "[sampler][cluster]") {
   PidWatch watch;
   State node{{}, watch};
-  node.set_cluster("node-x", 2000ms, "", 16);
+  node.cluster().configure("node-x", 2000ms, "", 16);
   auto ask = [&](const std::string& frame) {
     auto env = decode_envelope(frame.data(), frame.size());
     ReplyTo to;

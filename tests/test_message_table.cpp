@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 
+#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
@@ -149,7 +150,7 @@ struct Fixture {
   uint64_t next = 1;
 
   Fixture() {
-    s.set_cluster("here", std::chrono::milliseconds(2000), "", 16);
+    s.cluster().configure("here", std::chrono::milliseconds(2000), "", 16);
     auto reserve =
         ask(Who::kRoot, *test::sample_request(MsgType::kReserve, kJob, next++, ::getpid(), 16));
     REQUIRE(reserve.type == static_cast<uint16_t>(MsgType::kReserved));
@@ -289,7 +290,7 @@ TEST_CASE("every request type from every kind of sender is answered as its row s
 TEST_CASE("a coordinator admits to a job only nodes whose job the same uid owns") {
   PidWatch watch;
   State s{{}, watch};
-  s.set_cluster("coord", std::chrono::milliseconds(2000), "", 16);
+  s.cluster().configure("coord", std::chrono::milliseconds(2000), "", 16);
   auto node_join = [&](const std::string& node, int64_t owner, uint64_t id) {
     NodeJoin j{"shared-name", node, 1, -1, 2, 2, 0, 60000, "127.0.0.1", 1, "", owner};
     auto frame = encode(id, j);
@@ -325,7 +326,7 @@ TEST_CASE("a coordinator admits to a job only nodes whose job the same uid owns"
 TEST_CASE("a coordinator running a job itself gives its name to no other uid, first or not") {
   PidWatch watch;
   State s{{}, watch};
-  s.set_cluster("coord", std::chrono::milliseconds(2000), "", 16);
+  s.cluster().configure("coord", std::chrono::milliseconds(2000), "", 16);
   // Root's job on the coordinator's own node, before any node joined.
   auto reserve = test::sample_request(MsgType::kReserve, "mine", 1, ::getpid(), 0);
   auto env = decode_envelope(reserve->data(), reserve->size());

@@ -15,6 +15,7 @@
 
 #include "cluster/cluster.hpp"
 #include "cluster/coordinator.hpp"
+#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
 #include "core/store.hpp"
 #include "liveness/pidwatch.hpp"
@@ -117,7 +118,7 @@ CoordJob saved_big_round(State& st, StateFile& f, ReplyCache& replies) {
   CoordJob big = sample();
   big.nodes.clear();
   for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
-  st.restore_round("job1", big);
+  st.cluster().restore_round("job1", big);
   REQUIRE(f.save(st, replies));
   return big;
 }
@@ -184,17 +185,17 @@ TEST_CASE("a State's coordinated round is saved and loaded by the state file") {
   ReplyCache replies;
   {
     State st({}, watch);
-    st.restore_round("job1", sample());
+    st.cluster().restore_round("job1", sample());
     StateFile f(dir.path());
     f.load(st, replies);  // empty dir: starts a log
-    st.restore_round("job1", sample());
+    st.cluster().restore_round("job1", sample());
     REQUIRE(f.save(st, replies));
   }
   State back({}, watch);
   StateFile f(dir.path());
   f.load(back, replies);
-  REQUIRE(back.coordinated().count("job1"));
-  const CoordJob& cj = back.coordinated().at("job1");
+  REQUIRE(back.cluster().rounds().count("job1"));
+  const CoordJob& cj = back.cluster().rounds().at("job1");
   same(sample(), cj, true);
   // Heard from now: a node the restarted daemon could not hear from is not
   // lost for the time it was down.
@@ -233,15 +234,15 @@ TEST_CASE("a peer daemon's link keeps the replies to all its requests in flight"
 TEST_CASE("a restored round no node comes back to keeps nothing alive and is dropped") {
   PidWatch watch;
   State st({}, watch);
-  st.restore_round("job1", sample());
+  st.cluster().restore_round("job1", sample());
   // Not work an embedded daemon waits for: its nodes may be long gone.
   CHECK(st.job_count() == 0);
   std::vector<Outgoing> out;
-  st.cluster_tick(Clock::now() + std::chrono::seconds(5), out);
-  CHECK(st.coordinated().count("job1") == 1);  // within the peer timeout (10 s)
-  st.cluster_tick(Clock::now() + std::chrono::seconds(11), out);
-  CHECK(st.coordinated().empty());
-  CHECK(st.take_save_wanted());  // its removal reaches the disk
+  st.cluster().tick(Clock::now() + std::chrono::seconds(5), out);
+  CHECK(st.cluster().rounds().count("job1") == 1);  // within the peer timeout (10 s)
+  st.cluster().tick(Clock::now() + std::chrono::seconds(11), out);
+  CHECK(st.cluster().rounds().empty());
+  CHECK(st.cluster().take_save_wanted());  // its removal reaches the disk
 }
 
 TEST_CASE("a restored open round closes only once its nodes joined again") {
@@ -371,18 +372,18 @@ TEST_CASE("an open round, saved without its nodes, comes back whole and waits fo
     State st({}, watch);
     StateFile f(dir.path());
     f.load(st, replies);
-    st.restore_round("job1", open);
+    st.cluster().restore_round("job1", open);
     REQUIRE(f.save(st, replies));
   }
   State back({}, watch);
   StateFile f(dir.path());
   f.load(back, replies);
   std::vector<Outgoing> out;
-  back.cluster_tick(Clock::now() + std::chrono::milliseconds(100), out);
+  back.cluster().tick(Clock::now() + std::chrono::milliseconds(100), out);
   // Not ended as a round with no nodes left: its generation, node ranks of
   // before and global store were all acknowledged.
-  REQUIRE(back.coordinated().count("job1"));
-  const CoordJob& cj = back.coordinated().at("job1");
+  REQUIRE(back.cluster().rounds().count("job1"));
+  const CoordJob& cj = back.cluster().rounds().at("job1");
   CHECK(cj.nodes.empty());
   CHECK(cj.generation == 4);
   CHECK(cj.previous == open.previous);

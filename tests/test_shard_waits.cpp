@@ -83,7 +83,7 @@ struct Daemon {
   Daemon() {
     auto p = std::make_unique<HeldPermuter>();
     perm = p.get();
-    s.set_permuter(std::move(p));
+    s.samplers().set_permuter(std::move(p));
   }
   template <class M>
   std::vector<Reply> ask(const std::string& client, const M& m) {
@@ -111,7 +111,7 @@ struct Daemon {
   std::vector<Reply> done() {
     perm->finish();
     std::vector<Outgoing> out;
-    s.permutations_done(out);
+    s.samplers().permutations_done(out);
     return replies(out);
   }
 };

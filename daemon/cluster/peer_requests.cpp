@@ -4,7 +4,7 @@
 // inner request dispatched through the same column, for the one job the
 // Forward was checked for; and the broadcast and sampler requests, which a
 // peer forwards to the coordinator of their job.
-#include "cluster/tables.hpp"
+#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
 #include "protocol/sampler_messages.hpp"
 
@@ -100,8 +100,8 @@ std::span<const Handler> State::peer_handlers() {
       // run's at its coordinator (coord_samplers.cpp).
       {MsgType::kSamplerCommit,
        [](State& s, const Request& r) {
+         if (s.forwarding_job_.empty()) return s.samplers_.commit(r);
          auto m = r.unpack<proto::SamplerCommit>();
-         if (s.forwarding_job_.empty()) return s.sampler_commit(r.to, m, r.out);
          // forward_in found the round live at the Forward's generation.
          Coordinator& c = s.cluster_->coordinator;
          const Job* global = c.global_store(s.forwarding_job_);
@@ -110,9 +110,9 @@ std::span<const Handler> State::peer_handlers() {
        }},
       {MsgType::kSamplerResume,
        [](State& s, const Request& r) {
-         auto m = r.unpack<proto::SamplerResume>();
-         if (s.forwarding_job_.empty()) return s.sampler_resume(r.to, m, r.out);
-         s.cluster_->coordinator.samplers().resume(r.to, m, s.forwarding_job_, r.out);
+         if (s.forwarding_job_.empty()) return s.samplers_.resume(r);
+         s.cluster_->coordinator.samplers().resume(r.to, r.unpack<proto::SamplerResume>(),
+                                                   s.forwarding_job_, r.out);
        }},
   };
   return rows;

@@ -1,6 +1,6 @@
 // State's hooks into its multi-node side: what the core asks of it without
 // seeing its types.
-#include "cluster/tables.hpp"
+#include "cluster/multi_node.hpp"
 #include "cluster/route.hpp"
 
 #include "core/state.hpp"
@@ -13,11 +13,13 @@
 
 namespace muster::daemon {
 
-ClusterTables* State::new_cluster_tables(Store& store, JobTable& jobs) {
-  return new ClusterTables(store, jobs);
+MultiNode* State::new_multi_node() {
+  return new MultiNode(store_, jobs_, [this](int64_t viewer, const std::string& job) {
+    return status(viewer, job);
+  });
 }
 
-void State::ClusterTablesDelete::operator()(ClusterTables* t) const {
+void State::MultiNodeDelete::operator()(MultiNode* t) const {
   delete t;
 }
 
@@ -25,24 +27,21 @@ size_t State::job_count() const {
   return jobs_.size() + cluster_->coordinator.size();
 }
 
-const std::map<std::string, CoordJob>& State::coordinated() const {
-  return cluster_->coordinator.rounds();
-}
-
 // Here, not in core/quotas.cpp: the rounds' global stores are the cluster's.
 Holdings State::holdings(int64_t uid, bool exact) const {
   const auto now = Clock::now();
   if (exact || !counted_.valid || counted_.job_changes != jobs_.changes() ||
-      counted_.rounds != coordinated().size() || now - counted_.at > std::chrono::seconds(1)) {
+      counted_.rounds != cluster_->rounds().size() || now - counted_.at > std::chrono::seconds(1)) {
     Counted c;
-    c.valid = true, c.job_changes = jobs_.changes(), c.rounds = coordinated().size(), c.at = now;
+    c.valid = true, c.job_changes = jobs_.changes(), c.rounds = cluster_->rounds().size(),
+    c.at = now;
     auto add = [&](int64_t owner, const KeyValues& kv) {
       auto& [memory, state] = c.stores[owner];
       memory += store_cost(kv.size(), kv.bytes()), state += kv.bytes();
       c.memory += store_cost(kv.size(), kv.bytes()), c.state += kv.bytes();
     };
     for (const auto& [id, job] : jobs()) add(charged_uid(job), job.kv);
-    for (const auto& [id, cj] : coordinated()) add(charged_uid(cj.store), cj.store.kv);
+    for (const auto& [id, cj] : cluster_->rounds()) add(charged_uid(cj.store), cj.store.kv);
     counted_ = std::move(c);
   }
   Holdings h;
@@ -63,14 +62,6 @@ void State::grew(int64_t uid, uint64_t memory, uint64_t state) const {
   auto& [m, s] = counted_.stores[uid];
   m += memory, s += state;
   counted_.memory += memory, counted_.state += state;
-}
-
-void State::restore_round(const std::string& job, CoordJob cj) {
-  cluster_->coordinator.restore(job, std::move(cj));
-}
-
-bool State::take_save_wanted() {
-  return cluster_->coordinator.take_save_wanted();
 }
 
 // Requests of this node to the coordinator in this daemon, and its answers,
@@ -101,49 +92,19 @@ void State::loop_back(std::vector<Outgoing>& out) {
         }
       } else {
         std::string_view body = o.frame.empty() ? o.body : std::string_view(o.frame);
-        on_link_frame(o.to.routing_id.substr(1), const_cast<char*>(body.data()), body.size(), out,
-                      o.held);
+        cluster_->on_link_frame(o.to.routing_id.substr(1), const_cast<char*>(body.data()),
+                                body.size(), out, o.held);
       }
     }
   }
-}
-
-void State::link_reconnected(const std::string& link, std::vector<Outgoing>& out) {
-  cluster_->node.resend(link, out);
-}
-
-bool State::has_link(const std::string& link) const {
-  return cluster_->node.has_link(link);
-}
-
-bool State::cluster_active() const {
-  return !cluster_->coordinator.empty() || cluster_->node.active();
 }
 
 Job* State::global_store(const std::string& id) {
   return cluster_->coordinator.global_store(id);
 }
 
-void State::set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
-                        std::string unavailable, uint32_t tree_width) {
-  cluster_->node.configure(std::move(node_id), peer_timeout, std::move(unavailable));
-  cluster_->coordinator.configure(peer_timeout, tree_width);
-}
-
-void State::set_node_name(std::string name) {
-  cluster_->node.set_name(std::move(name));
-}
-
-void State::set_link_cap(size_t total) {
-  cluster_->node.set_link_caps(NodeLinks::kLinksPerUid, total);
-}
-
 void State::keep_link(const std::string& coordinator) {
   cluster_->node.keep(coordinator);
-}
-
-void State::set_peer_endpoint(std::string endpoint) {
-  cluster_->node.set_peer_endpoint(std::move(endpoint));
 }
 
 void State::status_request(const ReplyTo& to, const proto::Status& m, std::vector<Outgoing>& out) {
@@ -153,28 +114,6 @@ void State::status_request(const ReplyTo& to, const proto::Status& m, std::vecto
       cluster_->node.ask_job_waits(to, *job, out))
     return;
   reply(to, status(to.peer_uid, m.job), out);
-}
-
-// The status replies whose job-wide waits came (or could not come).
-void State::answer_job_waits(std::vector<Outgoing>& out) {
-  for (auto& a : cluster_->node.take_job_waits()) {
-    try {
-      auto s = status(a.to.peer_uid, a.job);
-      if (a.waits && !s.jobs.empty()) {
-        s.jobs[0].waits = std::move(*a.waits);
-        s.jobs[0].job_wide = true;
-      }
-      reply(a.to, s, out);
-    } catch (const Error& e) {  // the job ended meanwhile
-      fail(a.to, e.code(), e.what(), out);
-    }
-  }
-}
-
-void State::on_link_frame(const std::string& link, void* data, size_t size,
-                          std::vector<Outgoing>& out, std::shared_ptr<void> held) {
-  cluster_->node.on_link_frame(link, data, size, out, std::move(held));
-  answer_job_waits(out);
 }
 
 void State::set_stuck_after(std::chrono::milliseconds after) {
@@ -188,18 +127,12 @@ std::vector<proto::WaitStatus> State::coordinated_waits(const std::string& job) 
 
 WaitCounts State::wait_counts() const {
   auto relayed = cluster_->node.wait_counts(Clock::now());
-  return {store_.parked() + relayed.parked, store_.stuck() + relayed.stuck, stuck_detected_};
+  return {store_.parked() + relayed.parked, store_.stuck() + relayed.stuck,
+          stuck_detected_ + cluster_->stuck_detected()};
 }
 
 std::vector<proto::WaitStatus> State::cluster_waits(const Job& job, Clock::time_point now) const {
   return cluster_->node.waits(job, now);
-}
-
-void State::cluster_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  cluster_->coordinator.tick(now, out);
-  cluster_->node.tick(now, out);
-  stuck_detected_ += cluster_->node.report_stuck(now);
-  answer_job_waits(out);
 }
 
 bool State::route_away(const Request& r) {
@@ -248,23 +181,6 @@ void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
 
 void State::cluster_job_removed(Job& job, std::vector<Outgoing>& out) {
   cluster_->node.job_removed(job, out);
-}
-
-// A node daemon reports to its jobs' coordinators; a coordinator hears its
-// nodes (each node once, however many jobs it shares: its freshest word).
-void State::cluster_metrics(metrics::Sample& s, Clock::time_point now) const {
-  auto age = [now](Clock::time_point t) { return std::chrono::duration<double>(now - t).count(); };
-  for (const auto& [link, l] : cluster_->node.links())
-    s.peers.push_back({link, "coordinator", age(l.last_heard), l.lost});
-  std::map<std::string, Clock::time_point> nodes;
-  for (const auto& [id, cj] : cluster_->coordinator.rounds())
-    for (const auto* list : {&cj.nodes, &cj.waiting})
-      for (const auto& n : *list) {
-        if (n.left) continue;
-        auto [it, fresh] = nodes.emplace(n.node_id, n.last_seen);
-        if (!fresh && n.last_seen > it->second) it->second = n.last_seen;
-      }
-  for (const auto& [node, seen] : nodes) s.peers.push_back({node, "node", age(seen), false});
 }
 
 }  // namespace muster::daemon

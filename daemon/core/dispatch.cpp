@@ -54,7 +54,7 @@ std::span<const Handler> State::local_handlers() {
        }},
       {MsgType::kGpuDrain,
        [](State& s, const Request& r) { s.gpus_.drain(r.to, r.unpack<proto::GpuDrain>(), r.out); }},
-      {MsgType::kShard, [](State& s, const Request& r) { s.shard_request(r.to, r.env, r.out); }},
+      {MsgType::kShard, [](State& s, const Request& r) { s.samplers_.shard(r); }},
       {MsgType::kRendezvous, [](State& s, const Request& r) { s.rendezvous(r.to, r.env, r.out); }},
       {MsgType::kClusterState,
        [](State& s, const Request& r) {

@@ -60,7 +60,7 @@ void State::leave(const proto::Leave& m, std::vector<Outgoing>& out) {
 
 void State::on_pid_exit(int64_t pid, std::vector<Outgoing>& out) {
   watch_.forget(pid);
-  progress_.launcher_ended(pid);  // a muster run ended: its samplers' progress goes
+  samplers_.launcher_ended(pid);
   std::vector<std::string> touched;
   jobs_.each_live_slot_of(pid, [&](Job& job, uint32_t i) {
     bool was_reserved = job.slots[i].state == SlotState::kReserved;
@@ -87,11 +87,9 @@ void State::maybe_remove(const std::string& id, std::vector<Outgoing>& out) {
   OutAnswers a(out);
   const std::string why = "job '" + id + "' ended: all its ranks exited";
   store_.fail_all(*job, ErrorCode::kPeerExited, why, a);
-  for (const auto& p : shard_waits_.drop_job(id)) a.error(p.to, ErrorCode::kPeerExited, why);
   log::info(log::job(id), "job=" + id + " ended");
   cluster_job_removed(*job, out);
-  shards_.drop(id);
-  progress_.job_ended(id);  // kept for the next generation only under a launcher
+  samplers_.job_ended(id, why, out);
   jobs_.erase(id);
 }
 

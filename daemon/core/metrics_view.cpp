@@ -32,7 +32,6 @@ void State::fill_metrics(metrics::Sample& s, Clock::time_point now) const {
     s.jobs.push_back(std::move(j));
   }
   s.stuck_detected = wait_counts().stuck_detected;
-  cluster_metrics(s, now);
 }
 
 }  // namespace muster::daemon

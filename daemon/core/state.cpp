@@ -11,11 +11,11 @@ namespace muster::daemon {
 
 State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch)
     : jobs_(std::move(allowed_devices), watch),
+      watch_(watch),
       stores_(
           store_, quotas_, *this,
           [this](const ReplyTo& to, const std::string& id) -> Job& { return store_job(to, id); }),
-      cluster_(new_cluster_tables(store_, jobs_)),
-      watch_(watch),
+      cluster_(new_multi_node()),
       admin_uid_(::geteuid()) {
   // A request type without its handler would be refused as an internal
   // error at its first use; a daemon built so does not start.
@@ -89,15 +89,14 @@ std::vector<uint64_t> State::forget_client_waits(const std::string& routing_id) 
   auto ids = store_.forget_client(routing_id, [this](const ReplyTo& to, const std::string& id) {
     return find_store_job(to, id);
   });
-  for (uint64_t id : shard_waits_.forget_client(routing_id)) ids.push_back(id);
+  for (uint64_t id : samplers_.forget_client(routing_id)) ids.push_back(id);
   return ids;
 }
 
 void State::cancel_all(std::vector<Outgoing>& out) {
   OutAnswers a(out);
   store_.cancel_all(a);
-  for (const auto& p : shard_waits_.drop_all())
-    a.error(p.to, ErrorCode::kShuttingDown, "musterd is stopping");
+  samplers_.cancel_all(out);
 }
 
 }  // namespace muster::daemon

@@ -28,13 +28,10 @@
 #include "core/gpu_health.hpp"
 #include "core/job_scope.hpp"
 #include "core/job_table.hpp"
-#include "core/permuter.hpp"
 #include "core/quotas.hpp"
 #include "core/reply.hpp"
 #include "core/request.hpp"
-#include "core/sampler_progress.hpp"
-#include "core/shard_cache.hpp"
-#include "core/shard_waits.hpp"
+#include "core/samplers.hpp"
 #include "core/store.hpp"
 #include "core/store_requests.hpp"
 #include "core/waits.hpp"
@@ -50,7 +47,7 @@
 namespace muster::daemon {
 
 // The multi-node side (cluster/): core code holds it only by pointer.
-struct ClusterTables;
+class MultiNode;
 struct CoordJob;
 
 class State {
@@ -79,13 +76,11 @@ class State {
   void cancel_all(std::vector<Outgoing>& out);
   // Logs, once each, the waits that became stuck by `now` (stuck.cpp).
   void report_stuck(Clock::time_point now);
-  // Where sampler permutations are computed; InlinePermuter (at once) until
-  // set. Set before the first request.
-  void set_permuter(std::unique_ptr<Permuter> p) { permuter_ = std::move(p); }
-  // Answers the shard requests whose permutation the Permuter finished, and
-  // starts the next one (shards.cpp). The server calls it when the
-  // Permuter's thread says one is done.
-  void permutations_done(std::vector<Outgoing>& out);
+  // The samplers' shards and progress (samplers.hpp): the server sets
+  // their Permuter and says when it finished; the state file saves and
+  // restores their progress.
+  Samplers& samplers() { return samplers_; }
+  const Samplers& samplers() const { return samplers_; }
   // Forgets the gets and waits parked for one local client, unanswered
   // (Store::forget_client); returns their request ids.
   std::vector<uint64_t> forget_client_waits(const std::string& routing_id);
@@ -136,37 +131,16 @@ class State {
   Holdings holdings(int64_t uid, bool exact = false) const;
   void grew(int64_t uid, uint64_t memory, uint64_t state) const;
 
-  // Multi-node (cluster/): this daemon's name among its peers and how long
-  // a silent peer may stay silent.
-  // `unavailable` says why this daemon cannot peer (no keys, say); empty
-  // when it can.
-  // tree_width: children per daemon in the relay tree of the jobs this
-  // daemon coordinates (0 = a flat star).
-  void set_cluster(std::string node_id, std::chrono::milliseconds peer_timeout,
-                   std::string unavailable, uint32_t tree_width);
-  // What this node is called in other nodes' rendezvous progress.
-  void set_node_name(std::string name);
-  // How many coordinators (links, each three ZeroMQ sockets and a
-  // connection) all jobs together may name (one uid's: NodeLinks).
-  void set_link_cap(size_t total);
-  // host:port of our peer listener, told to coordinators for the tree.
-  void set_peer_endpoint(std::string endpoint);
+  // The multi-node side (cluster/multi_node.hpp): the server reaches it
+  // here for its configuration, its links' frames and reconnects, its
+  // ticks, its rounds and its peers' metrics.
+  MultiNode& cluster() { return *cluster_; }
+  const MultiNode& cluster() const { return *cluster_; }
   // Requests that arrived on the peer socket (the benchmark counts them).
   uint64_t peer_requests() const { return peer_requests_; }
-  bool has_link(const std::string& link) const;
   // Handles the requests in `out` to the coordinator in this daemon, and
   // passes its answers to them on (cluster/tables.cpp).
   void loop_back(std::vector<Outgoing>& out);
-  // The connection to a coordinator was made again: requests in flight go again.
-  void link_reconnected(const std::string& link, std::vector<Outgoing>& out);
-  // A frame from the coordinator at `link` (the answer to something sent);
-  // `held` keeps data alive, for a reply that passes it on as it is.
-  void on_link_frame(const std::string& link, void* data, size_t size, std::vector<Outgoing>& out,
-                     std::shared_ptr<void> held = {});
-  // Heartbeats, lost peers, last calls and rendezvous timeouts.
-  void cluster_tick(Clock::time_point now, std::vector<Outgoing>& out);
-  // True while any multi-node work needs cluster_tick() called soon.
-  bool cluster_active() const;
 
   // Restarts (the state file): what survives one, and putting it back into
   // a fresh State before anyone is served.
@@ -183,18 +157,6 @@ class State {
   void restore_device_marks(const std::vector<DeviceMark>& marks) {
     jobs_.devices().restore(marks);
   }
-  // The resumable samplers' progress per run (sampler_progress.hpp), saved
-  // with the jobs; restore_progress puts an entry back and watches its
-  // launcher again (false, and nothing kept, when the launcher is gone).
-  const SamplerProgress& sampler_progress() const { return progress_; }
-  bool restore_progress(const std::string& job, SamplerRun run);
-  // The rounds of the multi-node jobs coordinated here, saved with the jobs
-  // (persist/round_codec.hpp), and one put back after a restart.
-  const std::map<std::string, CoordJob>& coordinated() const;
-  void restore_round(const std::string& job, CoordJob cj);
-  // True once after a coordinator change that no reply acknowledges but
-  // that must be saved before the round's replies go out.
-  bool take_save_wanted();
 
  private:
   // status()'s jobs, within the reply's bound (status.cpp).
@@ -238,16 +200,8 @@ class State {
   // status, of every job or of one; for a job that spans nodes, asked by
   // job, with the job-wide waits from its coordinator (cluster/).
   void status_request(const ReplyTo& to, const proto::Status& m, std::vector<Outgoing>& out);
-  void answer_job_waits(std::vector<Outgoing>& out);
-  // Sampler shards: each rank's indices, from permutations cached per job,
-  // or parked until the permutation is computed (shards.cpp).
-  void shard_request(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void answer_parked(Permuter::Done done, std::vector<Outgoing>& out);
   // A broadcast request for a job of this node only: always an error.
   [[noreturn]] void refuse_local_bcast(const proto::Envelope& env, const proto::MessageTraits& t);
-  // The resumable samplers' progress (sampler_requests.cpp).
-  void sampler_commit(const ReplyTo& to, const proto::SamplerCommit& m, std::vector<Outgoing>& out);
-  void sampler_resume(const ReplyTo& to, const proto::SamplerResume& m, std::vector<Outgoing>& out);
 
   // The job a store or barrier request works on: the local one, or for a
   // request from a peer, the coordinator's global store of that job.
@@ -273,8 +227,6 @@ class State {
   // A job coordinated here: its waits across its nodes, from their
   // heartbeats (empty while its round forms).
   std::vector<proto::WaitStatus> coordinated_waits(const std::string& job) const;
-  // The peer daemons' part of fill_metrics (cluster/tables.cpp).
-  void cluster_metrics(metrics::Sample& s, Clock::time_point now) const;
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
@@ -287,6 +239,7 @@ class State {
   void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
 
   JobTable jobs_;  // the jobs, their slots and GPU leases
+  PidWatch& watch_;
   // The last count of the stores' holdings per uid (holdings()).
   struct Counted {
     bool valid = false;
@@ -298,23 +251,19 @@ class State {
   };
   mutable Counted counted_;
   Quotas quotas_;
-  Store store_;                    // the waits on keys and barriers
-  StoreRequests stores_;           // the store and barrier requests (store_requests.hpp)
-  GpuHealth gpus_{jobs_, store_};  // failing and drained GPUs (gpu_health.hpp)
-  ShardCache shards_;
-  ShardWaits shard_waits_;
-  std::unique_ptr<Permuter> permuter_ = std::make_unique<InlinePermuter>();
-  SamplerProgress progress_;
+  Store store_;                       // the waits on keys and barriers
+  StoreRequests stores_;              // the store and barrier requests (store_requests.hpp)
+  GpuHealth gpus_{jobs_, store_};     // failing and drained GPUs (gpu_health.hpp)
+  Samplers samplers_{jobs_, watch_};  // shards and their progress (samplers.hpp)
   // Multi-node state.
-  static ClusterTables* new_cluster_tables(Store& store, JobTable& jobs);
-  struct ClusterTablesDelete {
-    void operator()(ClusterTables* t) const;
+  MultiNode* new_multi_node();
+  struct MultiNodeDelete {
+    void operator()(MultiNode* t) const;
   };
-  std::unique_ptr<ClusterTables, ClusterTablesDelete> cluster_;
+  std::unique_ptr<MultiNode, MultiNodeDelete> cluster_;
   std::string forwarding_job_;  // the job a Forward being handled may touch
   uint64_t peer_requests_ = 0;
   uint64_t stuck_detected_ = 0;  // stuck waits logged (wait_counts)
-  PidWatch& watch_;
   Clock::time_point started_ = Clock::now();
   // The uid besides root that may send what only root may (the message
   // table's "root" rows): the one the daemon runs as.

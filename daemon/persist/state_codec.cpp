@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "cluster/multi_node.hpp"
 #include "persist/cluster_codec.hpp"
 #include "persist/progress_codec.hpp"
 #include "persist/round_codec.hpp"
@@ -262,10 +263,10 @@ void encode_snapshot(const State& st, const ReplyCache& replies, uint64_t epoch,
   });
   key(p, "replies"), p.pack_array(static_cast<uint32_t>(saved.size()));
   for (const auto& [c, uid, e] : saved) encode_reply(p, *c, uid, *e);
-  const auto& runs = st.sampler_progress().all();
+  const auto& runs = st.samplers().progress().all();
   key(p, "progress"), p.pack_array(static_cast<uint32_t>(runs.size()));
   for (const auto& [job, run] : runs) progress_codec::pack_run(p, job, run, started);
-  const auto& rounds = st.coordinated();
+  const auto& rounds = st.cluster().rounds();
   key(p, "rounds"), p.pack_array(static_cast<uint32_t>(rounds.size()));
   for (const auto& [job, cj] : rounds) round_codec::pack_round(p, job, cj, true, spill);
   emit(std::string_view(buf.data(), buf.size()));

@@ -319,7 +319,7 @@ size_t StateFile::end_gone(State& st, const std::map<int64_t, bool>& alive) {
 void StateFile::append_progress(const State& st) {
   auto start = [this](int64_t pid) { return started(pid); };
   std::map<std::string, std::string> now;
-  for (const auto& [job, run] : st.sampler_progress().all()) {
+  for (const auto& [job, run] : st.samplers().progress().all()) {
     std::string bytes = progress_codec::run_record(job, run, start);
     auto w = written_progress_.find(job);
     if (w == written_progress_.end() || w->second != bytes) log_.append(sc::kProgress, bytes);
@@ -339,13 +339,13 @@ void StateFile::restore_progress(State& st, std::map<std::string, SamplerRun>& r
                      (run.launcher_started == 0 || start_time(pid) == run.launcher_started)))
       continue;
     if (pid > 0 && run.launcher_started) start_times_[pid] = run.launcher_started;
-    st.restore_progress(job, std::move(run));
+    st.samplers().restore_progress(job, std::move(run));
   }
 }
 
 void StateFile::note_written(const State& st) {
   written_progress_.clear();
-  for (const auto& [job, run] : st.sampler_progress().all())
+  for (const auto& [job, run] : st.samplers().progress().all())
     written_progress_[job] =
         progress_codec::run_record(job, run, [this](int64_t pid) { return started(pid); });
   written_.clear();

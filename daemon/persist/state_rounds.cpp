@@ -1,6 +1,7 @@
 // The coordinator's rounds in the state file (persist/round_codec.hpp): a
 // header record when a round changed, a record per key of its global store
 // set or erased, as for the node's own jobs (state_file.cpp).
+#include "cluster/multi_node.hpp"
 #include "persist/round_codec.hpp"
 #include "persist/state_codec.hpp"
 #include "persist/state_file.hpp"
@@ -19,7 +20,7 @@ size_t StateFile::round_room(const CoordJob& cj, size_t record) {
 void StateFile::append_rounds(const State& st) {
   size_t room = 0;
   std::map<std::string, Written> now;
-  for (const auto& [id, cj] : st.coordinated()) {
+  for (const auto& [id, cj] : st.cluster().rounds()) {
     auto w = written_rounds_.find(id);
     bool same = w != written_rounds_.end() && w->second.incarnation == cj.incarnation;
     // A closed round's header holds all its nodes: encoded at every save,
@@ -58,7 +59,7 @@ void StateFile::append_rounds(const State& st) {
 void StateFile::note_rounds(const State& st) {
   written_rounds_.clear();
   rounds_room_ = 0;
-  for (const auto& [id, cj] : st.coordinated()) {
+  for (const auto& [id, cj] : st.cluster().rounds()) {
     cj.store.kv.forget_changes();
     std::string header = round_codec::round_record(id, cj);
     rounds_room_ += round_room(cj, header.size());
@@ -69,7 +70,7 @@ void StateFile::note_rounds(const State& st) {
 void StateFile::restore_rounds(State& st, std::map<std::string, CoordJob>& rounds) {
   for (auto& [id, cj] : rounds) {
     cj.store.kv.forget_changes();
-    st.restore_round(id, std::move(cj));
+    st.cluster().restore_round(id, std::move(cj));
   }
 }
 

@@ -2,6 +2,7 @@
 // acknowledges it leaves (persist/state_file.hpp).
 #include <vector>
 
+#include "cluster/multi_node.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 #include "server/runtime.hpp"
@@ -28,7 +29,7 @@ void Server::Runtime::save_then_deliver() {
   if (acks) dirty = true;
   // A coordinated round changed without a reply that says so (it broke, a
   // broadcast started): saved all the same, before the round's replies.
-  if (state->take_save_wanted()) dirty = true;
+  if (state->cluster().take_save_wanted()) dirty = true;
   // A client never acts on an answer that a restarted daemon would not
   // know. When the save fails, replies that acknowledge a change wait for
   // one that works (retried every 100 ms: Server::watch_deadlines); a round

@@ -1,7 +1,7 @@
 // The daemon's Permuter (core/permuter.hpp): one worker thread that
 // computes sampler permutations, and an eventfd that it signals when one is
 // done, polled by the event loop, which then collects it
-// (State::permutations_done). The thread touches nothing but its own queue
+// (Samplers::permutations_done). The thread touches nothing but its own queue
 // and the arrays it fills.
 #pragma once
 

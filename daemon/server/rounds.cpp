@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cluster/multi_node.hpp"
 #include "log.hpp"
 #include "server/runtime.hpp"
 #include "server/server.hpp"
@@ -38,7 +39,7 @@ void Server::watch_deadlines() {
         0, std::chrono::duration_cast<std::chrono::milliseconds>(*d - Clock::now()).count() + 1);
   });
   // Heartbeats, lost peers and last calls run on a coarse clock.
-  rt.loop.add_wake_hint([&state] { return state.cluster_active() ? 50L : -1L; });
+  rt.loop.add_wake_hint([&state] { return state.cluster().active() ? 50L : -1L; });
   if (hooks_.status_changed)
     rt.loop.set_round_start([this, &rt, &state] {
       auto now_status = state.summary();
@@ -59,7 +60,7 @@ void Server::end_round() {
   auto& rt = *rt_;
   auto& state = *rt.state;
   state.expire(Clock::now(), rt.out);
-  if (state.cluster_active()) state.cluster_tick(Clock::now(), rt.out);
+  if (state.cluster().active()) state.cluster().tick(Clock::now(), rt.out);
   // Before the replies leave: a worker whose Attach is answered now is
   // released by muster run only then, so it is in its cgroup before exec.
   rt.cgroups->sync(state.jobs());

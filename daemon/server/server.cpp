@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "cluster/multi_node.hpp"
 #include "dirs/runtime_dir.hpp"
 #include "endpoint.hpp"
 #include "event/boundary.hpp"
@@ -83,10 +84,10 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
     unavailable = e.what();
   }
   std::string host = host_name();
-  rt_->state->set_cluster(host + ":" + cfg_.runtime_dir, cfg_.peer_timeout, unavailable,
-                          cfg_.tree_width);
+  rt_->state->cluster().configure(host + ":" + cfg_.runtime_dir, cfg_.peer_timeout, unavailable,
+                                  cfg_.tree_width);
   rt_->state->set_stuck_after(cfg_.stuck_after);
-  rt_->state->set_node_name(cfg_.node_name.empty() ? host : cfg_.node_name);
+  rt_->state->cluster().set_node_name(cfg_.node_name.empty() ? host : cfg_.node_name);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   leave_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0 || leave_fd_ < 0) throw Error(ErrorCode::kInternal, "eventfd failed");
@@ -195,7 +196,7 @@ void Server::bind_peer() {
   }
   peer_endpoint_ = p.get(zmq::sockopt::last_endpoint);
   cap_peer_port(std::stoi(peer_endpoint_.substr(peer_endpoint_.rfind(':') + 1)));
-  rt_->state->set_peer_endpoint(peer_endpoint_.substr(peer_endpoint_.find("://") + 3));
+  rt_->state->cluster().set_peer_endpoint(peer_endpoint_.substr(peer_endpoint_.find("://") + 3));
   // Tests and scripts that asked for any free port read it here.
   rt_->peer_endpoint_file = cfg_.runtime_dir + "/peer-endpoint";
   std::ofstream(rt_->peer_endpoint_file) << peer_endpoint_ << "\n";
@@ -220,7 +221,7 @@ void Server::start_fd_guard() {
   rt_->fds.emplace(rt_->ctx, limit, reserve);
   // A link to a coordinator costs three sockets (an fd each) and a
   // connection: all of them together get an eighth of the fds.
-  rt_->state->set_link_cap(std::max<uint64_t>(64, limit / 8));
+  rt_->state->cluster().set_link_cap(std::max<uint64_t>(64, limit / 8));
   arm_accept_guard();  // the backstop: accept_guard.hpp
   log::notice(
       "file descriptors: limit " + std::to_string(limit) +
@@ -354,7 +355,7 @@ void Server::Runtime::deliver() {
   }
   out.clear();
   unread->after_delivery(router, conns, *state, full.size());
-  links->prune([&](const std::string& name) { return state->has_link(name); });
+  links->prune([&](const std::string& name) { return state->cluster().has_link(name); });
 }
 
 namespace {
@@ -417,19 +418,21 @@ void Server::run() {
       [&](const std::string& name, zmq::message_t& frame) {
         // Shared, so that a reply can pass it on without a copy.
         auto held = std::make_shared<zmq::message_t>(std::move(frame));
-        state.on_link_frame(name, held->data(), held->size(), rt.out, held);
+        state.cluster().on_link_frame(name, held->data(), held->size(), rt.out, held);
       },
-      [&](const std::string& name) { state.link_reconnected(name, rt.out); });
+      [&](const std::string& name) { state.cluster().link_reconnected(name, rt.out); });
   // Sampler permutations are computed on a worker thread (shards.cpp).
   auto permuter = std::make_unique<PermuteThread>();
-  event::SocketEvent permuted(loop, kPermuted, [&] { state.permutations_done(rt.out); });
+  event::SocketEvent permuted(loop, kPermuted, [&] { state.samplers().permutations_done(rt.out); });
   permuted.schedule_fd(permuter->fd());
-  state.set_permuter(std::move(permuter));
+  state.samplers().set_permuter(std::move(permuter));
   event::SocketEvent local(loop, kLocal, [&] { rt.receive(rt.router, false); });
   local.schedule_socket(rt.router.handle(), true);
   watch_deadlines();
   rt.observe.attach(loop, [&](metrics::Sample& s) {
-    state.fill_metrics(s, Clock::now());
+    const auto now = Clock::now();
+    state.fill_metrics(s, now);
+    state.cluster().metrics(s, now);
     s.replies_dropped = rt.unread->replies_dropped();
   });
   rt.idle_since = Clock::now();

@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 
+#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 #include "persist/reply_cache.hpp"
@@ -102,7 +103,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PidWatch watch;
   State s({{0, "sim0"}, {1, "sim1"}}, watch);
-  s.set_cluster("here", std::chrono::milliseconds(2000), "", 16);
+  s.cluster().configure("here", std::chrono::milliseconds(2000), "", 16);
   StateFile file("/nonexistent");  // only encode() is used
   ReplyCache cache;
   const int64_t me = ::getpid();

@@ -34,6 +34,7 @@
 #include <map>
 #include <string>
 
+#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 #include "persist/reply_cache.hpp"
@@ -342,7 +343,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PidWatch watch;
   State s({{0, "sim0"}, {1, "sim1"}}, watch);
-  s.set_cluster("here", std::chrono::milliseconds(2000), "", 16);
+  s.cluster().configure("here", std::chrono::milliseconds(2000), "", 16);
   const Quotas q = small_quotas();
   s.set_quotas(q);
   StateFile file("/nonexistent");  // only encode() is used

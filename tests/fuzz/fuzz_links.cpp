@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 
+#include "cluster/multi_node.hpp"
 #include "cluster/node_links.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
@@ -67,8 +68,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PidWatch watch;
   State s({{0, "sim0"}}, watch);
-  s.set_cluster("here", std::chrono::milliseconds(2000), "", 4);
-  s.set_link_cap(kLinkCap);
+  s.cluster().configure("here", std::chrono::milliseconds(2000), "", 4);
+  s.cluster().set_link_cap(kLinkCap);
   const int64_t me = ::getpid();
   Bytes in{data, size};
   uint64_t id = 1;
@@ -149,7 +150,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             for (int k = in.next() % 32; k > 0; --k) frame += static_cast<char>(in.next());
         }
         step("a link frame", [&](std::vector<Outgoing>& out) {
-          s.on_link_frame(it->first, frame.data(), frame.size(), out);
+          s.cluster().on_link_frame(it->first, frame.data(), frame.size(), out);
         });
         break;
       }
@@ -157,13 +158,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (named.empty()) break;
         auto it = named.begin();
         std::advance(it, in.next() % named.size());
-        step("a reconnect", [&](std::vector<Outgoing>& out) { s.link_reconnected(*it, out); });
+        step("a reconnect",
+             [&](std::vector<Outgoing>& out) { s.cluster().link_reconnected(*it, out); });
         break;
       }
       case 6:
         now += std::chrono::milliseconds(250 * (1 + in.next() % 16));
         step("a tick", [&](std::vector<Outgoing>& out) {
-          s.cluster_tick(now, out);
+          s.cluster().tick(now, out);
           s.expire(now, out);
         });
         break;
@@ -181,7 +183,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (links.size() > NodeLinks::kLinksPerUid)
         die("uid " + std::to_string(u) + "'s jobs name " + std::to_string(links.size()) + " links");
     size_t live = 0;
-    for (const auto& l : named) live += s.has_link(l);
+    for (const auto& l : named) live += s.cluster().has_link(l);
     if (live > kLinkCap) die(std::to_string(live) + " links kept, over the cap");
   }
   return 0;

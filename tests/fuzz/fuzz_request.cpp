@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
 #include "log.hpp"
 #include "protocol/cluster_messages.hpp"
@@ -181,7 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PidWatch watch;
   State state({{0, "Sim GPU 0"}, {1, "Sim GPU 1"}, {2, "Sim GPU 2"}}, watch);
   // As a daemon that may peer: rendezvous requests get as far as a link.
-  state.set_cluster("fuzz-node:/run/fuzz", std::chrono::milliseconds(10000), "", 16);
+  state.cluster().configure("fuzz-node:/run/fuzz", std::chrono::milliseconds(10000), "", 16);
   std::vector<Outgoing> out;
   std::set<uint64_t> ids{0};
   for (auto f : frames) {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cluster/cluster.hpp"
+#include "cluster/multi_node.hpp"
 #include "core/ceilings.hpp"
 #include "core/state.hpp"
 #include "liveness/pidwatch.hpp"
@@ -66,7 +67,7 @@ TEST_CASE("a snapshot of 256 MiB of stores costs its buffer, not the state again
     cj.store.global_world_size = 1;
     for (int i = 0; i < kValues; ++i)
       cj.store.kv.set("k" + std::to_string(i), std::string(kValue, static_cast<char>('a' + i)));
-    st.restore_round("big~1000", std::move(cj));
+    st.cluster().restore_round("big~1000", std::move(cj));
   }
   StateFile f(dir.path());
   if (!reset_peak()) {
@@ -90,10 +91,10 @@ TEST_CASE("a snapshot of 256 MiB of stores costs its buffer, not the state again
   State back({}, watch);
   StateFile again(dir.path());
   again.load(back, replies);
-  REQUIRE(back.coordinated().count("big~1000"));
-  const auto& kv = back.coordinated().at("big~1000").store.kv;
+  REQUIRE(back.cluster().rounds().count("big~1000"));
+  const auto& kv = back.cluster().rounds().at("big~1000").store.kv;
   CHECK(kv.size() == kValues);
-  CHECK(kv.bytes() == st.coordinated().at("big~1000").store.kv.bytes());
+  CHECK(kv.bytes() == st.cluster().rounds().at("big~1000").store.kv.bytes());
   const bool same = *kv.find("k7") == std::string(kValue, 'h');
   CHECK(same);
 }

@@ -1,3 +1,5 @@
+// The samplers (samplers.hpp).
+//
 // Sampler shards: each rank's indices of torch's DistributedSampler, served
 // from one permutation per (job, generation, dataset_size, seed + epoch) so
 // that a node's ranks share the ~0.1 s randperm instead of each doing it.
@@ -27,9 +29,11 @@
 #include <bit>
 #include <cstring>
 
-#include "core/state.hpp"
+#include "core/out_answers.hpp"
+#include "core/samplers.hpp"
 #include "log.hpp"
 #include "protocol/limits.hpp"
+#include "protocol/sampler_messages.hpp"
 #include "sampler/sampler.hpp"
 
 namespace muster::daemon {
@@ -78,9 +82,10 @@ std::string shard_frame(uint64_t request_id, const ShardSpec& spec, uint64_t cou
 
 }  // namespace
 
-void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
-  auto m = proto::Shard::unpack(env.payload);
+void Samplers::shard(const Request& r) {
+  const ReplyTo& to = r.to;
+  std::vector<Outgoing>& out = r.out;
+  auto m = r.unpack<proto::Shard>();
   Job& job = jobs_.get(m.job);
   if (m.rank >= job.world_size())
     throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) +
@@ -117,40 +122,39 @@ void State::shard_request(const ReplyTo& to, const proto::Envelope& env,
   }
 
   const uint64_t seed = m.seed + m.epoch;  // wraps like shard_indices(); low 32 bits count
-  if (const uint32_t* perm = shards_.find(m.job, job.generation, n, seed)) {
+  if (const uint32_t* perm = cache_.find(m.job, job.generation, n, seed)) {
     out.push_back({to, shard_frame(to.request_id, spec, count, width,
                                    [perm](uint64_t p) { return perm[p]; })});
     return;
   }
   ShardCache::check_fits(n);
-  shard_waits_.park({m.job, job.generation, n, seed}, {to, spec});
+  waits_.park({m.job, job.generation, n, seed}, {to, spec});
   permutations_done(out);  // starts it (InlinePermuter: and answers at once)
 }
 
-void State::permutations_done(std::vector<Outgoing>& out) {
+void Samplers::permutations_done(std::vector<Outgoing>& out) {
   for (;;) {
     for (auto& done : permuter_->take()) answer_parked(std::move(done), out);
-    auto next = shard_waits_.next();
+    auto next = waits_.next();
     if (!next) return;
     // The room for it is taken now, so that what is cached plus what is
     // being computed stays within the budget.
-    shards_.reserve(next->key.n);
+    cache_.reserve(next->key.n);
     log::info("job=" + next->key.job + " computing sampler permutation n=" +
               std::to_string(next->key.n) + " seed+epoch=" + std::to_string(next->key.seed));
     permuter_->start(next->ticket, next->key.n, next->key.seed);
   }
 }
 
-void State::answer_parked(Permuter::Done done, std::vector<Outgoing>& out) {
-  auto f = shard_waits_.finish(done.ticket);
-  shards_.release(f.n);
+void Samplers::answer_parked(Permuter::Done done, std::vector<Outgoing>& out) {
+  auto f = waits_.finish(done.ticket);
+  cache_.release(f.n);
   if (!f.known) return;  // its job ended meanwhile: its requests were failed then
   if (!done.perm) {
     for (const auto& p : f.waiting)
-      fail(p.to, ErrorCode::kInternal,
-           "musterd could not allocate the " + mib_text(f.key.n * sizeof(uint32_t)) +
-               " permutation of " + std::to_string(f.key.n) + " samples",
-           out);
+      send_error(out, p.to, ErrorCode::kInternal,
+                 "musterd could not allocate the " + mib_text(f.key.n * sizeof(uint32_t)) +
+                     " permutation of " + std::to_string(f.key.n) + " samples");
     return;
   }
   const uint32_t* perm = done.perm.get();
@@ -158,7 +162,7 @@ void State::answer_parked(Permuter::Done done, std::vector<Outgoing>& out) {
   // took its computations with it: ShardWaits::drop_job).
   const Job* job = jobs_.find(f.key.job);
   if (job && job->generation == f.key.generation)
-    perm = shards_.insert(f.key.job, f.key.generation, f.key.n, f.key.seed, std::move(done.perm));
+    perm = cache_.insert(f.key.job, f.key.generation, f.key.n, f.key.seed, std::move(done.perm));
   const uint32_t width = f.key.n <= (uint64_t{1} << 32) ? 4 : 8;
   // Outside any request's handling (the server calls this when the worker
   // is done): what throws fails its request here, never the loop.
@@ -167,9 +171,57 @@ void State::answer_parked(Permuter::Done done, std::vector<Outgoing>& out) {
       out.push_back({p.to, shard_frame(p.to.request_id, p.spec, shard_size(p.spec), width,
                                        [perm](uint64_t i) { return perm[i]; })});
     } catch (const std::exception& e) {
-      fail(p.to, ErrorCode::kInternal, std::string("internal error: ") + e.what(), out);
+      send_error(out, p.to, ErrorCode::kInternal, std::string("internal error: ") + e.what());
     }
   }
+}
+
+// Resumable samplers (issue #24): sampler_commit records how far a sampler
+// of the job got, sampler_resume tells a later generation of the same run.
+// What is kept, and for how long, is SamplerProgress's (sampler_progress.hpp).
+// Those of a job that spans nodes never reach these handlers: they are
+// forwarded to its coordinator (cluster/coord_samplers.cpp).
+void Samplers::resume(const Request& r) {
+  auto m = r.unpack<proto::SamplerResume>();
+  const Job& job = jobs_.get(m.job);
+  proto::SamplerPlace place;
+  if (const auto* p = progress_.find(m.job, job.launcher_pid, m.dataset_size, m.seed, m.shuffle))
+    place = {true, p->epoch, p->consumed, p->drop_last};
+  r.reply(place);
+}
+
+void Samplers::commit(const Request& r) {
+  auto m = r.unpack<proto::SamplerCommit>();
+  const Job& job = jobs_.get(m.job);
+  if (m.rank >= job.world_size())
+    throw Error(ErrorCode::kInvalidArgument, "rank " + std::to_string(m.rank) +
+                                                 " is outside job '" + m.job + "' of world size " +
+                                                 std::to_string(job.world_size()));
+  const SamplerPlace place{m.dataset_size, m.seed, m.shuffle, m.drop_last, m.epoch, m.consumed};
+  const int64_t launcher = job.launcher_pid;
+  // A new entry lives as long as its launcher: watched from now on, and
+  // dropped in on_pid_exit. A launcher already gone takes its entry along.
+  if (progress_.commit(m.job, launcher, place) && launcher > 0 && !watch_.watch(launcher))
+    progress_.launcher_ended(launcher);
+  r.reply(proto::Ok{});
+}
+
+bool Samplers::restore_progress(const std::string& job, SamplerRun run) {
+  if (run.launcher_pid > 0 ? !watch_.watch(run.launcher_pid) : !jobs_.find(job)) return false;
+  progress_.restore(job, std::move(run));
+  return true;
+}
+
+void Samplers::job_ended(const std::string& id, const std::string& why,
+                         std::vector<Outgoing>& out) {
+  for (const auto& p : waits_.drop_job(id)) send_error(out, p.to, ErrorCode::kPeerExited, why);
+  cache_.drop(id);
+  progress_.job_ended(id);  // kept for the next generation only under a launcher
+}
+
+void Samplers::cancel_all(std::vector<Outgoing>& out) {
+  for (const auto& p : waits_.drop_all())
+    send_error(out, p.to, ErrorCode::kShuttingDown, "musterd is stopping");
 }
 
 }  // namespace muster::daemon
