@@ -205,7 +205,7 @@ struct Fixture {
   }
 
   std::string snapshot() {
-    auto st = s.status();
+    auto st = s.reports().status();
     st.uptime_s = 0;  // the one thing that changes by itself
     return file.encode(s, cache) + encode(0, st);
   }

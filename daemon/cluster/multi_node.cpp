@@ -35,6 +35,12 @@ void MultiNode::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   answer_job_waits(out);
 }
 
+WaitCounts MultiNode::relayed_counts(Clock::time_point now) const {
+  auto c = node.wait_counts(now);
+  c.stuck_detected = stuck_detected_;
+  return c;
+}
+
 void MultiNode::answer_job_waits(std::vector<Outgoing>& out) {
   for (auto& a : node.take_job_waits()) {
     try {

@@ -18,13 +18,14 @@
 #include "cluster/cluster.hpp"
 #include "cluster/coordinator.hpp"
 #include "cluster/node_links.hpp"
+#include "core/cluster_view.hpp"
 #include "metrics/sample.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 
 namespace muster::daemon {
 
-class MultiNode {
+class MultiNode final : public ClusterView {
  public:
   // A node's status reply for `viewer`, of job `job` (State::status): the
   // answers to a status that waited on its coordinator's job-wide waits.
@@ -58,8 +59,21 @@ class MultiNode {
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
   // True while any multi-node work needs tick() called soon.
   bool active() const { return !coordinator.empty() || node.active(); }
-  // The relayed waits logged as stuck so far (the store's are State's).
-  uint64_t stuck_detected() const { return stuck_detected_; }
+  // What the reports read (core/cluster_view.hpp).
+  proto::JobEvent cluster_state(const std::string& job) const override {
+    return node.cluster_state(job);
+  }
+  std::vector<proto::WaitStatus> relayed_waits(const Job& job,
+                                               Clock::time_point now) const override {
+    return node.waits(job, now);
+  }
+  std::vector<proto::WaitStatus> coordinated_waits(const std::string& job) const override {
+    return coordinator.job_waits_of(job);
+  }
+  WaitCounts relayed_counts(Clock::time_point now) const override;
+  Job* global_store(const std::string& id) override { return coordinator.global_store(id); }
+  size_t coordinated_count() const override { return coordinator.size(); }
+  void set_stuck_after(std::chrono::milliseconds after) override { node.set_stuck_after(after); }
 
   // The rounds of the multi-node jobs coordinated here, saved with the jobs
   // (persist/round_codec.hpp), and one put back after a restart.

@@ -15,12 +15,16 @@ namespace muster::daemon {
 
 MultiNode* State::new_multi_node() {
   return new MultiNode(store_, jobs_, [this](int64_t viewer, const std::string& job) {
-    return status(viewer, job);
+    return reports_.status(viewer, job);
   });
 }
 
 void State::MultiNodeDelete::operator()(MultiNode* t) const {
   delete t;
+}
+
+ClusterView& State::cluster_view() {
+  return *cluster_;
 }
 
 size_t State::job_count() const {
@@ -113,26 +117,7 @@ void State::status_request(const ReplyTo& to, const proto::Status& m, std::vecto
       job && job->visible_to(to.peer_uid) && job->cluster && job->cluster->formed &&
       cluster_->node.ask_job_waits(to, *job, out))
     return;
-  reply(to, status(to.peer_uid, m.job), out);
-}
-
-void State::set_stuck_after(std::chrono::milliseconds after) {
-  store_.set_stuck_after(after);
-  cluster_->node.set_stuck_after(after);
-}
-
-std::vector<proto::WaitStatus> State::coordinated_waits(const std::string& job) const {
-  return cluster_->coordinator.job_waits_of(job);
-}
-
-WaitCounts State::wait_counts() const {
-  auto relayed = cluster_->node.wait_counts(Clock::now());
-  return {store_.parked() + relayed.parked, store_.stuck() + relayed.stuck,
-          stuck_detected_ + cluster_->stuck_detected()};
-}
-
-std::vector<proto::WaitStatus> State::cluster_waits(const Job& job, Clock::time_point now) const {
-  return cluster_->node.waits(job, now);
+  reply(to, reports_.status(to.peer_uid, m.job), out);
 }
 
 bool State::route_away(const Request& r) {
@@ -168,10 +153,6 @@ void State::bcast_here(const Request& r, const Job& job) {
 
 void State::rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
   cluster_->node.rendezvous(to, env, out);
-}
-
-proto::JobEvent State::cluster_state(const std::string& job) const {
-  return cluster_->node.cluster_state(job);
 }
 
 void State::cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,

@@ -58,7 +58,8 @@ std::span<const Handler> State::local_handlers() {
       {MsgType::kRendezvous, [](State& s, const Request& r) { s.rendezvous(r.to, r.env, r.out); }},
       {MsgType::kClusterState,
        [](State& s, const Request& r) {
-         r.reply(proto::ClusterStateReply{s.cluster_state(r.unpack<proto::ClusterState>().job)});
+         auto m = r.unpack<proto::ClusterState>();
+         r.reply(proto::ClusterStateReply{s.cluster_view().cluster_state(m.job)});
        }},
       {MsgType::kBarrier, [](State& s, const Request& r) { s.stores_.barrier(r); }},
       {MsgType::kStoreSet, [](State& s, const Request& r) { s.stores_.set(r); }},

@@ -82,7 +82,7 @@ void State::expire(Clock::time_point now, std::vector<Outgoing>& out) {
   OutAnswers a(out);
   store_.expire(
       now, [this](const ReplyTo& to, const std::string& id) { return find_store_job(to, id); }, a);
-  report_stuck(now);
+  reports_.report_stuck(now);
 }
 
 std::vector<uint64_t> State::forget_client_waits(const std::string& routing_id) {

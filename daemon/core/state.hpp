@@ -30,6 +30,7 @@
 #include "core/job_table.hpp"
 #include "core/quotas.hpp"
 #include "core/reply.hpp"
+#include "core/reports.hpp"
 #include "core/request.hpp"
 #include "core/samplers.hpp"
 #include "core/store.hpp"
@@ -74,8 +75,6 @@ class State {
   GpuHealth& gpu_health() { return gpus_; }
   // Fails every pending wait (daemon shutting down).
   void cancel_all(std::vector<Outgoing>& out);
-  // Logs, once each, the waits that became stuck by `now` (stuck.cpp).
-  void report_stuck(Clock::time_point now);
   // The samplers' shards and progress (samplers.hpp): the server sets
   // their Permuter and says when it finished; the state file saves and
   // restores their progress.
@@ -85,23 +84,10 @@ class State {
   // (Store::forget_client); returns their request ids.
   std::vector<uint64_t> forget_client_waits(const std::string& routing_id);
 
-  // What `viewer` (a uid) may see: root and in-process callers (-1) see
-  // everything; anyone else sees their own jobs, and other uids' GPUs only
-  // as in use (access.cpp).
-  // only: that job alone (unknown_job when the viewer has none of that name).
-  proto::StatusReply status(int64_t viewer = -1, const std::string& only = "") const;
-  // Which rank is stuck where (waits.hpp): the open barriers and key waits
-  // of one job (empty for an unknown one), oldest first, and the counts of
-  // parked and stuck waits. A wait parked longer than stuck_after is logged
-  // once with its missing ranks, and counted in stuck_detected.
-  std::vector<proto::WaitStatus> open_waits(const std::string& job) const;
-  WaitCounts wait_counts() const;
-  void set_stuck_after(std::chrono::milliseconds after);
-  // The service manager's STATUS= line: jobs, GPU leases and live ranks.
-  std::string summary() const;
-  // What the metrics show of the GPUs, jobs and peer daemons
-  // (metrics/sample.hpp; core/metrics_view.cpp).
-  void fill_metrics(metrics::Sample& s, Clock::time_point now) const;
+  // Status, the summary line, metrics and the stuck-wait report
+  // (reports.hpp).
+  Reports& reports() { return reports_; }
+  const Reports& reports() const { return reports_; }
   size_t job_count() const;
   // Who else runs on the GPUs (--foreign-gpu-use); see GpuUse.
   void set_gpu_use(GpuUse use) { jobs_.set_gpu_use(std::move(use)); }
@@ -110,10 +96,6 @@ class State {
   // none. Unset (slurm-gpus = client): a client's device list only narrows.
   using SlurmGpus = std::function<std::vector<int64_t>(int64_t pid, int64_t owner)>;
   void set_slurm_gpus(SlurmGpus f) { slurm_gpus_ = std::move(f); }
-  // How jobs are contained here (contain/job_cgroups.hpp), for status.
-  void set_containment(std::string how) { containment_ = std::move(how); }
-  // Where the GPUs come from (gpu::Inventory::source), for status.
-  void set_gpu_source(std::string source) { gpu_source_ = std::move(source); }
 
   // The per-job and per-uid quotas (quotas.hpp); they apply to requests
   // from now on, never to what restore() brings back.
@@ -159,9 +141,6 @@ class State {
   }
 
  private:
-  // status()'s jobs, within the reply's bound (status.cpp).
-  void status_jobs(proto::StatusReply& s, int64_t viewer, const std::string& only,
-                   Clock::time_point now) const;
   template <class M>
   void reply(const ReplyTo& to, const M& m, std::vector<Outgoing>& out) {
     out.push_back({to, proto::encode(to.request_id, m)});
@@ -220,13 +199,6 @@ class State {
   // (tables.cpp).
   void bcast_here(const Request& r, const Job& job);
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  proto::JobEvent cluster_state(const std::string& job) const;
-  // This node's part of a multi-node job: the barriers and key waits its
-  // ranks (and its subtree) relay upstream (cluster/relay_waits.cpp).
-  std::vector<proto::WaitStatus> cluster_waits(const Job& job, Clock::time_point now) const;
-  // A job coordinated here: its waits across its nodes, from their
-  // heartbeats (empty while its round forms).
-  std::vector<proto::WaitStatus> coordinated_waits(const std::string& job) const;
   void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
                           std::vector<Outgoing>& out);
   void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
@@ -261,10 +233,12 @@ class State {
     void operator()(MultiNode* t) const;
   };
   std::unique_ptr<MultiNode, MultiNodeDelete> cluster_;
+  // The multi-node side as the reports read it (tables.cpp: the core
+  // cannot convert a MultiNode it sees only declared).
+  ClusterView& cluster_view();
   std::string forwarding_job_;  // the job a Forward being handled may touch
   uint64_t peer_requests_ = 0;
-  uint64_t stuck_detected_ = 0;  // stuck waits logged (wait_counts)
-  Clock::time_point started_ = Clock::now();
+  Reports reports_{jobs_, store_, cluster_view(), peer_requests_};
   // The uid besides root that may send what only root may (the message
   // table's "root" rows): the one the daemon runs as.
   int64_t admin_uid_;
@@ -272,8 +246,6 @@ class State {
   // points here while the handler reads it.
   std::string scoped_key_;
   SlurmGpus slurm_gpus_;
-  std::string containment_;
-  std::string gpu_source_;
 };
 
 }  // namespace muster::daemon

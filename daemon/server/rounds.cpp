@@ -42,7 +42,7 @@ void Server::watch_deadlines() {
   rt.loop.add_wake_hint([&state] { return state.cluster().active() ? 50L : -1L; });
   if (hooks_.status_changed)
     rt.loop.set_round_start([this, &rt, &state] {
-      auto now_status = state.summary();
+      auto now_status = state.reports().summary();
       if (now_status != rt.last_status) hooks_.status_changed(now_status);
       rt.last_status = std::move(now_status);
     });

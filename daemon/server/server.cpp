@@ -58,7 +58,7 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
   }
   rt_->state = std::make_unique<State>(allowed_, rt_->watch);
   rt_->state->set_quotas(cfg_.quotas);
-  rt_->state->set_gpu_source(inventory_.source);
+  rt_->state->reports().set_gpu_source(inventory_.source);
   if (auto nvml = inventory_.nvml)
     rt_->state->set_gpu_use(
         {[nvml](uint32_t i) { return gpu::compute_pids(*nvml, i); }, gpu::parent_pid,
@@ -86,7 +86,7 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
   std::string host = host_name();
   rt_->state->cluster().configure(host + ":" + cfg_.runtime_dir, cfg_.peer_timeout, unavailable,
                                   cfg_.tree_width);
-  rt_->state->set_stuck_after(cfg_.stuck_after);
+  rt_->state->reports().set_stuck_after(cfg_.stuck_after);
   rt_->state->cluster().set_node_name(cfg_.node_name.empty() ? host : cfg_.node_name);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   leave_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -123,7 +123,7 @@ void Server::bind() {
   load_state();
   rt_->cgroups =
       std::make_unique<contain::JobCgroups>(cfg_.containment, cfg_.runtime_dir, rt_->watch);
-  rt_->state->set_containment(rt_->cgroups->description());
+  rt_->state->reports().set_containment(rt_->cgroups->description());
   // We hold the lock, so a socket file left here is stale.
   rt_->socket_path = cfg_.runtime_dir + "/musterd.sock";
   ::unlink(rt_->socket_path.c_str());
@@ -431,7 +431,7 @@ void Server::run() {
   watch_deadlines();
   rt.observe.attach(loop, [&](metrics::Sample& s) {
     const auto now = Clock::now();
-    state.fill_metrics(s, now);
+    state.reports().fill_metrics(s, now);
     state.cluster().metrics(s, now);
     s.replies_dropped = rt.unread->replies_dropped();
   });

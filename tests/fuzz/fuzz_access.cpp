@@ -88,7 +88,7 @@ Answer send(State& s, const Sender& who, const std::string& frame) {
 // own: several users may each have one).
 std::set<int64_t> owners_of(const State& s, const std::string& job) {
   std::set<int64_t> owners;
-  for (const auto& j : s.status().jobs)
+  for (const auto& j : s.reports().status().jobs)
     if (j.id == job) owners.insert(j.uid);
   return owners;
 }

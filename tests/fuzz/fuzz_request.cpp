@@ -201,7 +201,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& o : out) check_reply(o, ids);
     out.clear();
   }
-  check_reply({{kRoutingId, false, 0}, proto::encode(0, state.status()), {}}, ids);
+  check_reply({{kRoutingId, false, 0}, proto::encode(0, state.reports().status()), {}}, ids);
 
   state.on_pid_exit(1, out);
   state.expire(Clock::now() + std::chrono::hours(25), out);

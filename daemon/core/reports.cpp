@@ -1,3 +1,4 @@
+// What the daemon says of itself (reports.hpp).
 #include <unistd.h>
 
 #include <algorithm>
@@ -5,8 +6,9 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "core/state.hpp"
+#include "core/reports.hpp"
 #include "job_id.hpp"
+#include "log.hpp"
 #include "muster_config.h"
 #include "protocol/limits.hpp"
 
@@ -94,7 +96,7 @@ bool status_names(const std::string& key, const std::string& only) {
 
 }  // namespace
 
-proto::StatusReply State::status(int64_t viewer, const std::string& only) const {
+proto::StatusReply Reports::status(int64_t viewer, const std::string& only) const {
   if (!only.empty() && std::none_of(jobs_.begin(), jobs_.end(), [&](const auto& j) {
         return j.second.visible_to(viewer) && status_names(j.first, only);
       }))
@@ -145,8 +147,8 @@ proto::StatusReply State::status(int64_t viewer, const std::string& only) const 
 // budget) whatever other users run. The viewer's own jobs come first,
 // then others' while the budget lasts; a job cut short says how many of
 // its ranks and waits were left out, the reply how many jobs.
-void State::status_jobs(proto::StatusReply& s, int64_t viewer, const std::string& only,
-                        Clock::time_point now) const {
+void Reports::status_jobs(proto::StatusReply& s, int64_t viewer, const std::string& only,
+                          Clock::time_point now) const {
   // Others' jobs take turns by owner (each uid's first, then each uid's
   // second, ...): one user's many jobs cannot push out another's few.
   std::vector<std::pair<size_t, const Job*>> shown;
@@ -186,9 +188,10 @@ void State::status_jobs(proto::StatusReply& s, int64_t viewer, const std::string
                           live ? cpus_of(slot.pid, now) : ""});
     }
     // A rendezvous still forming: who joined, as the coordinator last said.
-    if (job.cluster && !job.cluster->formed) js.forming = cluster_state(id).forming;
+    if (job.cluster && !job.cluster->formed) js.forming = cluster_.cluster_state(id).forming;
     js.numa_binding = job.numa_binding;
-    js.waits = job.cluster ? cluster_waits(job, now) : daemon::open_waits(job, store_, now);
+    js.waits =
+        job.cluster ? cluster_.relayed_waits(job, now) : daemon::open_waits(job, store_, now);
     for (size_t w = 0; w < js.waits.size(); ++w) {
       size_t cost = kWaitObjects + kWaitRankObjects * js.waits[w].ranks.size();
       if (budget < cost) {
@@ -204,7 +207,7 @@ void State::status_jobs(proto::StatusReply& s, int64_t viewer, const std::string
 
 // Counted here rather than from status(), which reads each rank's /proc
 // file: the summary is taken at the start of every round of the event loop.
-std::string State::summary() const {
+std::string Reports::summary() const {
   size_t devices = 0, leased = 0, ranks = 0;
   for (const auto& d : jobs_.devices().slots()) {
     ++devices;
@@ -215,6 +218,93 @@ std::string State::summary() const {
       if (slot_live(job.slots[i].state)) ++ranks;
   return std::to_string(jobs_.size()) + " job(s), " + std::to_string(leased) + " of " +
          std::to_string(devices) + " GPU(s) leased, " + std::to_string(ranks) + " rank(s)";
+}
+
+// The stuck-wait report: a barrier or key wait parked longer than
+// --stuck-after is logged once, with the ranks it waits for, when the
+// Store's timer for it comes (the loop wakes for it: no polling).
+std::vector<proto::WaitStatus> Reports::open_waits(const std::string& id) const {
+  const Job* job = jobs_.find(id);
+  if (!job) return {};
+  return daemon::open_waits(*job, store_, Clock::now());
+}
+
+void Reports::report_stuck(Clock::time_point now) {
+  for (uint64_t id : store_.take_stuck(now)) {
+    Store::Waiter* w = store_.find(id);
+    // A peer's wait is in the global store of a job coordinated here.
+    Job* job = !w ? nullptr : w->to.from_peer ? cluster_.global_store(w->job) : jobs_.find(w->job);
+    if (!job) continue;
+    std::string kind = "barrier", name = w->barrier;
+    if (w->kind == Store::Kind::kBarrier) {
+      auto b = job->barriers.find(w->barrier);
+      if (b == job->barriers.end() || b->second.stuck_logged) continue;
+      b->second.stuck_logged = true;
+    } else {
+      if (w->stuck_logged) continue;
+      // One line for every rank waiting for the same keys now.
+      for (uint64_t other : job->key_waiters)
+        if (Store::Waiter* o = store_.find(other); o && o->keys == w->keys) o->stuck_logged = true;
+      kind = "key", name.clear();
+      for (const auto& k : w->keys) name += (name.empty() ? "" : ", ") + k;
+    }
+    // The coordinator's store counts whole subtrees: the nodes' heartbeats
+    // name the missing ranks, once they came.
+    name = proto::bounded_wait_name(std::move(name));  // as the waits name it
+    auto waits =
+        job->global ? cluster_.coordinated_waits(job->id) : std::vector<proto::WaitStatus>{};
+    bool named = std::any_of(waits.begin(), waits.end(),
+                             [&](const auto& s) { return s.kind == kind && s.name == name; });
+    if (!named) waits = daemon::open_waits(*job, store_, now);
+    for (const auto& s : waits)
+      if (s.kind == kind && s.name == name) {
+        ++stuck_detected_;
+        log::warning("job=" + job->id + " stuck: " + describe(s));
+        break;
+      }
+  }
+}
+
+WaitCounts Reports::wait_counts() const {
+  auto relayed = cluster_.relayed_counts(Clock::now());
+  return {store_.parked() + relayed.parked, store_.stuck() + relayed.stuck,
+          stuck_detected_ + relayed.stuck_detected};
+}
+
+void Reports::set_stuck_after(std::chrono::milliseconds after) {
+  store_.set_stuck_after(after);
+  cluster_.set_stuck_after(after);
+}
+
+// The daemon's state as the metrics show it (metrics/sample.hpp): counted
+// on the loop's thread, into plain values that the HTTP thread may read.
+void Reports::fill_metrics(metrics::Sample& s, Clock::time_point now) const {
+  s.uptime_s = std::chrono::duration<double>(now - started_).count();
+  // Labels say a job by its name and its owner apart (common/job_id.hpp).
+  auto owner_of = [](int64_t uid) { return uid < 0 ? std::string() : std::to_string(uid); };
+  for (const auto& d : jobs_.devices().slots())
+    s.gpus.push_back({d.device.index, d.device.uuid, std::string(job_name(d.job)),
+                      d.job.empty() ? "" : owner_of(jobs_.get(d.job).owner_uid),
+                      !d.quarantined().empty(), !d.drain.empty()});
+  for (const auto& [id, job] : jobs_) {
+    metrics::JobSample j;
+    j.id = job_name(id);
+    j.owner = owner_of(job.owner_uid);
+    j.generation = job.generation;
+    j.world_size = job.world_size();
+    for (const auto& slot : job.slots) {
+      auto i = static_cast<size_t>(slot.state);
+      if (i < metrics::kSlotStates) ++j.ranks[i];
+    }
+    j.parked_waits = job.key_waiters.size();
+    for (const auto& [name, b] : job.barriers) j.parked_waits += b.waiters.size();
+    for (const auto& w : open_waits(id))
+      if (w.stuck) ++j.stuck_waits;
+    j.store_bytes = job.kv.bytes();
+    j.store_keys = job.kv.size();
+    s.jobs.push_back(std::move(j));
+  }
+  s.stuck_detected = wait_counts().stuck_detected;
 }
 
 }  // namespace muster::daemon
