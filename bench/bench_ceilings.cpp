@@ -1,5 +1,5 @@
 // What the global ceilings' accounting costs a request that grows a store
-// or parks (daemon/core/ceilings.hpp): State::holdings, as a request asks
+// or parks (daemon/core/ceilings.hpp): HoldingsCount::of, as a request asks
 // it (the last count plus the growth since: "check") and as an exact count
 // that walks the node's jobs and the rounds it coordinates ("count": when a
 // job came or went, once a second, and before a refusal). Timed per call
@@ -37,7 +37,7 @@ int main() {
       std::vector<double> runs;
       for (int r = 0; r < 5; ++r) {
         auto t0 = Clock::now();
-        for (int k = 0; k < kCalls; ++k) sink += st.holdings(1000 + k % 16, exact).memory_mine;
+        for (int k = 0; k < kCalls; ++k) sink += st.holdings().of(1000 + k % 16, exact).memory_mine;
         runs.push_back(bench::seconds(Clock::now() - t0) / kCalls * 1e6);
       }
       return bench::median(runs);

@@ -73,6 +73,9 @@ class MultiNode final : public ClusterView {
   WaitCounts relayed_counts(Clock::time_point now) const override;
   Job* global_store(const std::string& id) override { return coordinator.global_store(id); }
   size_t coordinated_count() const override { return coordinator.size(); }
+  void each_global_store(const std::function<void(const Job&)>& f) const override {
+    for (const auto& [id, cj] : coordinator.rounds()) f(cj.store);
+  }
   void set_stuck_after(std::chrono::milliseconds after) override { node.set_stuck_after(after); }
 
   // The rounds of the multi-node jobs coordinated here, saved with the jobs

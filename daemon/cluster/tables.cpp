@@ -31,43 +31,6 @@ size_t State::job_count() const {
   return jobs_.size() + cluster_->coordinator.size();
 }
 
-// Here, not in core/quotas.cpp: the rounds' global stores are the cluster's.
-Holdings State::holdings(int64_t uid, bool exact) const {
-  const auto now = Clock::now();
-  if (exact || !counted_.valid || counted_.job_changes != jobs_.changes() ||
-      counted_.rounds != cluster_->rounds().size() || now - counted_.at > std::chrono::seconds(1)) {
-    Counted c;
-    c.valid = true, c.job_changes = jobs_.changes(), c.rounds = cluster_->rounds().size(),
-    c.at = now;
-    auto add = [&](int64_t owner, const KeyValues& kv) {
-      auto& [memory, state] = c.stores[owner];
-      memory += store_cost(kv.size(), kv.bytes()), state += kv.bytes();
-      c.memory += store_cost(kv.size(), kv.bytes()), c.state += kv.bytes();
-    };
-    for (const auto& [id, job] : jobs()) add(charged_uid(job), job.kv);
-    for (const auto& [id, cj] : cluster_->rounds()) add(charged_uid(cj.store), cj.store.kv);
-    counted_ = std::move(c);
-  }
-  Holdings h;
-  h.memory_total = counted_.memory, h.state_total = counted_.state;
-  if (auto it = counted_.stores.find(uid); it != counted_.stores.end())
-    h.memory_mine = it->second.first, h.state_mine = it->second.second;
-  h.active = counted_.stores.size() + !counted_.stores.count(uid);
-  for (const auto& [owner, bytes] : store_.parked_bytes()) {
-    h.memory_total += bytes;
-    if (owner == uid) h.memory_mine += bytes;
-    if (owner != uid && !counted_.stores.count(owner)) ++h.active;
-  }
-  return h;
-}
-
-void State::grew(int64_t uid, uint64_t memory, uint64_t state) const {
-  if (!counted_.valid) return;
-  auto& [m, s] = counted_.stores[uid];
-  m += memory, s += state;
-  counted_.memory += memory, counted_.state += state;
-}
-
 // Requests of this node to the coordinator in this daemon, and its answers,
 // handled here before the round's save and its replies: a kill -9 then
 // keeps both sides' work or neither (the coordinator answered node 0's

@@ -1,5 +1,5 @@
 // Who may do what: the one check every request passes before its handler
-// runs (State::handle calls admit(), then authorize()). The rules are the
+// runs (State::handle calls admit(), scope_job() and authorize()). The rules are the
 // message table's (common/protocol/message_table.hpp), applied here:
 //
 //  - Scope: a request may arrive only on the socket its row names; peer
@@ -28,11 +28,12 @@
 // -1 marks an in-process caller, for which the owner and pid rules have
 // nothing to check against (see ReplyTo). Everything here only reads: a
 // refused request changes no state.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <optional>
 
-#include "core/state.hpp"
+#include "core/access.hpp"
 #include "liveness/proc_uids.hpp"
 #include "protocol/limits.hpp"
 
@@ -75,7 +76,7 @@ Claims claims_of(const proto::Envelope& env, const proto::MessageTraits& t) {
 
 }  // namespace
 
-const proto::MessageTraits& State::admit(const ReplyTo& to, const proto::Envelope& env) const {
+const proto::MessageTraits& Access::admit(const ReplyTo& to, const proto::Envelope& env) {
   const proto::MessageTraits* t = proto::message_traits(env.type);
   if (!t)  // decode_envelope refuses these already; the table decides either way
     throw Error(ErrorCode::kUnknownType, "unknown message type " + std::to_string(env.type));
@@ -92,8 +93,8 @@ const proto::MessageTraits& State::admit(const ReplyTo& to, const proto::Envelop
   return *t;
 }
 
-void State::authorize(const ReplyTo& to, const proto::Envelope& env,
-                      const proto::MessageTraits& t) const {
+void Access::authorize(const ReplyTo& to, const proto::Envelope& env,
+                       const proto::MessageTraits& t) const {
   if (t.sender == proto::Sender::kAdmin && to.peer_uid >= 0 && to.peer_uid != 0 &&
       to.peer_uid != admin_uid_)
     throw Error(
@@ -143,6 +144,29 @@ void State::authorize(const ReplyTo& to, const proto::Envelope& env,
                       std::to_string(to.peer_uid) +
                       " (real, effective, saved and filesystem uid); uid " +
                       std::to_string(to.peer_uid) + " may not claim it");
+}
+
+std::vector<int64_t> Access::slurm_narrow(int64_t pid, int64_t owner, bool wants_gpu,
+                                          std::vector<int64_t> asked) const {
+  if (!slurm_gpus_ || !wants_gpu || jobs_.devices().slots().empty()) return asked;
+  const auto allowed = slurm_gpus_(pid, owner);
+  if (asked.empty()) return allowed;
+  // The client's list (SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES, --devices)
+  // narrows the allocation, never widens it.
+  std::vector<int64_t> both;
+  for (auto d : asked)
+    if (std::find(allowed.begin(), allowed.end(), d) != allowed.end()) both.push_back(d);
+  if (both.empty()) {
+    auto list = [](const std::vector<int64_t>& v) {
+      std::string s;
+      for (auto d : v) s += (s.empty() ? "" : ",") + std::to_string(d);
+      return s;
+    };
+    throw Error(ErrorCode::kNoDevice, "none of the GPUs asked for (" + list(asked) +
+                                          ") is in the Slurm job's allocation (" + list(allowed) +
+                                          ")");
+  }
+  return both;
 }
 
 }  // namespace muster::daemon

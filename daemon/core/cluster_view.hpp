@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,9 @@ class ClusterView {
   virtual WaitCounts relayed_counts(Clock::time_point now) const = 0;
   // The global store of a job coordinated here, if any.
   virtual Job* global_store(const std::string& id) = 0;
-  // How many jobs are coordinated here.
+  // How many jobs are coordinated here, and each one's global store.
   virtual size_t coordinated_count() const = 0;
+  virtual void each_global_store(const std::function<void(const Job&)>& f) const = 0;
   virtual void set_stuck_after(std::chrono::milliseconds after) = 0;
 
  protected:

@@ -27,7 +27,7 @@ std::span<const Handler> State::local_handlers() {
        [](State& s, const Request& r) {
          auto m = r.unpack<proto::Join>();
          const int64_t owner = r.scope.owner;
-         auto info = s.jobs_.join(m, owner, s.slurm_narrow(m.pid, owner, m.wants_gpu, {}));
+         auto info = s.jobs_.join(m, owner, s.access_.slurm_narrow(m.pid, owner, m.wants_gpu, {}));
          info.job = r.scope.spoken();
          r.reply(info);
        }},
@@ -40,7 +40,8 @@ std::span<const Handler> State::local_handlers() {
        [](State& s, const Request& r) {
          auto m = r.unpack<proto::Reserve>();
          const int64_t owner = r.scope.owner;
-         m.devices = s.slurm_narrow(m.launcher_pid, owner, m.wants_gpu, std::move(m.devices));
+         m.devices =
+             s.access_.slurm_narrow(m.launcher_pid, owner, m.wants_gpu, std::move(m.devices));
          r.reply(s.jobs_.reserve(m, owner));
        }},
       {MsgType::kAttach,

@@ -22,29 +22,6 @@ Job& State::store_job(const ReplyTo& to, const std::string& id) {
   throw Error(ErrorCode::kUnknownJob, "no job '" + id + "' on this daemon");
 }
 
-std::vector<int64_t> State::slurm_narrow(int64_t pid, int64_t owner, bool wants_gpu,
-                                         std::vector<int64_t> asked) const {
-  if (!slurm_gpus_ || !wants_gpu || jobs_.devices().slots().empty()) return asked;
-  const auto allowed = slurm_gpus_(pid, owner);
-  if (asked.empty()) return allowed;
-  // The client's list (SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES, --devices)
-  // narrows the allocation, never widens it.
-  std::vector<int64_t> both;
-  for (auto d : asked)
-    if (std::find(allowed.begin(), allowed.end(), d) != allowed.end()) both.push_back(d);
-  if (both.empty()) {
-    auto list = [](const std::vector<int64_t>& v) {
-      std::string s;
-      for (auto d : v) s += (s.empty() ? "" : ",") + std::to_string(d);
-      return s;
-    };
-    throw Error(ErrorCode::kNoDevice, "none of the GPUs asked for (" + list(asked) +
-                                          ") is in the Slurm job's allocation (" + list(allowed) +
-                                          ")");
-  }
-  return both;
-}
-
 void State::restore(Job job) {
   // Heartbeats to the job's coordinator start again on their own.
   if (job.cluster) keep_link(job.cluster->coordinator);

@@ -18,8 +18,8 @@
 // only its own jobs; an owner field naming another uid is refused.
 #include <algorithm>
 
+#include "core/access.hpp"
 #include "core/job_scope.hpp"
-#include "core/state.hpp"
 #include "job_id.hpp"
 #include "liveness/pidwatch.hpp"
 #include "protocol/limits.hpp"
@@ -72,8 +72,8 @@ std::string JobScope::speak(std::string text) const {
   return text;
 }
 
-JobScope State::scope_job(const ReplyTo& to, const proto::Envelope& env,
-                          const proto::MessageTraits& t) {
+JobScope Access::scope_job(const ReplyTo& to, const proto::Envelope& env,
+                           const proto::MessageTraits& t) {
   JobScope s;
   if (t.sender != proto::Sender::kJobOwner) return s;
   msgpack::object* job = field_of(env.payload, "job");
@@ -110,7 +110,7 @@ JobScope State::scope_job(const ReplyTo& to, const proto::Envelope& env,
     s.other_owner = *named > 0;
   }
   s.key = job_key(s.owner, s.name);
-  // In place: the key lives in the State until the next request, past the
+  // In place: the key lives in this Access until the next request, past the
   // handler's reading of the payload (handlers copy what they keep).
   scoped_key_ = s.key;
   job->via.str.ptr = scoped_key_.data();
@@ -120,7 +120,7 @@ JobScope State::scope_job(const ReplyTo& to, const proto::Envelope& env,
   return s;
 }
 
-void State::check_registered(const JobScope& s, int64_t pid) const {
+void Access::check_registered(const JobScope& s, int64_t pid) const {
   const Job* job = jobs_.find(s.key);
   bool registered = job && std::any_of(job->slots.begin(), job->slots.end(), [&](const Slot& x) {
                       return (x.state == SlotState::kRunning &&

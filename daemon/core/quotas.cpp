@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "core/state.hpp"
+#include "core/holdings_count.hpp"
 #include "job_id.hpp"
 #include "log.hpp"
 #include "muster/error.hpp"
@@ -52,7 +52,7 @@ int64_t charged_uid(const Job& job) {
 }
 
 void check_store_growth(const Job& job, const Quotas& q, uint64_t keys, uint64_t bytes,
-                        const State& st) {
+                        const HoldingsCount& held) {
   uint64_t keys_now = job.kv.size(), bytes_now = job.kv.bytes();
   if (q.store_keys && keys > q.store_keys && keys > keys_now)
     exceeded("job '" + job.id + "' store holds " + std::to_string(keys_now) +
@@ -68,22 +68,23 @@ void check_store_growth(const Job& job, const Quotas& q, uint64_t keys, uint64_t
     const uint64_t memory = after - before, state = bytes > bytes_now ? bytes - bytes_now : 0;
     // Against the bound first; only a refusal is worth an exact count.
     try {
-      check_ceilings(q.memory, q.state, st.holdings(uid), uid, memory, state);
+      check_ceilings(q.memory, q.state, held.of(uid), uid, memory, state);
     } catch (const Error&) {
-      check_ceilings(q.memory, q.state, st.holdings(uid, true), uid, memory, state);
+      check_ceilings(q.memory, q.state, held.of(uid, true), uid, memory, state);
     }
-    st.grew(uid, memory, state);
+    held.grew(uid, memory, state);
   }
 }
 
 void check_store_quota(const Job& job, const Quotas& q, const std::string& key, size_t value_bytes,
-                       const State& st) {
+                       const HoldingsCount& held) {
   const std::string* old = job.kv.find(key);
   uint64_t bytes = job.kv.bytes() - (old ? old->size() : 0) + (old ? 0 : key.size()) + value_bytes;
-  check_store_growth(job, q, job.kv.size() + (old ? 0 : 1), bytes, st);
+  check_store_growth(job, q, job.kv.size() + (old ? 0 : 1), bytes, held);
 }
 
-void check_parked_quota(const Job& job, const Quotas& q, uint64_t key_bytes, const State& st) {
+void check_parked_quota(const Job& job, const Quotas& q, uint64_t key_bytes,
+                        const HoldingsCount& held) {
   // Every wait passes here before it parks: a job whose GPU failed
   // (gpu_health.cpp) waits no more, it is told why.
   if (!job.device_failure.empty()) throw Error(ErrorCode::kDeviceFailed, job.device_failure);
@@ -96,9 +97,9 @@ void check_parked_quota(const Job& job, const Quotas& q, uint64_t key_bytes, con
   if (q.memory) {
     const int64_t uid = charged_uid(job);
     try {
-      check_ceilings(q.memory, 0, st.holdings(uid), uid, Store::parked_cost(key_bytes), 0);
+      check_ceilings(q.memory, 0, held.of(uid), uid, Store::parked_cost(key_bytes), 0);
     } catch (const Error&) {
-      check_ceilings(q.memory, 0, st.holdings(uid, true), uid, Store::parked_cost(key_bytes), 0);
+      check_ceilings(q.memory, 0, held.of(uid, true), uid, Store::parked_cost(key_bytes), 0);
     }
   }
 }

@@ -42,22 +42,23 @@ struct Quotas {
   uint64_t state = 0;
 };
 
-class State;
+class HoldingsCount;
 
 // Throws quota_exceeded when setting `key` to a value of `value_bytes`
 // bytes would take the job's store over its key or byte quota, or the
 // daemon or the job's owner over a ceiling (st: what everyone holds). A
 // change that does not grow the store is always allowed.
 void check_store_quota(const Job& job, const Quotas& q, const std::string& key, size_t value_bytes,
-                       const State& st);
+                       const HoldingsCount& held);
 // Throws quota_exceeded when a change would leave the job's store with
 // `keys` keys and `bytes` bytes over a quota or a ceiling it grows towards.
 void check_store_growth(const Job& job, const Quotas& q, uint64_t keys, uint64_t bytes,
-                        const State& st);
+                        const HoldingsCount& held);
 // Throws quota_exceeded when the job already has its quota of parked
 // requests, or when one naming `key_bytes` bytes of keys would take the
 // daemon or the job's owner over the memory ceiling.
-void check_parked_quota(const Job& job, const Quotas& q, uint64_t key_bytes, const State& st);
+void check_parked_quota(const Job& job, const Quotas& q, uint64_t key_bytes,
+                        const HoldingsCount& held);
 
 // Sets q.memory and q.state where they are to be derived from the machine
 // (core/ceilings.hpp; dir_fd: the state directory) and logs each ceiling

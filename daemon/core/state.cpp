@@ -12,11 +12,10 @@ namespace muster::daemon {
 State::State(std::vector<gpu::Device> allowed_devices, PidWatch& watch)
     : jobs_(std::move(allowed_devices), watch),
       watch_(watch),
-      stores_(
-          store_, quotas_, *this,
-          [this](const ReplyTo& to, const std::string& id) -> Job& { return store_job(to, id); }),
       cluster_(new_multi_node()),
-      admin_uid_(::geteuid()) {
+      stores_(store_, quotas_, holdings_, [this](const ReplyTo& to, const std::string& id) -> Job& {
+        return store_job(to, id);
+      }) {
   // A request type without its handler would be refused as an internal
   // error at its first use; a daemon built so does not start.
   if (auto gaps = handler_gaps(); !gaps.empty())
@@ -38,7 +37,7 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
   try {
     // The message table's row, checked against where the request came from
     // and who sent it (access.cpp), before any handler runs.
-    const proto::MessageTraits& t = admit(to, env);
+    const proto::MessageTraits& t = Access::admit(to, env);
     if (to.from_peer) {
       // admit() let through only what a peer daemon may ask (and ping);
       // the column's rows for them are cluster/peer_requests.cpp's.
@@ -46,8 +45,8 @@ void State::handle(const ReplyTo& to, const proto::Envelope& env, std::vector<Ou
     } else {
       // The job, in the sender's namespace (namespaces.cpp): from here on
       // the request names it by its key.
-      scope = scope_job(to, env, t);
-      authorize(to, env, t);
+      scope = access_.scope_job(to, env, t);
+      access_.authorize(to, env, t);
     }
     // Where a request of a job that spans nodes is served: decided once,
     // by route() (cluster/route.hpp).

@@ -13,6 +13,8 @@
 // nothing.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -25,7 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/access.hpp"
 #include "core/gpu_health.hpp"
+#include "core/holdings_count.hpp"
 #include "core/job_scope.hpp"
 #include "core/job_table.hpp"
 #include "core/quotas.hpp"
@@ -91,11 +95,9 @@ class State {
   size_t job_count() const;
   // Who else runs on the GPUs (--foreign-gpu-use); see GpuUse.
   void set_gpu_use(GpuUse use) { jobs_.set_gpu_use(std::move(use)); }
-  // slurm-gpus = verified (server.cpp, slurm/verified_gpus.hpp): the GPUs
-  // process `pid` may lease for a job of `owner`, or a throw saying why
-  // none. Unset (slurm-gpus = client): a client's device list only narrows.
-  using SlurmGpus = std::function<std::vector<int64_t>(int64_t pid, int64_t owner)>;
-  void set_slurm_gpus(SlurmGpus f) { slurm_gpus_ = std::move(f); }
+  // Who may do what (access.hpp); the server sets slurm-gpus = verified's
+  // check there.
+  Access& access() { return access_; }
 
   // The per-job and per-uid quotas (quotas.hpp); they apply to requests
   // from now on, never to what restore() brings back.
@@ -104,14 +106,9 @@ class State {
     jobs_.set_jobs_per_uid(q.jobs_per_uid);
   }
   const Quotas& quotas() const { return quotas_; }
-  // What everyone holds, and uid (core/ceilings.hpp): the global ceilings'
-  // and the fair shares' measure (quotas.cpp). The stores' part is the
-  // last count plus the growth allowed since (grew): an upper bound, as
-  // stores also shrink; counted anew when `exact`, when a job came or
-  // went, and at least once a second (a count walks every job: 65 us with
-  // 4,096 jobs, bench_ceilings). Parked requests are counted as they park.
-  Holdings holdings(int64_t uid, bool exact = false) const;
-  void grew(int64_t uid, uint64_t memory, uint64_t state) const;
+  // What everyone holds, for the ceilings and fair shares
+  // (holdings_count.hpp).
+  const HoldingsCount& holdings() const { return holdings_; }
 
   // The multi-node side (cluster/multi_node.hpp): the server reaches it
   // here for its configuration, its links' frames and reconnects, its
@@ -147,22 +144,6 @@ class State {
   }
   void fail(const ReplyTo& to, ErrorCode code, const std::string& msg, std::vector<Outgoing>& out);
 
-  // The request's row of the message table, if it may arrive where it did
-  // (access.cpp); throws Error otherwise.
-  const proto::MessageTraits& admit(const ReplyTo& to, const proto::Envelope& env) const;
-  // The job a local request names, in the sender's namespace: the
-  // request's job field made its key in place (namespaces.cpp). Throws
-  // Error for a name outside the charset or an owner the sender may not
-  // name; changes nothing else.
-  JobScope scope_job(const ReplyTo& to, const proto::Envelope& env, const proto::MessageTraits& t);
-  // Root's join into another user's job: only from a process registered in
-  // one of its slots (or a descendant of one); throws otherwise.
-  void check_registered(const JobScope& s, int64_t pid) const;
-  // What a reserve or join of `owner`'s job from `pid` may lease: `asked`
-  // (empty = any) within the Slurm job's allocation when slurm-gpus =
-  // verified and the node has GPUs; throws no_device when nothing is left.
-  std::vector<int64_t> slurm_narrow(int64_t pid, int64_t owner, bool wants_gpu,
-                                    std::vector<int64_t> asked) const;
   // Runs the request's handler, its row in the dispatcher's column (after
   // admit, scope_job and authorize; dispatch.cpp).
   void dispatch(const Request& r);
@@ -170,10 +151,6 @@ class State {
   // what spans nodes (cluster/peer_requests.cpp).
   static std::span<const Handler> local_handlers();
   static std::span<const Handler> peer_handlers();
-  // Ownership, claimed pids and the generation fence, as the row says
-  // (access.cpp): throws Error before any handler runs; changes nothing.
-  void authorize(const ReplyTo& to, const proto::Envelope& env,
-                 const proto::MessageTraits& t) const;
 
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
   // status, of every job or of one; for a job that spans nodes, asked by
@@ -210,42 +187,30 @@ class State {
   void slot_ended(Job& job, uint32_t local_rank, const char* why, std::vector<Outgoing>& out);
   void maybe_remove(const std::string& id, std::vector<Outgoing>& out);
 
+  // The parts, in the order they are made: the multi-node side reads the
+  // jobs and the store; the holdings and reports read it in turn.
   JobTable jobs_;  // the jobs, their slots and GPU leases
   PidWatch& watch_;
-  // The last count of the stores' holdings per uid (holdings()).
-  struct Counted {
-    bool valid = false;
-    uint64_t job_changes = 0;
-    size_t rounds = 0;
-    Clock::time_point at{};
-    std::unordered_map<int64_t, std::pair<uint64_t, uint64_t>> stores;  // memory, state
-    uint64_t memory = 0, state = 0;
-  };
-  mutable Counted counted_;
   Quotas quotas_;
-  Store store_;                       // the waits on keys and barriers
-  StoreRequests stores_;              // the store and barrier requests (store_requests.hpp)
-  GpuHealth gpus_{jobs_, store_};     // failing and drained GPUs (gpu_health.hpp)
-  Samplers samplers_{jobs_, watch_};  // shards and their progress (samplers.hpp)
-  // Multi-node state.
+  Store store_;  // the waits on keys and barriers
   MultiNode* new_multi_node();
   struct MultiNodeDelete {
     void operator()(MultiNode* t) const;
   };
   std::unique_ptr<MultiNode, MultiNodeDelete> cluster_;
-  // The multi-node side as the reports read it (tables.cpp: the core
-  // cannot convert a MultiNode it sees only declared).
+  // The multi-node side as the core reads it (tables.cpp: the core cannot
+  // convert a MultiNode it sees only declared).
   ClusterView& cluster_view();
-  std::string forwarding_job_;  // the job a Forward being handled may touch
+  HoldingsCount holdings_{jobs_, store_, cluster_view()};
+  StoreRequests stores_;              // the store and barrier requests (store_requests.hpp)
+  GpuHealth gpus_{jobs_, store_};     // failing and drained GPUs (gpu_health.hpp)
+  Samplers samplers_{jobs_, watch_};  // shards and their progress (samplers.hpp)
+  std::string forwarding_job_;        // the job a Forward being handled may touch
   uint64_t peer_requests_ = 0;
   Reports reports_{jobs_, store_, cluster_view(), peer_requests_};
-  // The uid besides root that may send what only root may (the message
-  // table's "root" rows): the one the daemon runs as.
-  int64_t admin_uid_;
-  // The key of the job the request in hand names (scope_job): its payload
-  // points here while the handler reads it.
-  std::string scoped_key_;
-  SlurmGpus slurm_gpus_;
+  // The uid besides root that may send what only root may: the one the
+  // daemon runs as.
+  Access access_{jobs_, ::geteuid()};
 };
 
 }  // namespace muster::daemon

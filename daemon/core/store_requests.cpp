@@ -22,7 +22,7 @@ Clock::time_point after_ms(int64_t ms) {
 
 // The store after a multi_set, counted as one change against the quotas.
 void check_multi_set_quota(const Job& job, const Quotas& q,
-                           const std::vector<proto::KeyValue>& items, const State& st) {
+                           const std::vector<proto::KeyValue>& items, const HoldingsCount& held) {
   std::map<std::string, size_t> last;  // a key set twice counts once, last value
   for (const auto& kv : items) last[kv.key] = kv.value.size();
   uint64_t keys = job.kv.size(), bytes = job.kv.bytes();
@@ -31,12 +31,12 @@ void check_multi_set_quota(const Job& job, const Quotas& q,
     keys += old ? 0 : 1;
     bytes += n + (old ? 0 : k.size()) - (old ? old->size() : 0);
   }
-  check_store_growth(job, q, keys, bytes, st);
+  check_store_growth(job, q, keys, bytes, held);
 }
 
 }  // namespace
 
-StoreRequests::StoreRequests(Store& store, const Quotas& quotas, const State& holdings,
+StoreRequests::StoreRequests(Store& store, const Quotas& quotas, const HoldingsCount& holdings,
                              FindJob find)
     : store_(store), quotas_(quotas), holdings_(holdings), find_(std::move(find)) {}
 

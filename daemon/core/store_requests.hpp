@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "core/holdings_count.hpp"
 #include "core/quotas.hpp"
 #include "core/request.hpp"
 #include "core/store.hpp"
@@ -16,7 +17,7 @@
 
 namespace muster::daemon {
 
-class State;
+class HoldingsCount;
 
 class StoreRequests {
  public:
@@ -24,8 +25,8 @@ class StoreRequests {
   // request naming another job than it was checked for).
   using FindJob = std::function<Job&(const ReplyTo&, const std::string&)>;
   // quotas and holdings: State's, read at each request (set_quotas may
-  // change them); holdings answers what every uid holds (State::holdings).
-  StoreRequests(Store& store, const Quotas& quotas, const State& holdings, FindJob find);
+  // change them); holdings answers what every uid holds (holdings_count.hpp).
+  StoreRequests(Store& store, const Quotas& quotas, const HoldingsCount& holdings, FindJob find);
   StoreRequests(const StoreRequests&) = delete;
   StoreRequests& operator=(const StoreRequests&) = delete;
 
@@ -59,7 +60,7 @@ class StoreRequests {
 
   Store& store_;
   const Quotas& quotas_;
-  const State& holdings_;
+  const HoldingsCount& holdings_;
   FindJob find_;
 };
 

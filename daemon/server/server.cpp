@@ -67,7 +67,7 @@ Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cf
          cfg_.foreign_gpu_use == "refuse"});
   if (cfg_.slurm_gpus == "verified") {
     auto verified = std::make_shared<VerifiedGpus>(cfg_.slurm_dir);
-    rt_->state->set_slurm_gpus(
+    rt_->state->access().set_slurm_gpus(
         [verified](int64_t pid, int64_t owner) { return verified->allowed(pid, owner); });
     log::notice(
         "slurm-gpus = verified: GPUs are leased only within Slurm jobs' allocations, as "

@@ -60,10 +60,10 @@ void UnreadClients::notify(zmq::socket_t& router, const ClientConnections& conns
 void UnreadClients::bound(const ClientConnections& conns, const State& state) {
   const Quotas& q = state.quotas();
   if (!pinned_.any() || q.memory == 0) return;
-  const Holdings all = state.holdings(-2);  // no one's: the totals alone
-  auto held_by = [&](int64_t uid) { return state.holdings(uid).memory_mine; };
+  const Holdings all = state.holdings().of(-2);  // no one's: the totals alone
+  auto held_by = [&](int64_t uid) { return state.holdings().of(uid).memory_mine; };
   auto share = [&](int64_t uid) -> uint64_t {
-    return uid == 0 ? 0 : q.memory / std::max<uint64_t>(2, state.holdings(uid).active);
+    return uid == 0 ? 0 : q.memory / std::max<uint64_t>(2, state.holdings().of(uid).active);
   };
   for (uint64_t conn : pinned_.over(q.memory, all.memory_total, held_by, share)) {
     const int fd = conns.fd_of(conn);
