@@ -18,14 +18,14 @@
 #include "cluster/cluster.hpp"
 #include "cluster/coordinator.hpp"
 #include "cluster/node_links.hpp"
-#include "core/cluster_view.hpp"
+#include "core/cluster_side.hpp"
 #include "metrics/sample.hpp"
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 
 namespace muster::daemon {
 
-class MultiNode final : public ClusterView {
+class MultiNode final : public ClusterSide {
  public:
   // A node's status reply for `viewer`, of job `job` (State::status): the
   // answers to a status that waited on its coordinator's job-wide waits.
@@ -59,7 +59,7 @@ class MultiNode final : public ClusterView {
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
   // True while any multi-node work needs tick() called soon.
   bool active() const { return !coordinator.empty() || node.active(); }
-  // What the reports read (core/cluster_view.hpp).
+  // What the reports read (core/cluster_side.hpp).
   proto::JobEvent cluster_state(const std::string& job) const override {
     return node.cluster_state(job);
   }
@@ -77,6 +77,19 @@ class MultiNode final : public ClusterView {
     for (const auto& [id, cj] : coordinator.rounds()) f(cj.store);
   }
   void set_stuck_after(std::chrono::milliseconds after) override { node.set_stuck_after(after); }
+  void keep_link(const std::string& coordinator) override { node.keep(coordinator); }
+  void rendezvous(const ReplyTo& to, const proto::Envelope& env,
+                  std::vector<Outgoing>& out) override {
+    node.rendezvous(to, env, out);
+  }
+  bool ask_job_waits(const ReplyTo& to, const Job& job, std::vector<Outgoing>& out) override {
+    return node.ask_job_waits(to, job, out);
+  }
+  void slot_ended(Job& job, uint32_t local_rank, const char* why,
+                  std::vector<Outgoing>& out) override {
+    node.slot_ended(job, local_rank, why, out);
+  }
+  void job_removed(Job& job, std::vector<Outgoing>& out) override { node.job_removed(job, out); }
 
   // The rounds of the multi-node jobs coordinated here, saved with the jobs
   // (persist/round_codec.hpp), and one put back after a restart.

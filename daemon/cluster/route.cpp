@@ -1,5 +1,5 @@
 // route(): see route.hpp. The routes are tried in the order a request of
-// each kind needs them; State::route_away (tables.cpp) sends the request
+// each kind needs them; State::route_away (peer_requests.cpp) sends the request
 // where this says, from the one place that calls it (State::handle).
 #include "cluster/route.hpp"
 

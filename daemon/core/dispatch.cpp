@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "core/state.hpp"
+#include "job_id.hpp"
 #include "muster_config.h"
 
 namespace muster::daemon {
@@ -51,16 +52,24 @@ std::span<const Handler> State::local_handlers() {
        }},
       {MsgType::kStatus,
        [](State& s, const Request& r) {
-         s.status_request(r.to, r.unpack<proto::Status>(), r.out);
+         auto m = r.unpack<proto::Status>();
+         // One job that spans nodes: its coordinator has the job-wide
+         // waits (the reply goes when they come: MultiNode).
+         const Job* job = m.job.empty() ? nullptr : s.jobs_.find(job_key(r.to.peer_uid, m.job));
+         if (job && job->visible_to(r.to.peer_uid) && job->cluster && job->cluster->formed &&
+             s.cluster_side().ask_job_waits(r.to, *job, r.out))
+           return;
+         r.reply(s.reports_.status(r.to.peer_uid, m.job));
        }},
       {MsgType::kGpuDrain,
        [](State& s, const Request& r) { s.gpus_.drain(r.to, r.unpack<proto::GpuDrain>(), r.out); }},
       {MsgType::kShard, [](State& s, const Request& r) { s.samplers_.shard(r); }},
-      {MsgType::kRendezvous, [](State& s, const Request& r) { s.rendezvous(r.to, r.env, r.out); }},
+      {MsgType::kRendezvous,
+       [](State& s, const Request& r) { s.cluster_side().rendezvous(r.to, r.env, r.out); }},
       {MsgType::kClusterState,
        [](State& s, const Request& r) {
          auto m = r.unpack<proto::ClusterState>();
-         r.reply(proto::ClusterStateReply{s.cluster_view().cluster_state(m.job)});
+         r.reply(proto::ClusterStateReply{s.cluster_side().cluster_state(m.job)});
        }},
       {MsgType::kBarrier, [](State& s, const Request& r) { s.stores_.barrier(r); }},
       {MsgType::kStoreSet, [](State& s, const Request& r) { s.stores_.set(r); }},

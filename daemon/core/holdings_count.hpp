@@ -1,7 +1,7 @@
 // What everyone holds of the daemon's memory and state (core/ceilings.hpp):
 // the global ceilings' and the fair shares' measure, read before a store or
 // a parked wait grows. Counted over the jobs' stores, the global stores of
-// the jobs coordinated here (through ClusterView) and the parked requests.
+// the jobs coordinated here (through ClusterSide) and the parked requests.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "core/ceilings.hpp"
-#include "core/cluster_view.hpp"
+#include "core/cluster_side.hpp"
 #include "core/job_table.hpp"
 #include "core/store.hpp"
 
@@ -17,7 +17,7 @@ namespace muster::daemon {
 
 class HoldingsCount {
  public:
-  HoldingsCount(const JobTable& jobs, const Store& store, const ClusterView& cluster)
+  HoldingsCount(const JobTable& jobs, const Store& store, const ClusterSide& cluster)
       : jobs_(jobs), store_(store), cluster_(cluster) {}
 
   // What everyone holds, and uid. The stores' part is the last count plus
@@ -31,7 +31,7 @@ class HoldingsCount {
  private:
   const JobTable& jobs_;
   const Store& store_;
-  const ClusterView& cluster_;
+  const ClusterSide& cluster_;
   // The last count of the stores' holdings per uid.
   struct Counted {
     bool valid = false;

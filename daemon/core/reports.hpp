@@ -1,7 +1,7 @@
 // What the daemon says of itself: status replies (bounded, filtered by who
 // asks), the service manager's summary line, the metrics' sample, and the
 // stuck-wait report. Read from the jobs, the store and the multi-node side
-// (through ClusterView); it changes nothing but the stuck waits' "logged"
+// (through ClusterSide); it changes nothing but the stuck waits' "logged"
 // marks and its own counters.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cluster_view.hpp"
+#include "core/cluster_side.hpp"
 #include "core/job_table.hpp"
 #include "core/store.hpp"
 #include "core/waits.hpp"
@@ -23,7 +23,7 @@ class Reports {
  public:
   // peer_requests: the count of requests that came on the peer socket,
   // kept by State as it handles them.
-  Reports(JobTable& jobs, Store& store, ClusterView& cluster, const uint64_t& peer_requests)
+  Reports(JobTable& jobs, Store& store, ClusterSide& cluster, const uint64_t& peer_requests)
       : jobs_(jobs), store_(store), cluster_(cluster), peer_requests_(peer_requests) {}
 
   // What `viewer` (a uid) may see: root and in-process callers (-1) see
@@ -59,7 +59,7 @@ class Reports {
 
   JobTable& jobs_;
   Store& store_;
-  ClusterView& cluster_;
+  ClusterSide& cluster_;
   const uint64_t& peer_requests_;
   const Clock::time_point started_ = Clock::now();
   uint64_t stuck_detected_ = 0;  // the store's stuck waits logged (wait_counts)

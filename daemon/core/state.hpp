@@ -118,7 +118,7 @@ class State {
   // Requests that arrived on the peer socket (the benchmark counts them).
   uint64_t peer_requests() const { return peer_requests_; }
   // Handles the requests in `out` to the coordinator in this daemon, and
-  // passes its answers to them on (cluster/tables.cpp).
+  // passes its answers to them on (cluster/peer_requests.cpp).
   void loop_back(std::vector<Outgoing>& out);
 
   // Restarts (the state file): what survives one, and putting it back into
@@ -138,12 +138,6 @@ class State {
   }
 
  private:
-  template <class M>
-  void reply(const ReplyTo& to, const M& m, std::vector<Outgoing>& out) {
-    out.push_back({to, proto::encode(to.request_id, m)});
-  }
-  void fail(const ReplyTo& to, ErrorCode code, const std::string& msg, std::vector<Outgoing>& out);
-
   // Runs the request's handler, its row in the dispatcher's column (after
   // admit, scope_job and authorize; dispatch.cpp).
   void dispatch(const Request& r);
@@ -153,32 +147,19 @@ class State {
   static std::span<const Handler> peer_handlers();
 
   void leave(const proto::Leave& m, std::vector<Outgoing>& out);
-  // status, of every job or of one; for a job that spans nodes, asked by
-  // job, with the job-wide waits from its coordinator (cluster/).
-  void status_request(const ReplyTo& to, const proto::Status& m, std::vector<Outgoing>& out);
-  // A broadcast request for a job of this node only: always an error.
-  [[noreturn]] void refuse_local_bcast(const proto::Envelope& env, const proto::MessageTraits& t);
 
   // The job a store or barrier request works on: the local one, or for a
   // request from a peer, the coordinator's global store of that job.
   Job& store_job(const ReplyTo& to, const std::string& id);
   Job* find_store_job(const ReplyTo& to, const std::string& id);
-  // The global store of a job this daemon coordinates (cluster/), if any.
-  Job* global_store(const std::string& id);
-  // A node's part of a multi-node job keeps a link to its coordinator.
-  void keep_link(const std::string& coordinator);
 
   // A forwardable request, sent where route() (cluster/route.hpp) says
   // when its job spans nodes (true); false when it is served here
-  // (cluster/tables.cpp).
+  // (cluster/peer_requests.cpp).
   bool route_away(const Request& r);
   // A broadcast request of a job coordinated here too, served at once
-  // (tables.cpp).
+  // (peer_requests.cpp).
   void bcast_here(const Request& r, const Job& job);
-  void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void cluster_slot_ended(Job& job, uint32_t local_rank, const char* why,
-                          std::vector<Outgoing>& out);
-  void cluster_job_removed(Job& job, std::vector<Outgoing>& out);
 
   // A Forward from a peer daemon (cluster/peer_requests.cpp): its inner
   // request, dispatched for the one job the Forward was checked for.
@@ -198,16 +179,16 @@ class State {
     void operator()(MultiNode* t) const;
   };
   std::unique_ptr<MultiNode, MultiNodeDelete> cluster_;
-  // The multi-node side as the core reads it (tables.cpp: the core cannot
+  // The multi-node side as the core reads it (peer_requests.cpp: the core cannot
   // convert a MultiNode it sees only declared).
-  ClusterView& cluster_view();
-  HoldingsCount holdings_{jobs_, store_, cluster_view()};
+  ClusterSide& cluster_side();
+  HoldingsCount holdings_{jobs_, store_, cluster_side()};
   StoreRequests stores_;              // the store and barrier requests (store_requests.hpp)
   GpuHealth gpus_{jobs_, store_};     // failing and drained GPUs (gpu_health.hpp)
   Samplers samplers_{jobs_, watch_};  // shards and their progress (samplers.hpp)
   std::string forwarding_job_;        // the job a Forward being handled may touch
   uint64_t peer_requests_ = 0;
-  Reports reports_{jobs_, store_, cluster_view(), peer_requests_};
+  Reports reports_{jobs_, store_, cluster_side(), peer_requests_};
   // The uid besides root that may send what only root may: the one the
   // daemon runs as.
   Access access_{jobs_, ::geteuid()};

@@ -421,7 +421,7 @@ void Server::run() {
         state.cluster().on_link_frame(name, held->data(), held->size(), rt.out, held);
       },
       [&](const std::string& name) { state.cluster().link_reconnected(name, rt.out); });
-  // Sampler permutations are computed on a worker thread (shards.cpp).
+  // Sampler permutations are computed on a worker thread (core/samplers.cpp).
   auto permuter = std::make_unique<PermuteThread>();
   event::SocketEvent permuted(loop, kPermuted, [&] { state.samplers().permutations_done(rt.out); });
   permuted.schedule_fd(permuter->fd());

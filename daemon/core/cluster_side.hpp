@@ -1,5 +1,6 @@
-// What the core's reports (reports.hpp) read of the multi-node side, which
-// the core never includes: MultiNode (cluster/multi_node.hpp) implements it.
+// What the core reads and asks of the multi-node side, which it never
+// includes: MultiNode (cluster/multi_node.hpp) implements it. The reports
+// and the holdings read it; State tells it of slots and jobs that end.
 #pragma once
 
 #include <chrono>
@@ -7,14 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "core/reply.hpp"
 #include "core/waits.hpp"
 #include "jobs/job.hpp"
 #include "protocol/cluster_messages.hpp"
+#include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 
 namespace muster::daemon {
 
-class ClusterView {
+class ClusterSide {
  public:
   // A rendezvous of this node still forming: who joined, as the
   // coordinator last said.
@@ -35,8 +38,25 @@ class ClusterView {
   virtual void each_global_store(const std::function<void(const Job&)>& f) const = 0;
   virtual void set_stuck_after(std::chrono::milliseconds after) = 0;
 
+  // A node's part of a multi-node job keeps a link to its coordinator (a
+  // job restored after a restart heartbeats again).
+  virtual void keep_link(const std::string& coordinator) = 0;
+  // The rendezvous request of a rank of this node, sent on to the job's
+  // coordinator (NodeLinks).
+  virtual void rendezvous(const ReplyTo& to, const proto::Envelope& env,
+                          std::vector<Outgoing>& out) = 0;
+  // A status asked of a formed job that spans nodes: true when its
+  // job-wide waits were asked of its coordinator (the reply goes when they
+  // come), false when the node's own view must do.
+  virtual bool ask_job_waits(const ReplyTo& to, const Job& job, std::vector<Outgoing>& out) = 0;
+  // A slot of a node's part of a multi-node job ended, and the job ended:
+  // the coordinator is told.
+  virtual void slot_ended(Job& job, uint32_t local_rank, const char* why,
+                          std::vector<Outgoing>& out) = 0;
+  virtual void job_removed(Job& job, std::vector<Outgoing>& out) = 0;
+
  protected:
-  ~ClusterView() = default;
+  ~ClusterSide() = default;
 };
 
 }  // namespace muster::daemon
