@@ -171,7 +171,7 @@ struct RoundNode {
   bool restored = false;
   std::string run;  // NodeJoin::run ("" = unknown)
   // Its join came in a relay's NodeJoins: its World goes back in one
-  // Replies with the others of that relay (coord_joins.cpp).
+  // Replies with the others of that relay (coordinator.cpp).
   bool batched = false;
   // What its last heartbeat said its own ranks wait in, and when.
   std::vector<proto::WaitStatus> waits{};
@@ -224,7 +224,7 @@ inline void check_forwarded(const std::string& job, const std::string& forwardin
                 "a request forwarded for job '" + forwarding + "' may not touch job '" + job + "'");
 }
 
-// A fresh incarnation number for a CoordJob (coord_restore.cpp).
+// A fresh incarnation number for a CoordJob (coord_liveness.cpp).
 uint64_t next_round_incarnation();
 
 struct CoordJob {

@@ -57,14 +57,14 @@ class Coordinator {
   // Whether the world of `job` at `generation` is formed here and has this
   // daemon (node_id) among its nodes: its requests need no connection.
   bool has_node(const std::string& job, uint64_t generation, const std::string& node_id) const;
-  // A round as the state file saved it (coord_restore.cpp): its nodes
+  // A round as the state file saved it (coord_liveness.cpp): its nodes
   // count as heard from now, and the broadcasts it had started are over.
   void restore(const std::string& job, CoordJob cj);
   // True once after a change that must reach the disk although no reply
   // acknowledges it (a broadcast started: its number is saved).
   bool take_save_wanted() { return std::exchange(save_wanted_, false); }
   // A node of the round was heard from, and rounds no node came back to
-  // (coord_restore.cpp).
+  // (coord_liveness.cpp).
   CoordJob& heard(CoordJob& cj);
   // An open round restored after a restart has nodes that have not joined
   // again yet: it may not close.
@@ -84,7 +84,7 @@ class Coordinator {
   void node_join(const ReplyTo& to, const proto::NodeJoin& m,
                  const std::map<std::string, Job>& local_jobs, std::vector<Outgoing>& out,
                  bool batched = false);
-  // A relay's batch of its children's joins (coord_joins.cpp): each taken
+  // A relay's batch of its children's joins (coordinator.cpp): each taken
   // as if it came alone, under its own request id; one refused is answered
   // with an error reply and changes nothing.
   void node_joins(const ReplyTo& to, const proto::NodeJoins& m,
@@ -136,7 +136,7 @@ class Coordinator {
     void add(const RoundNode& node, const proto::World& w, std::vector<Outgoing>& out);
     void send(std::vector<Outgoing>& out);
   };
-  // A relay's heartbeat: its subtree's liveness and leaves (heartbeat.cpp).
+  // A relay's heartbeat: its subtree's liveness and leaves (coord_liveness.cpp).
   bool relayed(CoordJob& cj, const proto::JobGeneration& jg, Clock::time_point now);
   // A node's part of the job ended (true when that is news); the round
   // ends once every node's has.

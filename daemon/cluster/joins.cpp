@@ -2,7 +2,7 @@
 // --join-via) sends its NodeJoin there; the relay holds its children's
 // joins for kJoinBatch and passes them to the job's coordinator as one
 // NodeJoins, each under a request id of its own link, and the coordinator
-// answers the Worlds of that relay's children in one Replies (coord_joins.cpp).
+// answers the Worlds of that relay's children in one Replies (coordinator.cpp).
 // So the coordinator of 12,500 nodes hears a few hundred batches, not
 // 12,500 joins. A relay that cannot pass a join on (no part of the job
 // here within kJoinHold, too many held, a coordinator that refuses the
