@@ -130,24 +130,18 @@ void Server::Runtime::take(std::vector<zmq::message_t>& frames, bool from_peer) 
 // not kept (MiBs each): the node fails those with `restarted` instead of
 // sending them again, and the ranks start the broadcast again.
 uint16_t Server::Runtime::peer_cache_type(const proto::Envelope& env) {
-  using proto::MsgType;
-  switch (static_cast<MsgType>(env.type)) {
-    case MsgType::kHeartbeat:
-    case MsgType::kJobWaits:
-      return 0;
-    case MsgType::kForward:
-      try {
-        codec::MapReader r(env.payload, "forward");
-        auto frame = r.bin_view("frame", limits::kMaxFrameBytes);
-        auto inner = proto::decode_envelope(frame.data(), frame.size(), true);
-        const proto::MessageTraits* t = proto::message_traits(inner.type);
-        if (!t || t->area == proto::Area::kBcast) return 0;
-        return inner.type;
-      } catch (const std::exception&) {
-        return env.type;  // the handler says what is wrong with it
-      }
-    default:
-      return env.type;
+  const proto::MessageTraits* t = proto::message_traits(env.type);
+  if (t && t->kept == proto::Kept::kNo) return 0;  // the table's reads: heartbeat, job_waits
+  if (env.type != static_cast<uint16_t>(proto::MsgType::kForward)) return env.type;
+  try {
+    codec::MapReader r(env.payload, "forward");
+    auto frame = r.bin_view("frame", limits::kMaxFrameBytes);
+    auto inner = proto::decode_envelope(frame.data(), frame.size(), true);
+    const proto::MessageTraits* it = proto::message_traits(inner.type);
+    if (!it || it->area == proto::Area::kBcast) return 0;
+    return inner.type;
+  } catch (const std::exception&) {
+    return env.type;  // the handler says what is wrong with it
   }
 }
 
