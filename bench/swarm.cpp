@@ -83,7 +83,7 @@ class SwarmNode {
   // dropped on the way); an error reply is thrown.
   proto::Envelope await(uint64_t id, MsgType want) { return await_on(sock_, sent_, id, want); }
   // The same upstream. A relay that has not had its own World yet holds
-  // the request until it has (daemon/cluster/relay.cpp).
+  // the request until it has (daemon/cluster/relays.cpp).
   proto::Envelope await_up(uint64_t id, MsgType want) {
     return await_on(up_ ? *up_ : sock_, sent_up_, id, want);
   }

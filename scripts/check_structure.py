@@ -50,8 +50,8 @@ DISPATCH = re.compile(r"case\s+(proto::)?MsgType::|MsgType::k\w+\)?\s*[!=]=|[!=]
 # The intent rules' breaches at 6f67f93, the ratchet: (".cpp" files, methods)
 # a class; dispatch sites a file. Issue 44 is done when this is empty.
 DEBTS = {
-    "class_files": {"NodeLinks": 8},
-    "class_methods": {"NodeLinks": 72},
+    "class_files": {"NodeLinks": 6},
+    "class_methods": {"NodeLinks": 64},
     "dispatch": {
         "daemon/cluster/bcast_pools.cpp": 3,
         "daemon/cluster/beats.cpp": 2,
@@ -61,7 +61,7 @@ DEBTS = {
         "daemon/cluster/joins.cpp": 2,
         "daemon/cluster/node.cpp": 7,
         "daemon/cluster/notices.cpp": 2,
-        "daemon/cluster/relay.cpp": 9,
+        "daemon/cluster/relays.cpp": 9,
         # Seen once the pattern caught casts and kType (the code was so before).
         "daemon/core/namespaces.cpp": 1,
         "daemon/server/durable.cpp": 1,

@@ -57,7 +57,7 @@ TEST_CASE("a second publish of the same communicator is refused, another name is
 }
 
 TEST_CASE("an NCCL id, once published, cannot be changed or deleted by any store request") {
-  // Relays keep the ids they fetched (daemon/cluster/relay.cpp); that is
+  // Relays keep the ids they fetched (daemon/cluster/relays.cpp); that is
   // sound only while a published id stays what it was.
   test::TestDaemon d;
   Client c({d.endpoint()});

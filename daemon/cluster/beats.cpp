@@ -72,8 +72,8 @@ void NodeLinks::heartbeat_answered(const std::string& link, const LinkPending& p
     }
     // The children's leaves this heartbeat carried are passed on (those
     // an earlier answer passed on already are not counted twice).
-    auto rit = relays_.find(e.job);
-    if (auto s = p.left_sent.find(e.job); s != p.left_sent.end() && rit != relays_.end() &&
+    auto rit = relays_.all().find(e.job);
+    if (auto s = p.left_sent.find(e.job); s != p.left_sent.end() && rit != relays_.all().end() &&
                                           rit->second.below_generation == job->generation) {
       RelayState& r = rit->second;
       size_t k = s->second > r.left_base ? std::min(s->second - r.left_base, r.left.size()) : 0;
@@ -98,10 +98,10 @@ void NodeLinks::heartbeat_answered(const std::string& link, const LinkPending& p
     // Waits relayed for a world that is over would never be answered.
     // (Waiting nodes end the world only once a member restarts.)
     if (c.phase == ClusterPhase::kBroken)
-      relay_fail(e.job, ErrorCode::kPeerExited,
-                 "job '" + e.job + "' generation " + std::to_string(job->generation) +
-                     " cannot go on: " + e.message,
-                 out);
+      relays_.fail(e.job, ErrorCode::kPeerExited,
+                   "job '" + e.job + "' generation " + std::to_string(job->generation) +
+                       " cannot go on: " + e.message,
+                   out);
   }
   if (!ask.empty()) {
     std::map<std::string, std::vector<const Job*>> by_coordinator;
@@ -123,7 +123,7 @@ proto::HeartbeatAck NodeLinks::relay_heartbeat(const proto::Heartbeat& m) {
       continue;
     }
     const ClusterInfo& c = *job->cluster;
-    RelayState& r = relays_[jg.job];
+    RelayState& r = relays_.of(jg.job);
     if (r.below_generation != job->generation) {
       r.below.clear();
       r.left.clear();
@@ -165,10 +165,10 @@ proto::HeartbeatAck NodeLinks::relay_heartbeat(const proto::Heartbeat& m) {
 
 proto::JobGeneration NodeLinks::beat_entry(const Job& job, Clock::time_point now,
                                            LinkPending& beat) {
-  proto::JobGeneration jg{job.id, job.generation, waits(job, now)};
+  proto::JobGeneration jg{job.id, job.generation, relays_.waits(job, now)};
   beat.asked[job.id] = job.generation;
-  auto rit = relays_.find(job.id);
-  if (rit == relays_.end() || rit->second.below_generation != job.generation) return jg;
+  auto rit = relays_.all().find(job.id);
+  if (rit == relays_.all().end() || rit->second.below_generation != job.generation) return jg;
   RelayState& r = rit->second;
   std::erase_if(r.below, [&](const auto& kv) { return now - kv.second.at > peer_timeout_; });
   for (const auto& [id, h] : r.below) {
@@ -257,7 +257,8 @@ void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
       bool relays = false;
       for (const auto& [relay, jobs] : bit->second)
         for (const Job* job : jobs)
-          if (auto r = relays_.find(job->id); r != relays_.end() && !r->second.below.empty())
+          if (auto r = relays_.all().find(job->id);
+              r != relays_.all().end() && !r->second.below.empty())
             relays = true;
       l.next_beat = now + peer_timeout_ / (relays ? 16 : 4);
       // Only the newest heartbeat's answer matters.

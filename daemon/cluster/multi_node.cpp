@@ -31,12 +31,12 @@ void MultiNode::on_link_frame(const std::string& link, void* data, size_t size,
 void MultiNode::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   coordinator.tick(now, out);
   node.tick(now, out);
-  stuck_detected_ += node.report_stuck(now);
+  stuck_detected_ += node.relays().report_stuck(now);
   answer_job_waits(out);
 }
 
 WaitCounts MultiNode::relayed_counts(Clock::time_point now) const {
-  auto c = node.wait_counts(now);
+  auto c = node.relays().wait_counts(now);
   c.stuck_detected = stuck_detected_;
   return c;
 }

@@ -65,7 +65,7 @@ class MultiNode final : public ClusterSide {
   }
   std::vector<proto::WaitStatus> relayed_waits(const Job& job,
                                                Clock::time_point now) const override {
-    return node.waits(job, now);
+    return node.relays().waits(job, now);
   }
   std::vector<proto::WaitStatus> coordinated_waits(const std::string& job) const override {
     return coordinator.job_waits_of(job);
@@ -76,7 +76,9 @@ class MultiNode final : public ClusterSide {
   void each_global_store(const std::function<void(const Job&)>& f) const override {
     for (const auto& [id, cj] : coordinator.rounds()) f(cj.store);
   }
-  void set_stuck_after(std::chrono::milliseconds after) override { node.set_stuck_after(after); }
+  void set_stuck_after(std::chrono::milliseconds after) override {
+    node.relays().set_stuck_after(after);
+  }
   void keep_link(const std::string& coordinator) override { node.keep(coordinator); }
   void rendezvous(const ReplyTo& to, const proto::Envelope& env,
                   std::vector<Outgoing>& out) override {

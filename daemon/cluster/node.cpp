@@ -51,16 +51,16 @@ void NodeLinks::send_on(Route where, const ReplyTo& to, Job& job, const proto::E
                         std::to_string(c.rank_offset) + ".." +
                         std::to_string(c.rank_offset + job.local_world_size - 1) + ") of job '" +
                         job.id + "'");
-      return relay_barrier(to, job, b.name, 1, b.rank - c.rank_offset, b.timeout_ms, out);
+      return relays_.barrier(to, job, b.name, 1, b.rank - c.rank_offset, b.timeout_ms, out);
     }
     case Route::kKept: {
-      const std::string* value = kept(job, proto::StoreGet::unpack(env.payload).key);
+      const std::string* value = relays_.kept(job, proto::StoreGet::unpack(env.payload).key);
       if (!value) throw Error(ErrorCode::kInternal, "a kept key is gone");
       out.push_back({to, proto::encode(to.request_id, proto::Value{*value}), {}});
       return;
     }
     case Route::kRelayWait:
-      return relay_get(to, job, env, out);
+      return relays_.get(to, job, env, out);
     case Route::kChain:
     case Route::kPool:
     case Route::kForward: {
@@ -218,7 +218,7 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
         return;
       case LinkPending::Kind::kRelayBarrier:
       case LinkPending::Kind::kRelayGet:
-        relay_answer(p, env, out);
+        relays_.answer(p, env, out);
         return;
       case LinkPending::Kind::kRelayJoin:
       case LinkPending::Kind::kRelayJoins:
@@ -259,8 +259,8 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
     if (found && found->cluster) found->cluster.reset();
     fail(p.to, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
     drop_rendezvous(p.job);  // the same join sent the other way answers nobody now
-    relay_fail(p.job, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
-    relays_.erase(p.job);  // no world: nothing below to pass on either
+    relays_.fail(p.job, static_cast<ErrorCode>(e.code), "rendezvous: " + e.message, out);
+    relays_.all().erase(p.job);  // no world: nothing below to pass on either
     return;
   }
   auto w = proto::World::unpack(env.payload);
@@ -295,7 +295,7 @@ void NodeLinks::world_arrived(const LinkPending& p, const proto::Envelope& env,
                                   std::to_string(w.rank_offset + job.local_world_size - 1) +
                                   " of " + std::to_string(w.world_size));
   out.push_back({p.to, proto::encode(p.to.request_id, w)});
-  relay_early(job.id, out);
+  relays_.early(job.id, out);
 }
 
 void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out) {
@@ -328,7 +328,7 @@ void NodeLinks::link_lost(const std::string& link, Link& l, std::vector<Outgoing
     if (job.cluster && job.cluster->coordinator == link && job.cluster->formed) {
       job.cluster->phase = ClusterPhase::kBroken;
       job.cluster->message = why;
-      relay_fail(id, ErrorCode::kPeerExited, why, out);
+      relays_.fail(id, ErrorCode::kPeerExited, why, out);
     }
 }
 
@@ -377,7 +377,7 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
                            std::vector<Outgoing>& out) {
   if (!job.cluster || !job.cluster->formed) return;
   // No barrier of this node's subtree can complete now.
-  if (auto rit = relays_.find(job.id); rit != relays_.end()) {
+  if (auto rit = relays_.all().find(job.id); rit != relays_.all().end()) {
     std::string why_all = "barrier of job '" + job.id + "' cannot complete: rank " +
                           std::to_string(job.cluster->rank_offset + local_rank) + " " + why;
     for (auto& [name, b] : rit->second.barriers)
@@ -395,17 +395,17 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   forming_.erase(job.id);
   if (!job.cluster) return;
   chain_.fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", true, out);
-  relay_fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
+  relays_.fail(job.id, ErrorCode::kPeerExited, "job '" + job.id + "' ended on this node", out);
   chain_.forget(job.id);
   drop_joins(job.id, out);
   // The leaves below not passed on yet go with ours.
   std::vector<std::string> also;
-  if (auto rit = relays_.find(job.id); rit != relays_.end()) {
+  if (auto rit = relays_.all().find(job.id); rit != relays_.all().end()) {
     if (rit->second.below_generation == job.generation) {
       if (job.cluster->formed) send_exited(job, rit->second, out);  // before the leave
       also = std::move(rit->second.left);
     }
-    relays_.erase(rit);
+    relays_.all().erase(rit);
   }
   // A rendezvous still waiting for its world (at the coordinator or at a
   // relay) has nobody left to answer.
@@ -427,6 +427,22 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
     return (void)send_link(c.coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
   m.relay = true;
   send_link(c.parent, {LinkPending::Kind::kRelayNotice, {}, job.id, c.coordinator}, m, out);
+}
+
+bool NodeLinks::ask_job_waits(const ReplyTo& to, const Job& job, std::vector<Outgoing>& out) {
+  auto lit = links_.find(job.cluster->coordinator);
+  if (lit == links_.end() || lit->second.lost) return false;
+  proto::JobWaits m{job.id, job.generation, node_id_};
+  send_link(job.cluster->coordinator, {LinkPending::Kind::kJobWaits, to, job.id}, m, out);
+  return true;
+}
+
+void NodeLinks::forget_relayed(const std::string& job) {
+  for (auto& [name, l] : links_)
+    std::erase_if(l.pending, [&](const auto& kv) {
+      return kv.second.job == job && (kv.second.kind == LinkPending::Kind::kRelayBarrier ||
+                                      kv.second.kind == LinkPending::Kind::kRelayGet);
+    });
 }
 
 }  // namespace muster::daemon

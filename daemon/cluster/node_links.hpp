@@ -16,6 +16,7 @@
 #include "cluster/broadcast/chain_broadcasts.hpp"
 #include "cluster/broadcast/pool_files.hpp"
 #include "cluster/cluster.hpp"
+#include "cluster/relays.hpp"
 #include "cluster/route.hpp"
 #include "core/job_table.hpp"
 #include "core/waits.hpp"
@@ -24,7 +25,7 @@
 
 namespace muster::daemon {
 
-class NodeLinks : private ChainBroadcasts::Links {
+class NodeLinks : private ChainBroadcasts::Links, private Relays::Links {
  public:
   explicit NodeLinks(JobTable& jobs) : jobs_(jobs) {}
   NodeLinks(const NodeLinks&) = delete;
@@ -70,13 +71,12 @@ class NodeLinks : private ChainBroadcasts::Links {
   // upstream (node.cpp).
   void send_on(Route where, const ReplyTo& to, Job& job, const proto::Envelope& env,
                std::vector<Outgoing>& out) override;
-  // The value of the set-once key that this node's relay keeps for the
-  // job (relay.cpp), or null.
-  const std::string* kept(const Job& job, const std::string& key) const;
+  // The relay tree as this node serves it (relays.hpp): children's
+  // requests, kept set-once keys, the relayed waits.
+  Relays& relays() { return relays_; }
+  const Relays& relays() const { return relays_; }
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
-  // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
-  void relay_from_child(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   // A child daemon's Heartbeat or NodeLeave (relay set), taken into this
   // node's next heartbeat (beats.cpp). A job this node cannot speak for is
   // answered "ask_coordinator" (heartbeat) or refused (leave): the child
@@ -108,17 +108,6 @@ class NodeLinks : private ChainBroadcasts::Links {
   // Heartbeats, lost coordinators, links no longer needed.
   void tick(Clock::time_point now, std::vector<Outgoing>& out);
 
-  // The barriers and key waits this node's own ranks of the job wait in
-  // (relay_waits.cpp): counts and missing ranks are this node's, not its
-  // subtree's. stuck: older than stuck_after.
-  std::vector<proto::WaitStatus> waits(const Job& job, Clock::time_point now) const;
-  // Logs, once each, the relayed waits older than stuck_after; returns how
-  // many it logged.
-  uint64_t report_stuck(Clock::time_point now);
-  // The local requests parked in this node's relays, and how many of them
-  // are stuck (stuck_detected unused).
-  WaitCounts wait_counts(Clock::time_point now) const;
-  void set_stuck_after(Clock::duration after) { stuck_after_ = after; }
   // Asks the job's coordinator for the job's waits across its nodes, for
   // a local status (to); false when its link is lost. The answers are
   // taken with take_job_waits().
@@ -231,30 +220,19 @@ class NodeLinks : private ChainBroadcasts::Links {
   static constexpr auto kViaGrace = std::chrono::seconds(3);
   static constexpr size_t kMaxHeldJoins = 8192;  // of all jobs
 
-  // Relay (relay.cpp): a node's barriers and key waits, once per subtree
-  // upstream.
-  void relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
-                     int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out);
-  void relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                 std::vector<Outgoing>& out);
-  void relay_answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out);
-  void keep(RelayState& r, const LinkPending& p, const proto::Envelope& env);
-  void relay_fail(const std::string& job, ErrorCode code, const std::string& why,
-                  std::vector<Outgoing>& out);
-  // Handles the children's requests that came before our World (or one of
-  // a generation we had not reached yet), now that it came.
-  void relay_early(const std::string& job, std::vector<Outgoing>& out);
-  // Children's requests held for one job, at most (each child of the tree
-  // sends a few: its barrier and key waits).
-  static constexpr size_t kMaxEarly = 4096;
-  static constexpr size_t kMaxEarlyBytes = size_t{16} << 20;
+  // How the relays reach upstream (Relays::Links, node.cpp).
+  void send_relayed(const std::string& link, LinkPending p,
+                    const std::function<std::string(uint64_t)>& make,
+                    std::vector<Outgoing>& out) override {
+    send_link_with(link, std::move(p), make, out);
+  }
+  void forget_relayed(const std::string& job) override;
 
   JobTable& jobs_;
   std::function<bool(const std::string&, const std::string&)> here_;
-  std::map<std::string, Link> links_;         // by coordinator host:port
-  std::map<std::string, RelayState> relays_;  // by job id
-  std::map<std::string, LateLeaves> late_;    // by job id, of jobs ended here
-  std::map<std::string, HeldJoins> joins_;    // by job id: children's joins to pass on
+  std::map<std::string, Link> links_;       // by coordinator host:port
+  std::map<std::string, LateLeaves> late_;  // by job id, of jobs ended here
+  std::map<std::string, HeldJoins> joins_;  // by job id: children's joins to pass on
   // By job id: since when the coordinator's answers say it has not heard
   // of this node's join that went through a relay (maybe_join_direct).
   std::map<std::string, Clock::time_point> via_doubt_;
@@ -273,13 +251,13 @@ class NodeLinks : private ChainBroadcasts::Links {
   size_t links_total_ = 0;
   std::string peering_unavailable_;
   std::string peer_endpoint_;
-  Clock::duration stuck_after_ = std::chrono::seconds(60);
   std::vector<JobWaitsAnswer> job_waits_;  // answered, for take_job_waits()
   PoolFiles pools_;                        // local ranks' broadcast pools
   // By shared_pull_key: the link and request id of a shared pull in flight.
   std::map<std::string, std::pair<std::string, uint64_t>> shared_pulls_;
   // Broadcasts along the chain (chain_broadcasts.hpp), through these links.
   ChainBroadcasts chain_{jobs_, *this};
+  Relays relays_{jobs_, *this, chain_};  // the relay tree (relays.hpp)
 };
 
 }  // namespace muster::daemon

@@ -53,7 +53,7 @@ RelayState* NodeLinks::relay_of(const std::string& job_id, uint64_t generation) 
   const Job* job = jobs_.find(job_id);
   if (!job || !job->cluster || !job->cluster->formed || job->generation != generation)
     return nullptr;
-  RelayState& r = relays_[job_id];
+  RelayState& r = relays_.of(job_id);
   if (r.below_generation != generation) {
     r.below.clear();
     r.left.clear();
@@ -168,7 +168,7 @@ void NodeLinks::notices_tick(Clock::time_point now, std::vector<Outgoing>& out) 
       return late;
     });
   for (const auto& p : direct) notice_direct(p, out);
-  for (auto& [id, r] : relays_)
+  for (auto& [id, r] : relays_.all())
     if (!r.exited.empty() && now - r.exited_first >= kExitedBatch)
       if (const Job* job = jobs_.find(id);
           job && job->cluster && job->generation == r.below_generation)

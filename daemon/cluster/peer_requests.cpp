@@ -58,13 +58,13 @@ std::span<const Handler> State::peer_handlers() {
       {MsgType::kForward,
        [](State& s, const Request& r) {
          auto f = r.unpack<proto::Forward>();
-         if (f.relay) return s.cluster_->node.relay_from_child(r.to, r.env, r.out);
+         if (f.relay) return s.cluster_->node.relays().from_child(r.to, r.env, r.out);
          s.forward_in(r.to, f, r.out);
        }},
       {MsgType::kBarrierUp,
        [](State& s, const Request& r) {
          auto b = r.unpack<proto::BarrierUp>();
-         if (b.relay) return s.cluster_->node.relay_from_child(r.to, r.env, r.out);
+         if (b.relay) return s.cluster_->node.relays().from_child(r.to, r.env, r.out);
          s.cluster_->coordinator.barrier_up(r.to, b, r.out);
        }},
       {MsgType::kHeartbeat,

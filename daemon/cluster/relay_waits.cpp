@@ -1,9 +1,9 @@
 // Which of a node's ranks wait where in a multi-node job: its relayed
 // barriers and key waits as status shows them, and the once-per-wait line
-// for those older than --stuck-after.
+// for those older than --stuck-after (relays.hpp).
 #include <algorithm>
 
-#include "cluster/node_links.hpp"
+#include "cluster/relays.hpp"
 #include "core/waits.hpp"
 #include "log.hpp"
 
@@ -32,7 +32,7 @@ std::string keys_of(const std::string& coalescing) {
 
 }  // namespace
 
-std::vector<proto::WaitStatus> NodeLinks::waits(const Job& job, Clock::time_point now) const {
+std::vector<proto::WaitStatus> Relays::waits(const Job& job, Clock::time_point now) const {
   std::vector<proto::WaitStatus> out;
   auto rit = relays_.find(job.id);
   if (rit == relays_.end() || !job.cluster) return out;
@@ -69,7 +69,7 @@ std::vector<proto::WaitStatus> NodeLinks::waits(const Job& job, Clock::time_poin
   return out;
 }
 
-uint64_t NodeLinks::report_stuck(Clock::time_point now) {
+uint64_t Relays::report_stuck(Clock::time_point now) {
   uint64_t logged = 0;
   for (auto& [id, r] : relays_) {
     const Job* job = jobs_.find(id);
@@ -98,7 +98,7 @@ uint64_t NodeLinks::report_stuck(Clock::time_point now) {
   return logged;
 }
 
-WaitCounts NodeLinks::wait_counts(Clock::time_point now) const {
+WaitCounts Relays::wait_counts(Clock::time_point now) const {
   WaitCounts n;
   for (const auto& [id, r] : relays_) {
     for (const auto& [name, b] : r.barriers) {
@@ -115,14 +115,6 @@ WaitCounts NodeLinks::wait_counts(Clock::time_point now) const {
     }
   }
   return n;
-}
-
-bool NodeLinks::ask_job_waits(const ReplyTo& to, const Job& job, std::vector<Outgoing>& out) {
-  auto lit = links_.find(job.cluster->coordinator);
-  if (lit == links_.end() || lit->second.lost) return false;
-  proto::JobWaits m{job.id, job.generation, node_id_};
-  send_link(job.cluster->coordinator, {LinkPending::Kind::kJobWaits, to, job.id}, m, out);
-  return true;
 }
 
 }  // namespace muster::daemon

@@ -105,7 +105,7 @@ Route route(const Request& r, const Job* job, Coordinator& coordinator, const No
   }
   if (r.t.type == MsgType::kStoreGet) {
     auto get = proto::StoreGet::unpack(r.env.payload);
-    if (node.kept(*job, get.key)) return Route::kKept;
+    if (node.relays().kept(*job, get.key)) return Route::kKept;
     return get.timeout_ms > 0 ? Route::kRelayWait : Route::kForward;
   }
   return r.t.type == MsgType::kStoreWait ? Route::kRelayWait : Route::kForward;

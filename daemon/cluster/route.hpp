@@ -19,9 +19,9 @@ class NodeLinks;
 enum class Route : uint8_t {
   kServeHere,        // this daemon's own job: its row's handler (dispatch)
   kCoordinatorHere,  // a broadcast of a job coordinated by this same daemon (State::bcast_here)
-  kRelayBarrier,     // the node's subtree enters the barrier once, upstream (relay.cpp)
+  kRelayBarrier,     // the node's subtree enters the barrier once, upstream (relays.cpp)
   kKept,             // a get of a set-once key the node's relay keeps: answered here
-  kRelayWait,        // a get that may wait, or a wait: one upstream wait per key (relay.cpp)
+  kRelayWait,        // a get that may wait, or a wait: one upstream wait per key (relays.cpp)
   kChain,            // a broadcast node to node (ChainBroadcasts)
   kPool,             // a broadcast chunk to or from the rank's pool (bcast_pools.cpp)
   kForward,          // to the job's coordinator, in a Forward

@@ -25,7 +25,7 @@ size_t count_prefixed(const KeyValues& kv, const std::string& prefix);
 // Keys under this prefix are set once: the NCCL unique ids
 // (client/lib/nccl_ids.cpp publishes each with compare_set from unset). A
 // store refuses to change or delete one that has a value, so a relay may
-// keep what it fetched and answer later waits itself (cluster/relay.cpp).
+// keep what it fetched and answer later waits itself (cluster/relays.cpp).
 inline constexpr std::string_view kSetOncePrefix = "muster.nccl/";
 inline bool set_once(std::string_view key) {
   return key.starts_with(kSetOncePrefix);

@@ -1,14 +1,15 @@
 // The daemon's state as the server sees it, free of sockets: the server
 // feeds it decoded requests and pid exits, and sends what it returns. State
-// owns the parts and routes each request, after the access checks, to the
-// handler that decodes it, calls the part and encodes the answer:
+// checks each request (Access), routes it (route_away) and runs its row of
+// the dispatcher's column (dispatch.cpp). It owns the parts the rows call:
 //   - the jobs, their slots and the GPU leases (JobTable),
-//   - the waits on keys and barriers (Store), the sampler permutations
-//     (ShardCache) and the shard requests parked while one is computed
-//     (ShardWaits, on the Permuter's thread),
-//   - behind a pointer, the multi-node side (cluster/): the node's links
-//     and relays (NodeLinks), and the Coordinator of the jobs coordinated
-//     here.
+//   - the waits on keys and barriers (Store) and the store requests
+//     (StoreRequests), what everyone holds (HoldingsCount),
+//   - the samplers' shards and progress (Samplers), failing GPUs
+//     (GpuHealth), what the daemon says of itself (Reports),
+//   - behind a pointer, the multi-node side (MultiNode, cluster/): the
+//     node's links and relays and the Coordinator of the jobs coordinated
+//     here, which the core reads through ClusterSide.
 // Every handler validates before it mutates, so a refused request changes
 // nothing.
 #pragma once

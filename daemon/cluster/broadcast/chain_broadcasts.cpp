@@ -2,7 +2,7 @@
 // the chain, as cluster/broadcast/bcast_chain.hpp draws it. The requests are the
 // coordinator's (bcast_push, bcast_pull, bcast_leave); only where they go
 // differs, so ranks cannot tell. A pull from the next node comes in a
-// Forward with relay set (relay.cpp passes it here).
+// Forward with relay set (relays.cpp passes it here).
 #include <algorithm>
 
 #include "cluster/broadcast/bcast_fail.hpp"

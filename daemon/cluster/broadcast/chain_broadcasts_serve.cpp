@@ -1,6 +1,6 @@
 // ChainBroadcasts' serving side (chain_broadcasts.hpp, bcast_chain.hpp):
 // the next node's pulls and leave, which come from a peer (a Forward with
-// relay set: relay.cpp passes them here), and the chunks this node holds
+// relay set: relays.cpp passes them here), and the chunks this node holds
 // for it.
 #include <algorithm>
 

@@ -3,9 +3,10 @@
 // has entered it (BarrierUp with the count), and all the ranks below that
 // wait for the same key share one upstream wait. So the coordinator gets
 // O(tree width) messages per barrier or key wait, not O(ranks); the answer
-// fans back out along the same path.
-#include "cluster/node_links.hpp"
+// fans back out along the same path (relays.hpp).
+#include "cluster/relays.hpp"
 #include "core/key_values.hpp"
+#include "core/out_answers.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -34,15 +35,15 @@ std::string kept_key(const std::string& coalescing) {
 
 }  // namespace
 
-const std::string* NodeLinks::kept(const Job& job, const std::string& key) const {
+const std::string* Relays::kept(const Job& job, const std::string& key) const {
   auto rit = relays_.find(job.id);
   if (rit == relays_.end() || rit->second.kept_generation != job.generation) return nullptr;
   auto it = rit->second.kept.find(key);
   return it == rit->second.kept.end() ? nullptr : &it->second;
 }
 
-void NodeLinks::relay_barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
-                              int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out) {
+void Relays::barrier(const ReplyTo& to, Job& job, const std::string& name, uint32_t count,
+                     int64_t local_rank, int64_t timeout_ms, std::vector<Outgoing>& out) {
   ClusterInfo& c = *job.cluster;
   RelayBarrier& b = relays_[job.id].barriers[name];
   if (local_rank >= 0 && !b.local_ranks.insert(static_cast<uint32_t>(local_rank)).second)
@@ -59,11 +60,13 @@ void NodeLinks::relay_barrier(const ReplyTo& to, Job& job, const std::string& na
   b.waiters.push_back(to);
   if (b.arrived < c.subtree_ranks) return;
   proto::BarrierUp up{job.id, job.generation, name, c.subtree_ranks, timeout_ms, !c.parent.empty()};
-  send_link(c.upstream(), {LinkPending::Kind::kRelayBarrier, {}, job.id, name}, up, out);
+  links_.send_relayed(
+      c.upstream(), {LinkPending::Kind::kRelayBarrier, {}, job.id, name},
+      [&](uint64_t id) { return proto::encode(id, up); }, out);
 }
 
-void NodeLinks::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& env,
-                          std::vector<Outgoing>& out) {
+void Relays::get(const ReplyTo& to, Job& job, const proto::Envelope& env,
+                 std::vector<Outgoing>& out) {
   std::string key = coalescing_key(env);
   // A child's get of a set-once key this relay keeps (a rank's own is
   // answered before: route.cpp).
@@ -77,12 +80,13 @@ void NodeLinks::relay_get(const ReplyTo& to, Job& job, const proto::Envelope& en
   const ClusterInfo& c = *job.cluster;
   proto::Forward f{job.id, job.generation, proto::encode_object(0, env.type, env.payload),
                    !c.parent.empty()};
-  send_link(c.upstream(), {LinkPending::Kind::kRelayGet, {}, job.id, key}, f, out);
+  links_.send_relayed(
+      c.upstream(), {LinkPending::Kind::kRelayGet, {}, job.id, key},
+      [&](uint64_t id) { return proto::encode(id, f); }, out);
 }
 
 // A child daemon's BarrierUp or Forward (relay set) for our part of a job.
-void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
-                                 std::vector<Outgoing>& out) {
+void Relays::from_child(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out) {
   auto type = static_cast<MsgType>(env.type);
   std::string id;
   uint64_t generation = 0;
@@ -134,17 +138,17 @@ void NodeLinks::relay_from_child(const ReplyTo& to, const proto::Envelope& env,
                     "' is at generation " + std::to_string(job.generation) + " here");
   if (job.cluster->phase == ClusterPhase::kBroken)
     throw Error(ErrorCode::kPeerExited, "job '" + id + "' cannot go on: " + job.cluster->message);
-  if (up) return relay_barrier(to, job, up->name, up->count, -1, up->timeout_ms, out);
+  if (up) return barrier(to, job, up->name, up->count, -1, up->timeout_ms, out);
   const auto t = static_cast<MsgType>(inner->type);
   if (t == MsgType::kBcastPull || t == MsgType::kBcastLeave)
     return chain_.from_down(to, job, *inner, out);
-  relay_get(to, job, *inner, out);
+  get(to, job, *inner, out);
 }
 
 // The value of a set-once key that came from upstream: kept for this
 // generation (a relay holds at most what the coordinator's store quota
 // lets it hold).
-void NodeLinks::keep(RelayState& r, const LinkPending& p, const proto::Envelope& env) {
+void Relays::keep(RelayState& r, const LinkPending& p, const proto::Envelope& env) {
   std::string key = kept_key(p.key);
   const Job* job = jobs_.find(p.job);
   if (key.empty() || !job || static_cast<MsgType>(env.type) != MsgType::kValue) return;
@@ -157,8 +161,7 @@ void NodeLinks::keep(RelayState& r, const LinkPending& p, const proto::Envelope&
 
 // The upstream answer to a relayed barrier or key wait: everyone below
 // gets it, under their own request ids.
-void NodeLinks::relay_answer(const LinkPending& p, const proto::Envelope& env,
-                             std::vector<Outgoing>& out) {
+void Relays::answer(const LinkPending& p, const proto::Envelope& env, std::vector<Outgoing>& out) {
   auto rit = relays_.find(p.job);
   if (rit == relays_.end()) return;
   std::vector<ReplyTo> waiters;
@@ -183,29 +186,29 @@ void NodeLinks::relay_answer(const LinkPending& p, const proto::Envelope& env,
     }
 }
 
-void NodeLinks::relay_early(const std::string& job, std::vector<Outgoing>& out) {
+void Relays::early(const std::string& job, std::vector<Outgoing>& out) {
   auto rit = relays_.find(job);
   if (rit == relays_.end() || rit->second.early.empty()) return;
   rit->second.early_bytes = 0;
   for (auto& e : std::exchange(rit->second.early, {})) {
     try {
-      relay_from_child(e.to, proto::decode_envelope(e.frame.data(), e.frame.size()), out);
+      from_child(e.to, proto::decode_envelope(e.frame.data(), e.frame.size()), out);
     } catch (const Error& err) {
-      fail(e.to, err.code(), err.what(), out);
+      send_error(out, e.to, err.code(), err.what());
     }
   }
 }
 
-void NodeLinks::relay_fail(const std::string& job, ErrorCode code, const std::string& why,
-                           std::vector<Outgoing>& out) {
+void Relays::fail(const std::string& job, ErrorCode code, const std::string& why,
+                  std::vector<Outgoing>& out) {
   chain_.fail(job, code, why, false, out);  // its chain's nodes hear of it as this one did
   auto rit = relays_.find(job);
   if (rit == relays_.end()) return;
-  for (const auto& e : rit->second.early) fail(e.to, code, why, out);
+  for (const auto& e : rit->second.early) send_error(out, e.to, code, why);
   for (auto& [name, b] : rit->second.barriers)
-    for (const auto& w : b.waiters) fail(w, code, why, out);
+    for (const auto& w : b.waiters) send_error(out, w, code, why);
   for (auto& [key, ws] : rit->second.gets)
-    for (const auto& w : ws) fail(w, code, why, out);
+    for (const auto& w : ws) send_error(out, w, code, why);
   // What was heard from below stays: it goes up in the heartbeats (and
   // the leaves with this node's own) whatever became of the waits.
   RelayState& r = rit->second;
@@ -215,11 +218,7 @@ void NodeLinks::relay_fail(const std::string& job, ErrorCode code, const std::st
   r.gets.clear();
   r.gets_since.clear();
   r.kept.clear();
-  for (auto& [name, l] : links_)
-    std::erase_if(l.pending, [&](const auto& kv) {
-      return kv.second.job == job && (kv.second.kind == LinkPending::Kind::kRelayBarrier ||
-                                      kv.second.kind == LinkPending::Kind::kRelayGet);
-    });
+  links_.forget_relayed(job);
 }
 
 }  // namespace muster::daemon
