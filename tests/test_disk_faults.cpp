@@ -69,6 +69,12 @@ class InProcess {
   std::thread thread_;
 };
 
+// A daemon in this process never counts as gone, so a call it holds would
+// wait the default 300 s: a hold that never ends fails the test sooner.
+ClientOptions options(const InProcess& d) {
+  return ClientOptions{d.endpoint(), 30s, 20s};
+}
+
 // Sets until the daemon refuses even a small one: the change log reserves
 // room ahead (4 MiB at a time), which a full disk does not take back. Large
 // values first, then each half as large, so that it takes a few dozen.
@@ -91,10 +97,10 @@ void use_up_reserved_room(Client& c) {
 TEST_CASE("an I/O error while saving holds the acknowledgement until a save works") {
   FaultEnv disk;
   InProcess d(disk);
-  Client c(ClientOptions{d.endpoint(), 30s});
+  Client c(options(d));
   c.join({"eio", 1, false, -1});
   c.set("a", "1");
-  Client other(ClientOptions{d.endpoint(), 30s});
+  Client other(options(d));
   other.join({"eio", 1, false, -1});
   disk.fail_syncs();  // from now on every sync fails with EIO
   std::atomic<bool> done{false};
@@ -126,7 +132,7 @@ TEST_CASE("an I/O error while saving holds the acknowledgement until a save work
   writer.join();
   CHECK(error.empty());
   d.crash_and_restart(disk);
-  Client after(ClientOptions{d.endpoint(), 5s});
+  Client after(options(d));
   after.join({"eio", 1, false, -1});
   CHECK(after.get("a", 0ms) == "1");
   CHECK(after.get("b", 0ms) == "2");
@@ -136,7 +142,7 @@ TEST_CASE("an I/O error while saving holds the acknowledgement until a save work
 TEST_CASE("one failed sync delays the acknowledgement until the retried save works") {
   FaultEnv disk;
   InProcess d(disk);
-  Client c(ClientOptions{d.endpoint(), 30s});
+  Client c(options(d));
   c.join({"once", 1, false, -1});
   c.set("a", "1");
   disk.fail_syncs(EIO, 1);
@@ -146,7 +152,7 @@ TEST_CASE("one failed sync delays the acknowledgement until the retried save wor
   CHECK(disk.syncs_failed() == 1);
   CHECK(c.get("b", 0ms) == "2");
   d.crash_and_restart(disk);
-  Client after(ClientOptions{d.endpoint(), 5s});
+  Client after(options(d));
   after.join({"once", 1, false, -1});
   CHECK(after.get("a", 0ms) == "1");
   CHECK(after.get("b", 0ms) == "2");
@@ -156,7 +162,7 @@ TEST_CASE(
     "a full disk refuses changes with ENOSPC, keeps reads, and takes changes once it has room") {
   FaultEnv disk;
   InProcess d(disk);
-  Client c(ClientOptions{d.endpoint(), 30s});
+  Client c(options(d));
   c.join({"kv", 1, false, -1});
   c.set("before", "1");
   REQUIRE(c.add("n", 5) == 5);
@@ -176,7 +182,7 @@ TEST_CASE(
   }
   CHECK(code_of([&] { c.add("n", 1); }) == ErrorCode::kStorageFailed);
   CHECK(code_of([&] {
-          Client joiner(ClientOptions{d.endpoint(), 30s});
+          Client joiner(options(d));
           joiner.join({"other", 1, false, -1});
         }) == ErrorCode::kStorageFailed);
   // Reads keep working, and show nothing of the refused changes.
@@ -188,7 +194,7 @@ TEST_CASE(
   c.set("after", "2");
   CHECK(c.add("n", 1) == 6);
   d.crash_and_restart(disk);
-  Client after(ClientOptions{d.endpoint(), 5s});
+  Client after(options(d));
   after.join({"kv", 1, false, -1});
   CHECK(after.get("before", 0ms) == "1");
   CHECK(after.get("after", 0ms) == "2");
