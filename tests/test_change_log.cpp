@@ -1,7 +1,8 @@
 // The change log (daemon/persist/change_log.hpp) read back after every way
 // a crash or a bad disk can leave it: cut at any byte, a byte flipped, a log
 // of another epoch. Replay gives exactly the commits before the damage, each
-// commit's records all or none.
+// commit's records all or none. And written on a disk that fails
+// (support/fault_env.hpp): full halfway through a commit, or failing a sync.
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "persist/change_log.hpp"
+#include "support/fault_env.hpp"
 #include "support/process.hpp"
 
 using muster::daemon::ChangeLog;
@@ -115,5 +117,56 @@ TEST_CASE("a change log replays its records up to the first damaged one") {
     expect.push_back("9:after");
     CHECK(got == expect);
     CHECK_FALSE(torn);
+  }
+}
+
+TEST_CASE("a commit the disk cannot take leaves the log as it was; after a failed sync, none") {
+  muster::test::TempDir dir;
+  muster::test::FaultEnv disk;
+  ChangeLog log({dir.path(), AT_FDCWD, &disk});
+  std::string why;
+  REQUIRE(log.start(3, &why));
+  log.append(1, "first");
+  REQUIRE(log.commit(&why));
+  const uint64_t durable = log.size();
+  bool found = false, torn = true;
+
+  SECTION("full halfway: cut back to the last commit, the records kept for the next try") {
+    // Room reserved ahead (a chunk of 4 MiB), then a commit larger than it:
+    // the disk takes part of it and then has no more.
+    REQUIRE(log.reserve(16, &why));
+    disk.fill();
+    const std::string big(5u << 20, 'b');
+    log.append(2, big);
+    CHECK_FALSE(log.commit(&why));
+    CHECK_THAT(why, Catch::Contains("No space left on device"));
+    CHECK(disk.writes_refused() > 0);
+    CHECK(slurp(log.path()).size() == durable);  // no half commit in front of the next
+    CHECK(log.size() == durable);
+    CHECK(log.pending());
+    CHECK_FALSE(log.broken());
+    CHECK(replayed(dir.path(), 3, &found, &torn) == std::vector<std::string>{"1:first"});
+    CHECK_FALSE(torn);
+    disk.heal();
+    REQUIRE(log.commit(&why));
+    CHECK(replayed(dir.path(), 3, &found, &torn) ==
+          std::vector<std::string>{"1:first", "2:" + big});
+    CHECK_FALSE(torn);
+  }
+  SECTION("a failed sync: the log is used no more, even once syncs work, until started again") {
+    disk.fail_syncs(EIO, 1);
+    log.append(2, "second");
+    CHECK_FALSE(log.commit(&why));
+    CHECK_THAT(why, Catch::Contains("Input/output error"));
+    CHECK(disk.syncs_failed() == 1);
+    CHECK(log.broken());
+    log.append(3, "third");
+    CHECK_FALSE(log.commit(&why));
+    CHECK(log.broken());
+    REQUIRE(log.start(4, &why));
+    CHECK_FALSE(log.broken());
+    log.append(5, "fifth");
+    REQUIRE(log.commit(&why));
+    CHECK(replayed(dir.path(), 4, &found, &torn) == std::vector<std::string>{"5:fifth"});
   }
 }

@@ -4,16 +4,13 @@
 // flight when it died (saved, its reply lost: the client's resend is then
 // answered from the reply cache). Values of up to 24 KiB make the change
 // log outgrow the snapshot, so kills land in compactions too, and restarts
-// replay logs over snapshots, torn tails included. And a disk whose syncs
-// fail (EIO, through an LD_PRELOAD shim): nothing is acknowledged until a
-// save works again.
+// replay logs over snapshots, torn tails included. (A disk whose syncs
+// fail, or that is full, is test_disk_faults.cpp's, in process.)
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
@@ -108,55 +105,4 @@ TEST_CASE("after a kill -9 at any point, the state is the acknowledged changes")
     CHECK(count == run + 1);
   }
   CHECK(next > static_cast<uint64_t>(kRuns));  // the writers did write
-}
-
-TEST_CASE("an I/O error while saving holds the acknowledgement until a save works") {
-  test::TempDir flags;
-  std::string flag = flags.path() + "/fail";
-  // Under AddressSanitizer the shim comes before its runtime: told not to
-  // mind (the shim intercepts nothing ASan does).
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  TestDaemon d({}, {{"LD_PRELOAD", test::program("MUSTER_TEST_FAIL_SYNC")},
-                    {"MUSTER_FAIL_SYNC_FLAG", flag},
-                    {"ASAN_OPTIONS", std::string(asan ? asan : "") + ":verify_asan_link_order=0"}});
-  Client c(ClientOptions{d.endpoint(), 30s});
-  c.join({"eio", 1, false, -1});
-  c.set("a", "1");
-  Client other(ClientOptions{d.endpoint(), 30s});
-  other.join({"eio", 1, false, -1});
-  { std::ofstream(flag) << "x"; }  // from now on every sync fails with EIO
-  std::atomic<bool> done{false};
-  std::string error;
-  std::thread writer([&] {
-    try {
-      c.set("b", "2");
-    } catch (const Error& e) {
-      error = e.what();
-    }
-    done = true;
-  });
-  // Not acknowledged while it cannot be made durable (libmuster resends
-  // meanwhile; the resend is held as well).
-  std::this_thread::sleep_for(2s);
-  CHECK_FALSE(done);
-  // Once a save failed that way, a new change is refused at once and
-  // changes nothing.
-  try {
-    other.set("c", "3");
-    FAIL("a change was acknowledged while every sync fails");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::kStorageFailed);
-    CHECK_THAT(e.what(), Catch::Contains("Input/output error"));
-  }
-  ::unlink(flag.c_str());  // the disk recovers: the next save works
-  CHECK(test::eventually([&] { return done.load(); }, 10s));
-  writer.join();
-  CHECK(error.empty());
-  d.kill9();
-  d.start();
-  Client after(ClientOptions{d.endpoint(), 5s});
-  after.join({"eio", 1, false, -1});
-  CHECK(after.get("a", 0ms) == "1");
-  CHECK(after.get("b", 0ms) == "2");
-  CHECK_THROWS_AS(after.get("c", 0ms), Error);
 }

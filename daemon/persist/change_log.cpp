@@ -94,7 +94,7 @@ ChangeLog::~ChangeLog() {
 }
 
 void ChangeLog::close() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) dir_.env->close(fd_);
   fd_ = -1;
 }
 
@@ -103,7 +103,8 @@ bool ChangeLog::start(uint64_t epoch, std::string* why) {
   put_record(head, 0, header(epoch));
   put_frame(first, head);
   if (!files::write_durably(dir_, kFileName, first, why)) return false;
-  int fd = ::openat(dir_.fd, dir_.at(kFileName).c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd =
+      dir_.env->openat(dir_.fd, dir_.at(kFileName).c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0);
   if (fd < 0) {
     *why = "cannot open " + path_ + ": " + std::strerror(errno);
     return false;
@@ -118,14 +119,16 @@ bool ChangeLog::start(uint64_t epoch, std::string* why) {
 }
 
 bool ChangeLog::resume(uint64_t end, std::string* why) {
-  int fd = ::openat(dir_.fd, dir_.at(kFileName).c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  Env& env = *dir_.env;
+  int fd = env.openat(dir_.fd, dir_.at(kFileName).c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0);
   struct stat st;
   // Cut only a torn tail: truncating to the same length would also give
   // back the room reserved past the end (tmpfs does).
-  bool cut = fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) > end;
-  if (fd < 0 || (cut && (::ftruncate(fd, static_cast<off_t>(end)) != 0 || ::fdatasync(fd) != 0))) {
+  bool cut = fd >= 0 && env.fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) > end;
+  if (fd < 0 ||
+      (cut && (env.ftruncate(fd, static_cast<off_t>(end)) != 0 || env.fdatasync(fd) != 0))) {
     *why = "cannot reopen " + path_ + ": " + std::strerror(errno);
-    if (fd >= 0) ::close(fd);
+    if (fd >= 0) env.close(fd);
     return false;
   }
   close();
@@ -150,8 +153,8 @@ bool ChangeLog::reserve(size_t n, std::string* why) {
       // Only the range past what is reserved: on tmpfs, reserving from 0
       // walks every page of the log again, which made each save cost the
       // log's size (found by bench_swarm's profile).
-      if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(allocated_),
-                      static_cast<off_t>(want - allocated_)) == 0) {
+      if (dir_.env->fallocate(fd_, FALLOC_FL_KEEP_SIZE, static_cast<off_t>(allocated_),
+                              static_cast<off_t>(want - allocated_)) == 0) {
         allocated_ = want;
         break;
       }
@@ -186,21 +189,21 @@ bool ChangeLog::commit(std::string* why) {
   put_frame(frame, buffer_);
   size_t done = 0;
   while (done < frame.size()) {
-    ssize_t w =
-        ::pwrite(fd_, frame.data() + done, frame.size() - done, static_cast<off_t>(end_ + done));
+    ssize_t w = dir_.env->pwrite(fd_, frame.data() + done, frame.size() - done,
+                                 static_cast<off_t>(end_ + done));
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       *why = "cannot write " + path_ + ": " + std::strerror(w < 0 ? errno : ENOSPC);
       // Back to the last durable end: a half-written commit must not sit
       // in front of the next try's. (This also gives back space reserved
       // past the end.) The records stay buffered for that try.
-      if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) broken_ = true;
+      if (dir_.env->ftruncate(fd_, static_cast<off_t>(end_)) != 0) broken_ = true;
       allocated_ = end_;
       return false;
     }
     done += static_cast<size_t>(w);
   }
-  if (::fdatasync(fd_) != 0) {
+  if (dir_.env->fdatasync(fd_) != 0) {
     // After a failed sync the page cache may have dropped the data while a
     // later sync reports success: trust this file no more.
     *why = "cannot sync " + path_ + ": " + std::strerror(errno);

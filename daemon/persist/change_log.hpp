@@ -33,6 +33,7 @@ class ChangeLog {
  public:
   static constexpr const char* kFileName = "state.log";
 
+  // Written in dir through dir's Env (files.hpp), as the snapshot beside it.
   explicit ChangeLog(files::Dir dir);
   ~ChangeLog();
   ChangeLog(const ChangeLog&) = delete;

@@ -9,16 +9,20 @@
 #include <string>
 #include <string_view>
 
+#include "env/env.hpp"
+
 namespace muster::daemon::files {
 
 // The directory the files are in: by its descriptor once the daemon opened
 // and checked it (dirs/runtime_dir.hpp open_own_dir: not through a link,
 // its own, writable by no one else), so that nothing done to the path
 // later redirects a write; by its path where none was opened (tests that
-// drive the state file directly).
+// drive the state file directly). Every file in it is read and written
+// through env (env/env.hpp): the real disk unless a test hands another.
 struct Dir {
   std::string path;
   int fd = AT_FDCWD;
+  Env* env = &Env::posix();
   // What openat(fd, ...) is given for the file `name`.
   std::string at(const std::string& name) const {
     return fd == AT_FDCWD ? path + "/" + name : name;

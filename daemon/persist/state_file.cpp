@@ -18,8 +18,8 @@ namespace muster::daemon {
 
 namespace sc = state_codec;
 
-StateFile::StateFile(std::string dir, int dir_fd)
-    : dir_{std::move(dir), dir_fd}, path_(dir_.shown(kFileName)), log_(dir_) {}
+StateFile::StateFile(std::string dir, int dir_fd, Env& env)
+    : dir_{std::move(dir), dir_fd, &env}, path_(dir_.shown(kFileName)), log_(dir_) {}
 
 StateFile::~StateFile() {
   if (dir_.fd != AT_FDCWD) ::close(dir_.fd);
@@ -214,7 +214,8 @@ bool StateFile::snapshot(const State& st, ReplyCache& replies) {
 
 void StateFile::set_aside(const std::string& name, const std::string& why) {
   const std::string file = dir_.shown(name), bad = file + ".bad";
-  if (::renameat(dir_.fd, dir_.at(name).c_str(), dir_.fd, dir_.at(name + ".bad").c_str()) == 0)
+  if (dir_.env->renameat(dir_.fd, dir_.at(name).c_str(), dir_.fd, dir_.at(name + ".bad").c_str()) ==
+      0)
     log::warning("state file " + file + " cannot be used (" + why + "); moved it to " + bad +
                  " and starting with no jobs");
   else if (errno != ENOENT)

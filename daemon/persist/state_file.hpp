@@ -41,8 +41,9 @@ class StateFile {
 
   // dir_fd: the state directory, opened and checked by the caller
   // (dirs/runtime_dir.hpp open_own_dir), which this object then owns and
-  // makes every file relative to; AT_FDCWD: by path (tests).
-  explicit StateFile(std::string dir, int dir_fd = AT_FDCWD);
+  // makes every file relative to; AT_FDCWD: by path (tests). Every file is
+  // read and written through env (env/env.hpp), which must outlive this.
+  explicit StateFile(std::string dir, int dir_fd = AT_FDCWD, Env& env = Env::posix());
   ~StateFile();
   StateFile(const StateFile&) = delete;
   StateFile& operator=(const StateFile&) = delete;

@@ -36,9 +36,9 @@ void Server::Runtime::save_then_deliver() {
   // that acknowledged nothing (a process exit, reads) is answered, so reads
   // keep working.
   if (dirty || state_file->retrying()) {
-    auto t0 = Clock::now();
+    auto t0 = env->now();
     bool ok = state_file->save(*state, replies);
-    observe.saved(ok, Clock::now() - t0, state_file->failure());
+    observe.saved(ok, env->now() - t0, state_file->failure());
     if (ok) {
       dirty = false;
       holding = false;

@@ -51,6 +51,7 @@ struct Server::Runtime {
   // --reply-queue; unread.hpp).
   std::optional<UnreadClients> unread;
   ReplyCache replies;
+  Env* env = &Env::posix();  // the state file's disk, and the clock its saves are timed by
   std::unique_ptr<StateFile> state_file;
   int state_lock_fd = -1;  // when the state dir is not the runtime dir
   // The jobs' cgroups (or the note that there are none), made once the

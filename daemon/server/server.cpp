@@ -29,7 +29,8 @@
 
 namespace muster::daemon {
 
-Server::Server(Config cfg) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cfg)) {
+Server::Server(Config cfg, Env& env) : rt_(std::make_unique<Runtime>()), cfg_(std::move(cfg)) {
+  rt_->env = &env;
 #if defined(__GLIBC__)
   // A broadcast across nodes passes 4 MiB chunks through the daemon, a few
   // at a time: left to itself, glibc maps each anew and unmaps it when it
@@ -301,7 +302,7 @@ void Server::load_state() {
   const int dir_fd = open_own_dir(cfg_.state_dir, "refusing state directory ", "--state-dir");
   derive_ceilings(cfg_.quotas, cfg_.max_memory == "auto", cfg_.max_state_bytes == "auto", dir_fd);
   rt_->state->set_quotas(cfg_.quotas);
-  rt_->state_file = std::make_unique<StateFile>(cfg_.state_dir, dir_fd);
+  rt_->state_file = std::make_unique<StateFile>(cfg_.state_dir, dir_fd, *rt_->env);
   rt_->state_file->load(*rt_->state, rt_->replies);
 }
 

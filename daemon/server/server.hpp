@@ -12,6 +12,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "env/env.hpp"
 #include "gpu/inventory.hpp"
 #include "server/config.hpp"
 
@@ -31,7 +32,9 @@ struct ServiceHooks {
 class Server {
  public:
   // Discovers GPUs and validates the config; throws Error on bad values.
-  explicit Server(Config cfg);
+  // The state directory is written, and its saves timed, through env
+  // (env/env.hpp), which must outlive the server: a test's disk that fails.
+  explicit Server(Config cfg, Env& env = Env::posix());
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
