@@ -11,8 +11,12 @@
 // whichever Env failed.
 //
 // Not through here: the locks (musterd.lock, state.lock: flock), the state
-// directory's own checks and opening (dirs/runtime_dir.hpp), and the State's
-// clock (expiries, heartbeats: core/ and cluster/ read steady_clock).
+// directory's own checks and opening (dirs/runtime_dir.hpp). The clock:
+// the saves' timing and each round's expiries and cluster ticks
+// (server/rounds.cpp) read now() here; what core/ and cluster/ read
+// themselves (a wait's deadline as it parks, a heartbeat's time) is still
+// steady_clock's, so a test's clock that jumps ahead expires waits early
+// rather than late.
 #pragma once
 
 #include <fcntl.h>

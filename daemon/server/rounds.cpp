@@ -59,8 +59,11 @@ void Server::watch_deadlines() {
 void Server::end_round() {
   auto& rt = *rt_;
   auto& state = *rt.state;
-  state.expire(Clock::now(), rt.out);
-  if (state.cluster().active()) state.cluster().tick(Clock::now(), rt.out);
+  // The round's time from the Env (env.hpp): the waits' deadlines and the
+  // peers' silences are judged against it, so a test's clock moves them.
+  const auto round_now = rt.env->now();
+  state.expire(round_now, rt.out);
+  if (state.cluster().active()) state.cluster().tick(round_now, rt.out);
   // Before the replies leave: a worker whose Attach is answered now is
   // released by muster run only then, so it is in its cgroup before exec.
   rt.cgroups->sync(state.jobs());
