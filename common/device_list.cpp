@@ -12,16 +12,13 @@
 #include <stdexcept>
 
 #include "protocol/limits.hpp"
+#include "split.hpp"
 
 namespace muster {
 
 std::vector<int64_t> parse_device_list(const std::string& s) {
   std::vector<int64_t> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t end = s.find(',', start);
-    if (end == std::string::npos) end = s.size();
-    std::string item = s.substr(start, end - start);
+  for (const auto& item : split(s)) {
     int64_t v = -1;
     auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < 0 ||
@@ -29,7 +26,6 @@ std::vector<int64_t> parse_device_list(const std::string& s) {
       throw std::runtime_error("bad device index '" + item + "' in device list '" + s +
                                "' (expected e.g. 0,1,4,6)");
     out.push_back(v);
-    start = end + 1;
   }
   return out;
 }

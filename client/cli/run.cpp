@@ -55,9 +55,11 @@ std::string host_or_loopback() {
   return host.empty() ? "127.0.0.1" : host;
 }
 
-Placement place(const std::string& endpoint, const RunOptions& o, const std::string& job,
-                const muster::Reservation& booked, int port) {
-  Placement p;
+// The world this node's workers are in: this node alone, or the one the
+// coordinator formed.
+muster::World place(const std::string& endpoint, const RunOptions& o, const std::string& job,
+                    const muster::Reservation& booked, int port) {
+  muster::World p;
   p.master_addr = o.master_addr;
   p.world_size = o.nproc;
   p.master_port = port;
@@ -77,8 +79,7 @@ Placement place(const std::string& endpoint, const RunOptions& o, const std::str
   std::cerr << "muster run: job " << job << " generation " << w.generation << ": node "
             << w.node_rank << " of " << w.num_nodes << ", ranks " << w.rank_offset << ".."
             << w.rank_offset + o.nproc - 1 << " of " << w.world_size << "\n";
-  return {w.rank_offset, w.world_size,  w.node_rank, w.num_nodes,
-          w.master_addr, w.master_port, w.generation};
+  return w;
 }
 
 // The job this run books: --rdzv-id, else 96 random bits (a name nobody can
@@ -172,7 +173,7 @@ std::function<std::string()> world_check(const std::string& endpoint, const std:
 // relay lasts the run, across restarts, and ends when rank 0 moves to
 // another node. Without one (--no-store-relay, or no port for it) and on
 // other nodes every worker gets MASTER_PORT itself.
-int others_store_port(const RunOptions& o, const Placement& at, int port,
+int others_store_port(const RunOptions& o, const muster::World& at, int port,
                       std::optional<StoreRelay>& relay) {
   if (!o.store_relay || at.rank_offset != 0 || at.master_port != port) {
     relay.reset();
@@ -215,7 +216,7 @@ struct Group {
     }
     auto booked = reserve_slots(endpoint, o, peering_for(o), job, attempt, restarts,
                                 allowed_devices(o, visible));
-    Placement at = place(endpoint, o, job, booked, port);
+    muster::World at = place(endpoint, o, job, booked, port);
     rank_offset = at.rank_offset;
     int others_port = others_store_port(o, at, port, relay);
     auto numa = numa_plan(endpoint, o.numa_binding, booked.devices, at.rank_offset);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "log.hpp"
+#include "split.hpp"
 
 namespace muster::cli {
 
@@ -65,17 +66,12 @@ auto seconds(double& to) {
 // workers with it); a list naming another signal would promise what it
 // does not do.
 void signals_to_handle(const std::string& v) {
-  size_t start = 0;
-  while (start <= v.size()) {
-    size_t comma = std::min(v.find(',', start), v.size());
-    std::string sig = v.substr(start, comma - start);
+  for (const auto& sig : split(v))
     if (sig != "SIGTERM" && sig != "SIGINT" && sig != "SIGHUP" && sig != "SIGQUIT")
       throw FlagError(
           "muster run handles SIGTERM, SIGINT and SIGHUP (stopping the workers), "
           "and SIGQUIT ends it with them; it cannot handle '" +
           sig + "'");
-    start = comma + 1;
-  }
 }
 
 // A flag muster does not have, refused with why and what to use instead.

@@ -9,6 +9,7 @@
 #include "device_list.hpp"
 #include "job_id.hpp"
 #include "peer/secure.hpp"
+#include "split.hpp"
 
 namespace muster::cli {
 
@@ -17,12 +18,7 @@ namespace {
 // torchrun's --rdzv-conf K=V,...: the keys with a meaning here set muster's
 // timeouts; torch's others are said to be ignored.
 void apply_rdzv_conf(const std::string& conf, RunOptions& o) {
-  size_t start = 0;
-  while (start < conf.size()) {
-    size_t end = conf.find(',', start);
-    if (end == std::string::npos) end = conf.size();
-    std::string kv = conf.substr(start, end - start);
-    start = end + 1;
+  for (const auto& kv : split(conf)) {
     if (kv.empty()) continue;
     auto eq = kv.find('=');
     if (eq == std::string::npos)

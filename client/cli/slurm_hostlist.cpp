@@ -3,6 +3,8 @@
 #include <cctype>
 #include <stdexcept>
 
+#include "split.hpp"
+
 namespace muster::cli {
 
 namespace {
@@ -22,12 +24,7 @@ bool all_digits(const std::string& s) {
 // bound's width (Slurm pads every number of a range to it).
 std::vector<std::string> expand_ranges(const std::string& list, const std::string& inside) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= inside.size()) {
-    size_t comma = inside.find(',', start);
-    if (comma == std::string::npos) comma = inside.size();
-    std::string part = inside.substr(start, comma - start);
-    start = comma + 1;
+  for (const auto& part : split(inside)) {
     auto dash = part.find('-');
     std::string lo = part.substr(0, dash);
     std::string hi = dash == std::string::npos ? lo : part.substr(dash + 1);

@@ -148,7 +148,7 @@ std::chrono::milliseconds ms(double s) {
 // Local task 0: once every task of the node runs, books the node's ranks
 // (the step's GPUs only), joins the world (nodes > 1) and hands each rank
 // to its task's pid.
-muster::Reservation lead_node(const RunOptions& o, const std::string& endpoint, Placement& at,
+muster::Reservation lead_node(const RunOptions& o, const std::string& endpoint, muster::World& at,
                               const std::vector<int>& allowed) {
   const SlurmWorld& w = *o.slurm_world;
   const auto mine = my_step();
@@ -189,7 +189,8 @@ muster::Reservation lead_node(const RunOptions& o, const std::string& endpoint, 
 }
 
 // The other tasks: wait until local task 0 handed this task its rank.
-muster::Reservation wait_for_rank(const RunOptions& o, const std::string& endpoint, Placement& at) {
+muster::Reservation wait_for_rank(const RunOptions& o, const std::string& endpoint,
+                                  muster::World& at) {
   const SlurmWorld& w = *o.slurm_world;
   auto until = Clock::now() + ms(o.rdzv_timeout_s + 10);
   auto leader = step_tasks(my_step());
@@ -265,13 +266,13 @@ int slurm_task_main(const RunOptions& o, const std::string& endpoint, bool node_
   try {
     std::optional<std::vector<int64_t>> visible;
     if (!o.cpu) visible = visible_gpus(endpoint);
-    Placement at{w.rank - w.local_rank,
-                 w.world_size,
-                 w.node_rank,
-                 w.num_nodes,
-                 w.hosts.front(),
-                 o.master_port ? o.master_port : w.master_port,
-                 0};
+    // The generation comes with the rank (lead_node, wait_for_rank).
+    muster::World at{.node_rank = w.node_rank,
+                     .num_nodes = w.num_nodes,
+                     .rank_offset = w.rank - w.local_rank,
+                     .world_size = w.world_size,
+                     .master_addr = w.hosts.front(),
+                     .master_port = o.master_port ? o.master_port : w.master_port};
     auto booked = w.local_rank == 0 ? lead_node(o, endpoint, at, allowed_devices(o, visible))
                                     : wait_for_rank(o, endpoint, at);
     int device = booked.devices.at(w.local_rank);

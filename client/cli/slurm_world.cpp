@@ -5,6 +5,7 @@
 
 #include "cli/slurm_hostlist.hpp"
 #include "device_list.hpp"
+#include "split.hpp"
 
 namespace muster::cli {
 
@@ -101,11 +102,7 @@ bool use_slurm(SlurmMode mode, const EnvMap& env, const std::vector<std::string>
 std::vector<uint32_t> expand_tasks_per_node(const std::string& spec) {
   if (spec.empty()) throw std::invalid_argument("not set");
   std::vector<uint32_t> out;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t comma = std::min(spec.find(',', start), spec.size());
-    std::string item = spec.substr(start, comma - start);
-    start = comma + 1;
+  for (auto item : split(spec)) {
     uint64_t times = 1;
     auto paren = item.find("(x");
     if (paren != std::string::npos) {

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "split.hpp"
+
 namespace muster::cli {
 
 namespace {
@@ -18,12 +20,7 @@ int std_streams(const std::string& spec, uint32_t local_rank) {
   if (spec.empty()) return 0;
   if (spec.find(':') == std::string::npos) return one_value(spec, spec);
   int found = 0;
-  size_t start = 0;
-  while (start <= spec.size()) {
-    size_t end = spec.find(',', start);
-    if (end == std::string::npos) end = spec.size();
-    std::string item = spec.substr(start, end - start);
-    start = end + 1;
+  for (const auto& item : split(spec)) {
     auto colon = item.find(':');
     std::string rank = item.substr(0, colon);
     if (colon == std::string::npos || rank.empty() || rank.size() > 5 ||

@@ -20,7 +20,7 @@ std::vector<std::string> worker_env(const std::map<std::string, std::string>& se
 }
 
 std::map<std::string, std::string> worker_vars(const RunOptions& o, const std::string& endpoint,
-                                               const std::string& job, const Placement& at,
+                                               const std::string& job, const muster::World& at,
                                                const muster::Reservation& booked, uint32_t r,
                                                uint32_t restarts, const std::string& error_file,
                                                const std::optional<std::vector<int64_t>>& visible) {

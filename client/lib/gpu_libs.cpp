@@ -56,49 +56,49 @@ std::vector<Candidate> order_for(const char* env_var, const std::vector<std::str
   return order;
 }
 
+}  // namespace
+
 // Loaded once per process and never unloaded (NCCL's threads and CUDA's
 // contexts outlive any one call); a failed search is tried again next time,
 // so a library installed later is found without a restart.
-struct Slot {
+struct LibSlot {
   std::mutex m;
   bool found = false;
   GpuLib lib;
-};
 
-}  // namespace
+  // The first of order_for(env_var, sonames) that has `probe`; else
+  // Error(kUnavailable): "<what> was not found (tried ...): <install> or
+  // set <env_var> to its path".
+  const GpuLib& get(const char* env_var, const std::vector<std::string>& sonames, const char* probe,
+                    const char* what, const char* install) {
+    std::lock_guard lock(m);
+    if (found) return lib;
+    std::string tried;
+    if (!find(order_for(env_var, sonames), probe, lib.handle_, lib.where_, tried))
+      throw Error(ErrorCode::kUnavailable, std::string(what) + " was not found (tried" +
+                                               tried.substr(1) + "): " + install + " or set " +
+                                               env_var + " to its path");
+    lib.found_ = found = true;
+    return lib;
+  }
+};
 
 void* GpuLib::sym(const char* name) const {
   return found_ ? dlsym(handle_, name) : nullptr;
 }
 
 const GpuLib& nccl() {
-  static Slot slot;
-  std::lock_guard lock(slot.m);
-  if (slot.found) return slot.lib;
-  std::string tried;
-  if (!find(order_for("MUSTER_NCCL_LIBRARY", {"libnccl.so.2"}), "ncclGetUniqueId", slot.lib.handle_,
-            slot.lib.where_, tried))
-    throw Error(ErrorCode::kUnavailable,
-                "NCCL was not found (tried" + tried.substr(1) +
-                    "): install NCCL (libnccl.so.2) or set MUSTER_NCCL_LIBRARY to its path");
-  slot.lib.found_ = slot.found = true;
-  return slot.lib;
+  static LibSlot slot;
+  return slot.get("MUSTER_NCCL_LIBRARY", {"libnccl.so.2"}, "ncclGetUniqueId", "NCCL",
+                  "install NCCL (libnccl.so.2)");
 }
 
 const GpuLib& cuda_runtime() {
-  static Slot slot;
-  std::lock_guard lock(slot.m);
-  if (slot.found) return slot.lib;
-  std::string tried;
+  static LibSlot slot;
   // Newest first: a process that loaded one has only that one.
-  std::vector<std::string> sonames{"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"};
-  if (!find(order_for("MUSTER_CUDA_RUNTIME_LIBRARY", sonames), "cudaSetDevice", slot.lib.handle_,
-            slot.lib.where_, tried))
-    throw Error(ErrorCode::kUnavailable,
-                "the CUDA runtime was not found (tried" + tried.substr(1) +
-                    "): install it (libcudart.so) or set MUSTER_CUDA_RUNTIME_LIBRARY to its path");
-  slot.lib.found_ = slot.found = true;
-  return slot.lib;
+  return slot.get("MUSTER_CUDA_RUNTIME_LIBRARY",
+                  {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}, "cudaSetDevice",
+                  "the CUDA runtime", "install it (libcudart.so)");
 }
 
 std::string nccl_summary() {

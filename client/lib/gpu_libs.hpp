@@ -8,6 +8,8 @@
 
 namespace muster::detail {
 
+struct LibSlot;
+
 // One loaded library: dlsym() resolves its entry points.
 class GpuLib {
  public:
@@ -21,9 +23,7 @@ class GpuLib {
   const std::string& where() const { return where_; }
 
  private:
-  friend const GpuLib& nccl();
-  friend const GpuLib& cuda_runtime();
-  friend std::string nccl_summary();
+  friend struct LibSlot;  // gpu_libs.cpp: finds and loads one
   // RTLD_DEFAULT (the process's global scope) is a null handle, so whether
   // one was found is kept apart.
   bool found_ = false;

@@ -76,23 +76,6 @@ uint64_t chunks(uint64_t size, uint64_t chunk) {
   return chunk ? (size + chunk - 1) / chunk : 0;
 }
 
-// BcastChunk and its view, the same fields.
-template <class IO, class M>
-void chunk_reply(IO& io, M& m) {
-  io.num("index", m.index, 0, kMaxBcastSize);
-  io.num("sum", m.sum, 0, UINT64_MAX);
-  io.boolean("written", m.written, wire::kUnlessDefault);
-  io.str("job", m.job, limits::kMaxJobIdBytes, wire::kUnlessDefault);
-  io.num("generation", m.generation, 0, UINT64_MAX, wire::kUnlessDefault);
-  io.num("seq", m.seq, 0, UINT64_MAX, wire::kUnlessDefault);
-  io.num("root", m.root, 0, kMaxWorldSize - 1, wire::kUnlessDefault);
-  io.tail("data", m.data, kMaxBcastChunk);
-  io.check([&] {
-    if (m.written && !m.data.empty())
-      throw Error(ErrorCode::kInvalidArgument, "bcast_chunk written to a pool carries bytes");
-  });
-}
-
 // A rank's pool (PoolRef), absent unless it names one.
 template <class IO>
 void pool_ref(IO& io, PoolRef& r) {
@@ -277,45 +260,37 @@ void ClusterStateReply::fields(IO& io) {
 }
 
 // data comes last, so that the root can write a chunk into its frame once
-// (pack_head). BcastPush and its view, the same fields.
-template <class IO, class M>
-void push_fields(IO& io, M& m) {
-  broadcast(io, m);
-  chunking(io, m);
-  io.num("index", m.index, 0, chunks(m.size, m.chunk) - 1);
-  io.num("sum", m.sum, 0, UINT64_MAX);
-  io.ms("timeout_ms", m.timeout_ms);
-  pool_ref(io, m.pool);
-  io.tail("data", m.data, kMaxBcastChunk);
+// (pack_head).
+template <class Data>
+template <class IO>
+void BcastPushOf<Data>::fields(IO& io) {
+  broadcast(io, *this);
+  chunking(io, *this);
+  io.num("index", index, 0, chunks(size, chunk) - 1);
+  io.num("sum", sum, 0, UINT64_MAX);
+  io.ms("timeout_ms", timeout_ms);
+  pool_ref(io, pool);
+  io.tail("data", data, kMaxBcastChunk);
   io.check([&] {
-    if (m.pool.set() && !m.data.empty())
+    if (pool.set() && !data.empty())
       throw Error(ErrorCode::kInvalidArgument,
                   "bcast_push names a pool and carries bytes: one or the other");
-    if (!m.pool.set() && m.data.size() != std::min(m.chunk, m.size - m.index * m.chunk))
+    if (!pool.set() && data.size() != std::min(chunk, size - index * chunk))
       throw Error(ErrorCode::kInvalidArgument,
-                  "bcast_push chunk " + std::to_string(m.index) + " has " +
-                      std::to_string(m.data.size()) + " bytes, not " +
-                      std::to_string(std::min(m.chunk, m.size - m.index * m.chunk)));
+                  "bcast_push chunk " + std::to_string(index) + " has " +
+                      std::to_string(data.size()) + " bytes, not " +
+                      std::to_string(std::min(chunk, size - index * chunk)));
   });
 }
 
-template <class IO>
-void BcastPush::fields(IO& io) {
-  push_fields(io, *this);
-}
-
-template <class IO>
-void BcastPushView::fields(IO& io) {
-  push_fields(io, *this);
-}
-
-BcastPushView BcastPushView::unpack(const msgpack::object& o) {
-  return wire::read_fields<BcastPushView>(o, "bcast_push");
-}
-
-void BcastPush::pack_head(codec::Packer& p, size_t bytes) const {
+template <class Data>
+void BcastPushOf<Data>::pack_head(codec::Packer& p, size_t bytes) const {
   wire::pack_fields(p, *this, bytes);
 }
+
+MUSTER_CODEC_OF(template <class Data>, BcastPushOf<Data>)
+template struct BcastPushOf<std::string>;
+template struct BcastPushOf<std::string_view>;  // BcastPushView
 
 template <class IO>
 void BcastPull::fields(IO& io) {
@@ -329,27 +304,37 @@ void BcastPull::fields(IO& io) {
   io.boolean("shared", shared, wire::kUnlessDefault);
 }
 
+template <class Data>
 template <class IO>
-void BcastChunk::fields(IO& io) {
-  chunk_reply(io, *this);
+void BcastChunkOf<Data>::fields(IO& io) {
+  io.num("index", index, 0, kMaxBcastSize);
+  io.num("sum", sum, 0, UINT64_MAX);
+  io.boolean("written", written, wire::kUnlessDefault);
+  io.str("job", job, limits::kMaxJobIdBytes, wire::kUnlessDefault);
+  io.num("generation", generation, 0, UINT64_MAX, wire::kUnlessDefault);
+  io.num("seq", seq, 0, UINT64_MAX, wire::kUnlessDefault);
+  io.num("root", root, 0, kMaxWorldSize - 1, wire::kUnlessDefault);
+  io.tail("data", data, kMaxBcastChunk);
+  io.check([&] {
+    if (written && !data.empty())
+      throw Error(ErrorCode::kInvalidArgument, "bcast_chunk written to a pool carries bytes");
+  });
 }
 
-void BcastChunk::pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes) {
-  wire::pack_fields(p, BcastChunk{index, sum, false, {}, 0, 0, 0, {}}, bytes);
+template <class Data>
+void BcastChunkOf<Data>::pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes) {
+  wire::pack_fields(p, BcastChunkOf{index, sum, false, {}, 0, 0, 0, {}}, bytes);
 }
 
-void BcastChunk::pack_shared_head(codec::Packer& p, const BcastChunk& name, size_t bytes) {
+template <class Data>
+void BcastChunkOf<Data>::pack_shared_head(codec::Packer& p, const BcastChunkOf& name,
+                                          size_t bytes) {
   wire::pack_fields(p, name, bytes);
 }
 
-template <class IO>
-void BcastChunkView::fields(IO& io) {
-  chunk_reply(io, *this);
-}
-
-BcastChunkView BcastChunkView::unpack(const msgpack::object& o) {
-  return wire::read_fields<BcastChunkView>(o, "bcast_chunk");
-}
+MUSTER_CODEC_OF(template <class Data>, BcastChunkOf<Data>)
+template struct BcastChunkOf<std::string>;
+template struct BcastChunkOf<std::string_view>;  // BcastChunkView
 
 template <class IO>
 void BcastLeave::fields(IO& io) {
@@ -374,9 +359,7 @@ MUSTER_CODEC(NodeJoins)
 MUSTER_CODEC(Replies)
 MUSTER_CODEC(ClusterState)
 MUSTER_CODEC(ClusterStateReply)
-MUSTER_CODEC(BcastPush)
 MUSTER_CODEC(BcastPull)
-MUSTER_CODEC(BcastChunk)
 MUSTER_CODEC(BcastLeave)
 
 }  // namespace muster::proto

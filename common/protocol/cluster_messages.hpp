@@ -316,7 +316,11 @@ struct PoolRef {
 
 // The root's daemon relays one chunk; answered with ok once it fits the
 // coordinator's window (or an error: a node was lost, the wait timed out).
-struct BcastPush {
+// Data is std::string in the message, std::string_view in its view
+// (BcastPushView), which reads the chunk in place: the coordinator copies
+// it once, into the frame it answers pulls with.
+template <class Data>
+struct BcastPushOf {
   std::string job;
   uint64_t generation = 0;
   uint64_t seq = 0;   // the collective's number, the same on every rank (>= 1)
@@ -325,32 +329,16 @@ struct BcastPush {
   uint64_t chunk = 0;
   uint64_t index = 0;
   uint64_t sum = 0;        // the chunk's checksum (the root's algorithm; checked by the pullers)
-  std::string data;        // min(chunk, size - index * chunk) bytes; none with pool
+  Data data;               // min(chunk, size - index * chunk) bytes; none with pool
   int64_t timeout_ms = 0;  // how long the push may wait for room
   PoolRef pool = {};       // from its rank only: the bytes are in this pool
-  MUSTER_MESSAGE(BcastPush);
+  MUSTER_MESSAGE_AS(BcastPushOf, MsgType::kBcastPush);
   // Everything pack() writes but data's `bytes` bytes, which must follow
   // (data itself is not used): the root writes a chunk into its frame once.
   void pack_head(codec::Packer& p, size_t bytes) const;
 };
-
-// BcastPush read in place: data points into the decoded frame (the
-// coordinator copies it once, into the frame it answers pulls with).
-struct BcastPushView {
-  std::string job;
-  uint64_t generation = 0;
-  uint64_t seq = 0;
-  uint32_t root = 0;
-  uint64_t size = 0;
-  uint64_t chunk = 0;
-  uint64_t index = 0;
-  uint64_t sum = 0;
-  std::string_view data;
-  int64_t timeout_ms = 0;
-  PoolRef pool = {};
-  static BcastPushView unpack(const msgpack::object& o);
-  MUSTER_FIELDS;
-};
+using BcastPush = BcastPushOf<std::string>;
+using BcastPushView = BcastPushOf<std::string_view>;
 
 // A node asks for chunk `index` (answered with bcast_chunk once it is
 // there) and says that it holds chunks [0, have), which the coordinator may
@@ -374,7 +362,9 @@ struct BcastPull {
   MUSTER_MESSAGE(BcastPull);
 };
 
-struct BcastChunk {
+// Data as in BcastPushOf: BcastChunkView reads the chunk in place.
+template <class Data>
+struct BcastChunkOf {
   uint64_t index = 0;
   uint64_t sum = 0;
   // The local daemon wrote the chunk into the puller's pool (BcastPull's
@@ -384,27 +374,16 @@ struct BcastChunk {
   std::string job = {};
   uint64_t generation = 0, seq = 0;
   uint32_t root = 0;
-  std::string data;
-  MUSTER_MESSAGE(BcastChunk);
+  Data data;
+  MUSTER_MESSAGE_AS(BcastChunkOf, MsgType::kBcastChunk);
   // Everything pack() writes but the data's `bytes` bytes, which must follow.
   static void pack_head(codec::Packer& p, uint64_t index, uint64_t sum, size_t bytes);
   // The same for the shared frame (BcastPull::shared): named by its
   // broadcast and chunk.
-  static void pack_shared_head(codec::Packer& p, const BcastChunk& name, size_t bytes);
+  static void pack_shared_head(codec::Packer& p, const BcastChunkOf& name, size_t bytes);
 };
-
-// BcastChunk read in place: data points into the decoded frame.
-struct BcastChunkView {
-  uint64_t index = 0;
-  uint64_t sum = 0;
-  bool written = false;
-  std::string job = {};
-  uint64_t generation = 0, seq = 0;
-  uint32_t root = 0;
-  std::string_view data;
-  static BcastChunkView unpack(const msgpack::object& o);
-  MUSTER_FIELDS;
-};
+using BcastChunk = BcastChunkOf<std::string>;
+using BcastChunkView = BcastChunkOf<std::string_view>;
 
 // A node needs no more chunks of a broadcast: it has them all (why empty)
 // or it gave up (why says why). From the root's node: every chunk was

@@ -270,12 +270,14 @@ void fenced(IO& io, M& m, F&& own) {
 }  // namespace muster::proto
 
 // Defines M::pack() and M::unpack() over M::fields(); errors name the
-// message by its row in the message table.
-#define MUSTER_CODEC(M)                                                      \
-  void M::pack(codec::Packer& p) const {                                     \
+// message by its row in the message table. For a class template, Head is
+// its template head and M names it with its parameters.
+#define MUSTER_CODEC_OF(Head, M)                                             \
+  Head void M::pack(codec::Packer& p) const {                                \
     wire::pack_fields(p, *this);                                             \
   }                                                                          \
-  M M::unpack(const msgpack::object& o) {                                    \
+  Head M M::unpack(const msgpack::object& o) {                               \
     static const char* const what = type_name(static_cast<uint16_t>(kType)); \
     return wire::read_fields<M>(o, what);                                    \
   }
+#define MUSTER_CODEC(M) MUSTER_CODEC_OF(, M)

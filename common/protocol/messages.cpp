@@ -269,20 +269,10 @@ void PrefixRequest<T>::fields(IO& io) {
   fenced(io, *this, [&] { io.str("prefix", prefix, limits::kMaxStoreKeyBytes); });
 }
 
-#define MUSTER_SHAPE_CODEC(Shape)                                            \
-  template <MsgType T>                                                       \
-  void Shape<T>::pack(codec::Packer& p) const {                              \
-    wire::pack_fields(p, *this);                                             \
-  }                                                                          \
-  template <MsgType T>                                                       \
-  Shape<T> Shape<T>::unpack(const msgpack::object& o) {                      \
-    static const char* const what = type_name(static_cast<uint16_t>(kType)); \
-    return wire::read_fields<Shape<T>>(o, what);                             \
-  }
-MUSTER_SHAPE_CODEC(KeyValueRequest)
-MUSTER_SHAPE_CODEC(KeyWaitRequest)
-MUSTER_SHAPE_CODEC(KeyRequest)
-MUSTER_SHAPE_CODEC(PrefixRequest)
+MUSTER_CODEC_OF(template <MsgType T>, KeyValueRequest<T>)
+MUSTER_CODEC_OF(template <MsgType T>, KeyWaitRequest<T>)
+MUSTER_CODEC_OF(template <MsgType T>, KeyRequest<T>)
+MUSTER_CODEC_OF(template <MsgType T>, PrefixRequest<T>)
 
 template struct KeyValueRequest<MsgType::kStoreSet>;
 template struct KeyValueRequest<MsgType::kStoreAppend>;

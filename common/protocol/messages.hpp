@@ -90,12 +90,14 @@ const char* type_name(uint16_t type);
 #define MUSTER_FIELDS \
   template <class IO> \
   void fields(IO& io)
-#define MUSTER_MESSAGE(Name)                         \
-  static constexpr MsgType kType = MsgType::k##Name; \
-  void pack(codec::Packer& p) const;                 \
-  static Name unpack(const msgpack::object& o);      \
-  MUSTER_FIELDS;                                     \
+// A message of type Type named Name (a class template's name within it).
+#define MUSTER_MESSAGE_AS(Name, Type)           \
+  static constexpr MsgType kType = Type;        \
+  void pack(codec::Packer& p) const;            \
+  static Name unpack(const msgpack::object& o); \
+  MUSTER_FIELDS;                                \
   bool operator==(const Name&) const = default
+#define MUSTER_MESSAGE(Name) MUSTER_MESSAGE_AS(Name, MsgType::k##Name)
 
 // The generation fence of store requests and barriers (optional on the wire,
 // absent = no check): the generation of the caller's RankInfo. A job at
@@ -184,12 +186,7 @@ struct Attach {
 
 // Store requests with the same fields share one declaration, a template
 // instantiated per message type (each its own type, with its own kType).
-#define MUSTER_SHAPE(Shape)                      \
-  static constexpr MsgType kType = T;            \
-  void pack(codec::Packer& p) const;             \
-  static Shape unpack(const msgpack::object& o); \
-  MUSTER_FIELDS;                                 \
-  bool operator==(const Shape&) const = default
+#define MUSTER_SHAPE(Shape) MUSTER_MESSAGE_AS(Shape, T)
 
 // A key and a value: set, append, queue_push.
 template <MsgType T>

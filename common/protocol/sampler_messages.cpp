@@ -5,13 +5,24 @@
 
 namespace muster::proto {
 
+namespace {
+
+// The fields that name a sampler within a run: (dataset_size, seed,
+// shuffle), in a commit and in the resume that looks it up.
+template <class IO, class M>
+void sampler_key(IO& io, M& m) {
+  io.num("dataset_size", m.dataset_size, 0, kMaxDatasetSize);
+  io.num("seed", m.seed, 0, UINT64_MAX);
+  io.boolean("shuffle", m.shuffle);
+}
+
+}  // namespace
+
 template <class IO>
 void SamplerCommit::fields(IO& io) {
   io.job(job);
   io.num("rank", rank, 0, UINT32_MAX);
-  io.num("dataset_size", dataset_size, 0, kMaxDatasetSize);
-  io.num("seed", seed, 0, UINT64_MAX);
-  io.boolean("shuffle", shuffle);
+  sampler_key(io, *this);
   io.boolean("drop_last", drop_last);
   io.num("epoch", epoch, 0, UINT64_MAX);
   io.num("consumed", consumed, 0, kMaxDatasetSize);
@@ -26,9 +37,7 @@ void SamplerCommit::fields(IO& io) {
 template <class IO>
 void SamplerResume::fields(IO& io) {
   io.job(job);
-  io.num("dataset_size", dataset_size, 0, kMaxDatasetSize);
-  io.num("seed", seed, 0, UINT64_MAX);
-  io.boolean("shuffle", shuffle);
+  sampler_key(io, *this);
 }
 
 template <class IO>

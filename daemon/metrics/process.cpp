@@ -66,30 +66,26 @@ void process_families(TextWriter& w) {
   const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
   if (stat_fields(f) && tick > 0) {
-    w.family("process_cpu_seconds_total", Type::kCounter,
-             "user and system CPU time spent, seconds");
-    w.sample("process_cpu_seconds_total", {},
+    w.single("process_cpu_seconds_total", Type::kCounter, "user and system CPU time spent, seconds",
              (f[11] + f[12]) / tick);  // utime, stime
-    w.family("process_virtual_memory_bytes", Type::kGauge, "virtual memory size, bytes");
-    w.sample("process_virtual_memory_bytes", {}, f[20]);  // vsize
-    w.family("process_resident_memory_bytes", Type::kGauge, "resident memory size, bytes");
-    w.sample("process_resident_memory_bytes", {}, f[21] * page);  // rss
+    w.single("process_virtual_memory_bytes", Type::kGauge, "virtual memory size, bytes",
+             f[20]);  // vsize
+    w.single("process_resident_memory_bytes", Type::kGauge, "resident memory size, bytes",
+             f[21] * page);  // rss
     // starttime is in ticks since boot; boot time from the clock and uptime.
     struct sysinfo si {};
     if (::sysinfo(&si) == 0) {
       double boot = static_cast<double>(std::time(nullptr)) - static_cast<double>(si.uptime);
-      w.family("process_start_time_seconds", Type::kGauge,
-               "start time of the process since the Unix epoch, seconds");
-      w.sample("process_start_time_seconds", {}, boot + f[19] / tick);
+      w.single("process_start_time_seconds", Type::kGauge,
+               "start time of the process since the Unix epoch, seconds", boot + f[19] / tick);
     }
   }
   if (double fds = open_fds(); fds >= 0) {
-    w.family("process_open_fds", Type::kGauge, "open file descriptors");
-    w.sample("process_open_fds", {}, fds);
+    w.single("process_open_fds", Type::kGauge, "open file descriptors", fds);
   }
   if (rlimit r{}; ::getrlimit(RLIMIT_NOFILE, &r) == 0) {
-    w.family("process_max_fds", Type::kGauge, "the limit of open file descriptors");
-    w.sample("process_max_fds", {}, static_cast<double>(r.rlim_cur));
+    w.single("process_max_fds", Type::kGauge, "the limit of open file descriptors",
+             static_cast<double>(r.rlim_cur));
   }
 }
 

@@ -16,6 +16,14 @@ constexpr const char* kSlotNames[kSlotStates] = {"free", "reserved", "running", 
 // A job's label is job_id, not job: Prometheus gives every series the `job`
 // label of its scrape config, and would rename ours exported_job.
 
+// A gauge with one sample for each GPU: 1 while its member `flag` is set.
+void per_gpu(TextWriter& w, const Sample& s, std::string_view name, std::string_view help,
+             bool GpuSample::*flag) {
+  w.family(name, Type::kGauge, help);
+  for (const auto& g : s.gpus)
+    w.sample(name, {{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}}, g.*flag ? 1 : 0);
+}
+
 void gpus(TextWriter& w, const Sample& s) {
   w.family("muster_gpu_leased", Type::kGauge,
            "1 while the GPU is leased to a rank of the job in label job_id, else 0");
@@ -25,57 +33,50 @@ void gpus(TextWriter& w, const Sample& s) {
              {{"gpu", i}, {"uuid", g.uuid}, {"job_id", g.job}, {"owner", g.owner}},
              g.job.empty() ? 0 : 1);
   }
-  w.family("muster_gpu_quarantined", Type::kGauge,
-           "1 while the GPU is quarantined (failed health at discovery or a critical XID)");
-  for (const auto& g : s.gpus)
-    w.sample("muster_gpu_quarantined", {{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}},
-             g.quarantined ? 1 : 0);
-  w.family("muster_gpu_drained", Type::kGauge, "1 while the GPU is drained (muster gpu drain)");
-  for (const auto& g : s.gpus)
-    w.sample("muster_gpu_drained", {{"gpu", std::to_string(g.index)}, {"uuid", g.uuid}},
-             g.drained ? 1 : 0);
+  per_gpu(w, s, "muster_gpu_quarantined",
+          "1 while the GPU is quarantined (failed health at discovery or a critical XID)",
+          &GpuSample::quarantined);
+  per_gpu(w, s, "muster_gpu_drained", "1 while the GPU is drained (muster gpu drain)",
+          &GpuSample::drained);
+}
+
+// A gauge with one sample for each job: its member `field`.
+template <class T>
+void per_job(TextWriter& w, const Sample& s, std::string_view name, std::string_view help,
+             T JobSample::*field) {
+  w.family(name, Type::kGauge, help);
+  for (const auto& j : s.jobs)
+    w.sample(name, {{"job_id", j.id}, {"owner", j.owner}}, static_cast<double>(j.*field));
 }
 
 void jobs(TextWriter& w, const Sample& s) {
-  w.family("muster_jobs", Type::kGauge, "jobs this daemon knows");
-  w.sample("muster_jobs", {}, static_cast<double>(s.jobs.size()));
+  w.single("muster_jobs", Type::kGauge, "jobs this daemon knows",
+           static_cast<double>(s.jobs.size()));
   w.family("muster_job_ranks", Type::kGauge, "the job's local ranks by state");
   for (const auto& j : s.jobs)
     for (size_t i = 0; i < kSlotStates; ++i)
       w.sample("muster_job_ranks", {{"job_id", j.id}, {"owner", j.owner}, {"state", kSlotNames[i]}},
                j.ranks[i]);
-  w.family("muster_job_world_size", Type::kGauge, "the job's world size (all nodes)");
-  for (const auto& j : s.jobs)
-    w.sample("muster_job_world_size", {{"job_id", j.id}, {"owner", j.owner}}, j.world_size);
-  w.family("muster_job_generation", Type::kGauge,
-           "the job's generation: muster run's restart count (TORCHELASTIC_RESTART_COUNT)");
-  for (const auto& j : s.jobs)
-    w.sample("muster_job_generation", {{"job_id", j.id}, {"owner", j.owner}},
-             static_cast<double>(j.generation));
-  w.family("muster_job_restarts_total", Type::kCounter,
-           "generation changes of jobs seen since this daemon started");
-  w.sample("muster_job_restarts_total", {}, static_cast<double>(s.restarts));
-  w.family("muster_stuck_waits_detected_total", Type::kCounter,
-           "waits found older than --stuck-after (each logged once) since the daemon started");
-  w.sample("muster_stuck_waits_detected_total", {}, static_cast<double>(s.stuck_detected));
-  w.family("muster_parked_waits", Type::kGauge,
-           "requests parked in the job: store gets and waits, barrier arrivals");
-  for (const auto& j : s.jobs)
-    w.sample("muster_parked_waits", {{"job_id", j.id}, {"owner", j.owner}},
-             static_cast<double>(j.parked_waits));
-  w.family("muster_stuck_waits", Type::kGauge,
-           "open barriers and key waits of the job older than --stuck-after");
-  for (const auto& j : s.jobs)
-    w.sample("muster_stuck_waits", {{"job_id", j.id}, {"owner", j.owner}},
-             static_cast<double>(j.stuck_waits));
-  w.family("muster_store_bytes", Type::kGauge, "bytes of keys and values in the job's store");
-  for (const auto& j : s.jobs)
-    w.sample("muster_store_bytes", {{"job_id", j.id}, {"owner", j.owner}},
-             static_cast<double>(j.store_bytes));
-  w.family("muster_store_keys", Type::kGauge, "keys in the job's store");
-  for (const auto& j : s.jobs)
-    w.sample("muster_store_keys", {{"job_id", j.id}, {"owner", j.owner}},
-             static_cast<double>(j.store_keys));
+  per_job(w, s, "muster_job_world_size", "the job's world size (all nodes)",
+          &JobSample::world_size);
+  per_job(w, s, "muster_job_generation",
+          "the job's generation: muster run's restart count (TORCHELASTIC_RESTART_COUNT)",
+          &JobSample::generation);
+  w.single("muster_job_restarts_total", Type::kCounter,
+           "generation changes of jobs seen since this daemon started",
+           static_cast<double>(s.restarts));
+  w.single("muster_stuck_waits_detected_total", Type::kCounter,
+           "waits found older than --stuck-after (each logged once) since the daemon started",
+           static_cast<double>(s.stuck_detected));
+  per_job(w, s, "muster_parked_waits",
+          "requests parked in the job: store gets and waits, barrier arrivals",
+          &JobSample::parked_waits);
+  per_job(w, s, "muster_stuck_waits",
+          "open barriers and key waits of the job older than --stuck-after",
+          &JobSample::stuck_waits);
+  per_job(w, s, "muster_store_bytes", "bytes of keys and values in the job's store",
+          &JobSample::store_bytes);
+  per_job(w, s, "muster_store_keys", "keys in the job's store", &JobSample::store_keys);
 }
 
 void requests(TextWriter& w, const RequestStats& r) {
@@ -126,29 +127,28 @@ void saves(TextWriter& w, const SaveStats& v) {
   w.family("muster_state_save_duration_seconds", Type::kHistogram,
            "time to make a round's changes durable in the state directory");
   w.histogram("muster_state_save_duration_seconds", {}, SaveStats::kLatencyBounds, v.latency);
-  w.family("muster_state_save_failures_total", Type::kCounter,
-           "saves of the state that failed (replies that acknowledge changes wait)");
-  w.sample("muster_state_save_failures_total", {}, static_cast<double>(v.failures));
-  w.family("muster_state_changes_refused_total", Type::kCounter,
-           "changes refused with storage_failed before they were made: no room to save them");
-  w.sample("muster_state_changes_refused_total", {}, static_cast<double>(v.refused));
+  w.single("muster_state_save_failures_total", Type::kCounter,
+           "saves of the state that failed (replies that acknowledge changes wait)",
+           static_cast<double>(v.failures));
+  w.single("muster_state_changes_refused_total", Type::kCounter,
+           "changes refused with storage_failed before they were made: no room to save them",
+           static_cast<double>(v.refused));
 }
 
 }  // namespace
 
 std::string render(const Sample& s, const RequestStats& r, const SaveStats& v) {
   TextWriter w;
-  w.family("muster_uptime_seconds", Type::kGauge, "seconds since this musterd started");
-  w.sample("muster_uptime_seconds", {}, s.uptime_s);
+  w.single("muster_uptime_seconds", Type::kGauge, "seconds since this musterd started", s.uptime_s);
   process_families(w);
   gpus(w, s);
   jobs(w, s);
   requests(w, r);
   peers(w, s);
   saves(w, v);
-  w.family("muster_replies_dropped_total", Type::kCounter,
-           "replies dropped for local clients that read none (--reply-queue)");
-  w.sample("muster_replies_dropped_total", {}, static_cast<double>(s.replies_dropped));
+  w.single("muster_replies_dropped_total", Type::kCounter,
+           "replies dropped for local clients that read none (--reply-queue)",
+           static_cast<double>(s.replies_dropped));
   return w.take();
 }
 

@@ -20,13 +20,17 @@ std::string format_value(double v) {
   return buf;
 }
 
-std::string escape_label_value(std::string_view v) {
+namespace {
+
+// The exposition format's escapes: backslash and newline everywhere, the
+// double quote only inside a label value (HELP text is not quoted).
+std::string escape_text(std::string_view v, bool quote) {
   std::string s;
   s.reserve(v.size());
   for (char c : v) {
     if (c == '\\')
       s += "\\\\";
-    else if (c == '"')
+    else if (c == '"' && quote)
       s += "\\\"";
     else if (c == '\n')
       s += "\\n";
@@ -36,18 +40,14 @@ std::string escape_label_value(std::string_view v) {
   return s;
 }
 
+}  // namespace
+
+std::string escape_label_value(std::string_view v) {
+  return escape_text(v, true);
+}
+
 std::string escape_help(std::string_view v) {
-  std::string s;
-  s.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\')
-      s += "\\\\";
-    else if (c == '\n')
-      s += "\\n";
-    else
-      s += c;
-  }
-  return s;
+  return escape_text(v, false);
 }
 
 void TextWriter::family(std::string_view name, Type type, std::string_view help) {
@@ -55,6 +55,11 @@ void TextWriter::family(std::string_view name, Type type, std::string_view help)
   out_.append("# HELP ").append(name).append(" ").append(escape_help(help)).append("\n");
   out_.append("# TYPE ").append(name).append(" ");
   out_.append(kTypes[static_cast<int>(type)]).append("\n");
+}
+
+void TextWriter::single(std::string_view name, Type type, std::string_view help, double value) {
+  family(name, type, help);
+  sample(name, {}, value);
 }
 
 void TextWriter::labels(std::span<const Label> ls, const Label* extra) {

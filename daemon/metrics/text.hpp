@@ -52,6 +52,8 @@ class TextWriter {
   void family(std::string_view name, Type type, std::string_view help);
   void sample(std::string_view name, std::initializer_list<Label> labels, double value);
   void sample(std::string_view name, std::span<const Label> labels, double value);
+  // A family of one sample without labels.
+  void single(std::string_view name, Type type, std::string_view help, double value);
   // name_bucket (cumulative, le = each bound then +Inf), name_sum, name_count.
   void histogram(std::string_view name, std::span<const Label> labels,
                  std::span<const double> bounds, const Histogram& h);

@@ -10,8 +10,19 @@ namespace muster::daemon {
 
 namespace {
 
-void forget(std::unordered_map<int64_t, uint64_t>& counts, int64_t key) {
+// One connection less of `key` (a uid, a peer's address).
+template <class Counts, class Key>
+void forget(Counts& counts, const Key& key) {
   if (auto it = counts.find(key); it != counts.end() && --it->second == 0) counts.erase(it);
+}
+
+// A closed fd no longer counts for whom it was counted (key_of_fd[fd]).
+template <class KeyOfFd, class Counts>
+void forget_fd(KeyOfFd& key_of_fd, Counts& counts, int fd) {
+  auto it = key_of_fd.find(fd);
+  if (it == key_of_fd.end()) return;
+  forget(counts, it->second);
+  key_of_fd.erase(it);
 }
 
 }  // namespace
@@ -105,10 +116,7 @@ void ConnCaps::local_closed(int fd) {
   accept_caps_closed(fd);
   silent_.erase(fd);
   doomed_.erase(fd);
-  auto it = uid_of_fd_.find(fd);
-  if (it == uid_of_fd_.end()) return;
-  forget(per_uid_open_, it->second);
-  uid_of_fd_.erase(it);
+  forget_fd(uid_of_fd_, per_uid_open_, fd);
 }
 
 void ConnCaps::peer_accepted(int fd, bool needs_auth) {
@@ -129,11 +137,7 @@ void ConnCaps::peer_closed(int fd) {
   accept_caps_closed(fd);
   unauthenticated_.erase(fd);
   doomed_.erase(fd);
-  auto it = address_of_fd_.find(fd);
-  if (it == address_of_fd_.end()) return;
-  if (auto n = per_address_open_.find(it->second); n != per_address_open_.end() && --n->second == 0)
-    per_address_open_.erase(n);
-  address_of_fd_.erase(it);
+  forget_fd(address_of_fd_, per_address_open_, fd);
 }
 
 uint64_t ConnCaps::local_of(int64_t uid) const {
