@@ -145,8 +145,7 @@ TEST_CASE("another uid may neither drain nor undrain a GPU, and nothing changes"
     return;
   }
   test::NvmlNode node(test::eight_gpu_node());
-  test::TestDaemon d({}, node.env());
-  test::open_to_everyone(d);
+  test::OpenDaemon d({}, node.env());
   Client({d.endpoint()}).drain_gpu(3, "root's drain");
   const std::string ep = d.endpoint();
   const std::string muster = test::program("MUSTER_TEST_MUSTER");

@@ -30,6 +30,7 @@
 #include "muster/client.hpp"
 #include "protocol/envelope.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 #include "trust.hpp"
 
 using namespace muster;
@@ -316,11 +317,7 @@ TEST_CASE("a client refuses a world-writable socket directory, even its own, at 
 }
 
 TEST_CASE("the system service's layout passes: root's 0750 directory, socket 0660 to a group") {
-  if (!root()) {
-    WARN("SKIP: needs root to run the daemon as root for another user; this runs as uid "
-         << ::geteuid());
-    return;
-  }
+  if (!test::root_for("run the daemon as root for another user")) return;
   TempDir t;
   REQUIRE(::chmod(t.path().c_str(), 0711) == 0);
   // Like /run/muster: root:muster 0750, the socket 0660 root:muster.
@@ -353,11 +350,7 @@ TEST_CASE("the system service's layout passes: root's 0750 directory, socket 066
 }
 
 TEST_CASE("a client refuses a socket directory that another user owns, before sending") {
-  if (!root()) {
-    WARN("SKIP: needs root to run a daemon as 65534 and a client as 65533; this runs as uid "
-         << ::geteuid());
-    return;
-  }
+  if (!test::root_for("run a daemon as 65534 and a client as 65533")) return;
   TempDir t;
   REQUIRE(::chmod(t.path().c_str(), 0711) == 0);
   std::string dir = dir_of(t.path() + "/squat", kAttacker, 0755);
@@ -396,11 +389,7 @@ TEST_CASE("a client refuses a socket directory that another user owns, before se
 }
 
 TEST_CASE("a client refuses a daemon of another user, even at an explicit MUSTER_ENDPOINT") {
-  if (!root()) {
-    WARN("SKIP: needs root to run a daemon as 65534 and a client as 65533; this runs as uid "
-         << ::geteuid());
-    return;
-  }
+  if (!test::root_for("run a daemon as 65534 and a client as 65533")) return;
   TempDir t;
   REQUIRE(::chmod(t.path().c_str(), 0711) == 0);
   std::string dir = dir_of(t.path() + "/shared", kAttacker, 0755);

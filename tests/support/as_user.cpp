@@ -190,6 +190,44 @@ void open_to_everyone(const TestDaemon& d) {
       throw std::runtime_error("chmod " + path + ": " + std::strerror(errno));
 }
 
+UidChild::UidChild(int r, int e, int s) {
+  int ready[2];
+  if (::pipe(ready) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(ready[0]);
+    if (r >= 0 && ::setresuid(r, e, s) != 0) ::_exit(3);
+    (void)!::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  const bool up = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (!up) {
+    ::waitpid(pid, nullptr, 0);
+    throw std::runtime_error("the child did not take uids " + std::to_string(r) + "/" +
+                             std::to_string(e) + "/" + std::to_string(s));
+  }
+}
+
+UidChild::~UidChild() {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+std::function<void(Lines&)> holding_job(const std::string& endpoint, const std::string& job,
+                                        uint32_t local_world_size, const std::string& key,
+                                        const std::string& value, int64_t local_rank) {
+  return [=](Lines& io) {
+    io.say(ask(endpoint, proto::encode(1, proto::Join{job, local_world_size, false, ::getpid(),
+                                                      local_rank})));
+    io.say(ask(endpoint, proto::encode(2, proto::StoreSet{job, key, value})));
+    io.hear();
+  };
+}
+
 void Lines::say(const std::string& line) {
   std::string s = line + "\n";
   for (size_t off = 0; off < s.size();) {
