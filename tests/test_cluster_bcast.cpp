@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "support/bytes.hpp"
 #include "support/cluster.hpp"
 
 using namespace muster::test;
@@ -16,37 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// As tests/support/cluster_worker.cpp makes and digests them.
-void pattern(uint8_t* p, size_t n, uint64_t seed) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(p + i, &z, 8);
-  }
-  for (; i < n; ++i) p[i] = static_cast<uint8_t>(i * 131 + seed);
-}
-
-uint64_t digest(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 1099511628211ull;
-  }
-  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
+// What tests/support/cluster_worker.cpp prints for these bytes.
 uint64_t expected(size_t size, uint64_t seed, uint64_t h = 1469598103934665603ull) {
   std::vector<uint8_t> b(size);
   pattern(b.data(), size, seed);
@@ -71,11 +42,11 @@ TEST_CASE("broadcast bytes identical everywhere: 4 nodes x 2 ranks, roots 0 and 
   for (int i = 0; i < 4; ++i)
     runs.push_back(c.run(i, "bcast4", "4", {"--node-rank", std::to_string(i)},
                          {"bcast", std::to_string(kSize), "0", "5"}));
-  const std::string want0 = hex(expected(kSize, 1)), want5 = hex(expected(kSize, 6));
+  const std::string want0 = hex64(expected(kSize, 1)), want5 = hex64(expected(kSize, 6));
   // sync_model: rank 0's float32s, bytes and float64s (cluster_worker.cpp).
   const size_t floats = kSize / 4 * 4;
   const std::string want_sync =
-      hex(expected(777 * 8, 103, expected(1001, 102, expected(floats, 101))));
+      hex64(expected(777 * 8, 103, expected(1001, 102, expected(floats, 101))));
   int ranks = 0;
   for (int node = 0; node < 4; ++node) {
     auto text = runs[node]->read_all(150s);
@@ -146,7 +117,7 @@ void kill_mid_broadcast(uint32_t root, int victim, int victim_rank = -1, int tre
   read_until(root_node, "[rank" + std::to_string(root % 2) + "]", "bcast_start n=1");
   std::this_thread::sleep_for(30ms);  // into the transfer
   kill(victim_rank >= 0 ? victim_pid : c.daemons[victim]->pid(), SIGKILL);
-  const std::string want = hex(expected(kSize, root + 1));
+  const std::string want = hex64(expected(kSize, root + 1));
   for (int node = 0; node < nodes; ++node) {
     auto text = seen[node] + runs[node]->read_all(60s);
     INFO("node " << node << ":\n" << text);
@@ -224,8 +195,8 @@ int broadcast_everywhere(Cluster& c, const std::string& job, uint32_t a, uint32_
   for (int i = 0; i < nodes; ++i)
     runs.push_back(c.run(i, job, std::to_string(nodes), {"--node-rank", std::to_string(i)},
                          {"bcast", std::to_string(kSize), std::to_string(a), std::to_string(b)}));
-  const std::string want_a = hex(expected(kSize, a + 1));
-  const std::string want_b = hex(expected(kSize, b + 1));
+  const std::string want_a = hex64(expected(kSize, a + 1));
+  const std::string want_b = hex64(expected(kSize, b + 1));
   int ranks = 0;
   for (int node = 0; node < nodes; ++node) {
     auto text = runs[node]->read_all(150s);
@@ -291,7 +262,7 @@ void mismatch(int tree_width) {
   for (int i = 0; i < 4; ++i)
     runs.push_back(c.run(i, "bcast-sizes", "4", {"--node-rank", std::to_string(i)},
                          {"bcast-mismatch", std::to_string(size), "0", "2", "5"}));
-  const std::string want = hex(expected(size, 1));
+  const std::string want = hex64(expected(size, 1));
   for (int node = 0; node < 4; ++node) {
     auto text = runs[node]->read_all(90s);
     INFO("node " << node << ":\n" << text);

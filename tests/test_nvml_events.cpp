@@ -16,12 +16,12 @@
 
 #include "muster/client.hpp"
 #include "muster/error.hpp"
+#include "support/error_code.hpp"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
 #include "support/process.hpp"
 
 using muster::Client;
-using muster::Error;
 using namespace std::chrono_literals;
 namespace test = muster::test;
 
@@ -57,15 +57,6 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-std::string outcome(const std::function<void()>& wait) {
-  try {
-    wait();
-    return "";
-  } catch (const Error& e) {
-    return std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -76,8 +67,8 @@ TEST_CASE(
   Client r0({d.endpoint()}), r1({d.endpoint()});
   CHECK(r0.join({"train", 2, true, 0}).device == 0);
   CHECK(r1.join({"train", 2, true, 1}).device == 1);
-  auto waiting =
-      std::async(std::launch::async, [&] { return outcome([&] { r0.barrier("step", 60s); }); });
+  auto waiting = std::async(std::launch::async,
+                            [&] { return test::outcome([&] { r0.barrier("step", 60s); }); });
   CHECK(waiting.wait_for(300ms) == std::future_status::timeout);
   node.set(test::eight_gpu_node({{1, "lost=1"}}));
   REQUIRE(waiting.wait_for(30s) == std::future_status::ready);
@@ -112,7 +103,10 @@ TEST_CASE(
   }
   CHECK(got == want);
   Client seventh({d.endpoint()});
-  CHECK_THAT(outcome([&] { seventh.join({"after", 7, true, 6}); }), Catch::StartsWith("no_device"));
+  CHECK_THAT(test::outcome([&] {
+               seventh.join({"after", 7, true, 6});
+             }),
+             Catch::StartsWith("no_device"));
 }
 
 TEST_CASE("GPUs that cannot be watched for XIDs are logged once each, with why") {

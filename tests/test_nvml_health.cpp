@@ -6,28 +6,14 @@
 
 #include "muster/client.hpp"
 #include "muster/error.hpp"
+#include "support/error_code.hpp"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
 #include "support/process.hpp"
 
 using muster::Client;
-using muster::Error;
 using namespace std::chrono_literals;
 namespace test = muster::test;
-
-namespace {
-
-// What a wait ended with: "" when it returned.
-std::string outcome(const std::function<void()>& wait) {
-  try {
-    wait();
-    return "";
-  } catch (const Error& e) {
-    return std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-}
-
-}  // namespace
 
 TEST_CASE("an XID 79 on a leased GPU mid-job quarantines it and fails its job's waits") {
   test::NvmlNode node(test::eight_gpu_node());
@@ -37,8 +23,8 @@ TEST_CASE("an XID 79 on a leased GPU mid-job quarantines it and fails its job's 
   CHECK(r1.join({"train", 2, true, 1}).device == 1);
   // Rank 0 waits in a barrier rank 1 never reaches, as a rank stuck in a
   // collective on a dead GPU would.
-  auto waiting =
-      std::async(std::launch::async, [&] { return outcome([&] { r0.barrier("step", 60s); }); });
+  auto waiting = std::async(std::launch::async,
+                            [&] { return test::outcome([&] { r0.barrier("step", 60s); }); });
   // Time for it to park (not asserted: had the XID come first, the barrier
   // would fail the same way, at arrival).
   CHECK(waiting.wait_for(300ms) == std::future_status::timeout);
@@ -52,7 +38,7 @@ TEST_CASE("an XID 79 on a leased GPU mid-job quarantines it and fails its job's 
   CHECK_THAT(failed, Catch::Contains("critical XID 79"));
   CHECK_THAT(failed, Catch::Contains("local rank 1 of job 'train'"));
   // Later waits of the job fail at once, naming the GPU.
-  CHECK_THAT(outcome([&] { r1.get("never", 60s); }),
+  CHECK_THAT(test::outcome([&] { r1.get("never", 60s); }),
              Catch::StartsWith("device_failed: GPU 1 (" + test::node_uuid(1) + ")"));
   auto s = Client({d.endpoint()}).status();
   REQUIRE(s.devices.size() == 8);

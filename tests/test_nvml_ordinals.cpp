@@ -15,6 +15,7 @@
 #include "muster/error.hpp"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
+#include "support/nvml_ranks.hpp"
 #include "support/process.hpp"
 
 using muster::Client;
@@ -23,50 +24,20 @@ namespace test = muster::test;
 
 namespace {
 
-struct Ran {
-  std::set<std::string> lines;  // what the ranks printed, rank prefixes cut
-  std::vector<int64_t> leased;  // NVML indices of the GPUs the job held
-  std::string output;           // everything, when muster run failed
-};
-
 // `muster run --nproc-per-node N ARGS -- (print the env, join, print the
 // rank info)` under CUDA_VISIBLE_DEVICES=cvd ("-": unset); the GPUs it
 // leased, read while the ranks run, then stopped.
-Ran run_ranks(const test::TestDaemon& d, const std::string& cvd, int n,
-              std::vector<std::string> args) {
+test::Ran run_ranks(const test::TestDaemon& d, const std::string& cvd, int n,
+                    std::vector<std::string> args) {
   args.insert(args.begin(), {"--nproc-per-node", std::to_string(n)});
   args.insert(args.end(),
               {"--", "sh", "-c",
                "echo \"env device=$MUSTER_DEVICE order=$CUDA_DEVICE_ORDER\"; exec \"$0\" "
                "\"$MUSTER_JOB_ID\" \"$LOCAL_WORLD_SIZE\" \"$LOCAL_RANK\"",
                test::program("MUSTER_TEST_RANK")});
-  std::map<std::string, std::string> env{{"MUSTER_ENDPOINT", d.endpoint()},
-                                         {"CUDA_VISIBLE_DEVICES", cvd == "-" ? "" : cvd}};
-  test::Process run(test::muster_cmd("run", args), env, true);
-  Ran r;
-  int joined = 0;
-  while (joined < n) {
-    auto line = run.read_line(20s);
-    if (!line) break;
-    r.output += *line + "\n";
-    auto at = line->find("env ");
-    if (at == std::string::npos) at = line->find("rank=");
-    if (at == std::string::npos) continue;
-    r.lines.insert(line->substr(at));
-    if (line->find("rank=", at) == at) ++joined;
-  }
-  if (joined == n)
-    for (const auto& g : Client({d.endpoint()}).status().devices)
-      if (g.in_use) r.leased.push_back(g.index);
-  run.signal(SIGTERM);
-  r.output += run.read_all(10s);
-  run.wait(10s);
-  return r;
-}
-
-std::string rank_line(int local_rank, int device) {
-  return "rank=" + std::to_string(local_rank) + " local_rank=" + std::to_string(local_rank) +
-         " world_size=2 device=" + std::to_string(device) + " generation=0";
+  return test::run_leasing(
+      d, args, {{"MUSTER_ENDPOINT", d.endpoint()}, {"CUDA_VISIBLE_DEVICES", cvd == "-" ? "" : cvd}},
+      n);
 }
 
 }  // namespace
@@ -84,8 +55,8 @@ TEST_CASE(
     INFO(r.output);
     CHECK(r.leased == std::vector<int64_t>{2, 5});
     CHECK(r.lines == std::set<std::string>{"env device=0 order=PCI_BUS_ID",
-                                           "env device=1 order=PCI_BUS_ID", rank_line(0, 0),
-                                           rank_line(1, 1)});
+                                           "env device=1 order=PCI_BUS_ID", test::rank_line(0, 0),
+                                           test::rank_line(1, 1)});
     REQUIRE(test::eventually([&] { return Client({d.endpoint()}).status().jobs.empty(); }, 10s));
   }
 }
@@ -100,8 +71,8 @@ TEST_CASE("--devices counts positions in CUDA_VISIBLE_DEVICES, in its order, not
   CHECK(r.leased == std::vector<int64_t>{3, 6});
   // Rank 0 gets the first free allowed GPU in PCI order (3, position 1).
   CHECK(r.lines == std::set<std::string>{"env device=1 order=PCI_BUS_ID",
-                                         "env device=0 order=PCI_BUS_ID", rank_line(0, 1),
-                                         rank_line(1, 0)});
+                                         "env device=0 order=PCI_BUS_ID", test::rank_line(0, 1),
+                                         test::rank_line(1, 0)});
   REQUIRE(test::eventually([&] { return Client({d.endpoint()}).status().jobs.empty(); }, 10s));
   // A position past the list's end is refused, naming the list's length.
   test::Process bad(
@@ -127,8 +98,8 @@ TEST_CASE("without CUDA_VISIBLE_DEVICES ordinals are NVML indices, whatever CUDA
   INFO(r.output);
   CHECK(r.leased == std::vector<int64_t>{5, 7});
   CHECK(r.lines == std::set<std::string>{"env device=5 order=PCI_BUS_ID",
-                                         "env device=7 order=PCI_BUS_ID", rank_line(0, 5),
-                                         rank_line(1, 7)});
+                                         "env device=7 order=PCI_BUS_ID", test::rank_line(0, 5),
+                                         test::rank_line(1, 7)});
 }
 
 TEST_CASE("a rank leased a GPU its CUDA_VISIBLE_DEVICES hides is told so at join") {

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "core/state.hpp"
+#include "fuzz/fuzz_support.hpp"
 #include "log.hpp"
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
@@ -42,8 +43,7 @@ const std::string kRootJob = "rootjob";
 const std::string kSecret = "s3cr3t-value";
 
 [[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "fuzz_access: %s\n", why.c_str());
-  std::abort();
+  fuzz::stop("fuzz_access", why);
 }
 
 struct Sender {
@@ -95,14 +95,12 @@ std::set<int64_t> owners_of(const State& s, const std::string& job) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  log::set_level(log::Level::kError);
-  return 0;
+  return fuzz::quiet_log();
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  PidWatch watch;
-  State s({{0, "sim0"}, {1, "sim1"}}, watch);
-  s.set_cluster("here", std::chrono::milliseconds(2000), "", 16);
+  fuzz::TwoGpuNode node;
+  State& s = node.s;
   StateFile file("/nonexistent");  // only encode() is used
   ReplyCache cache;
   const int64_t me = ::getpid();

@@ -1,0 +1,48 @@
+// What the libFuzzer targets share (each is one translation unit): a
+// finding that stops the run, the input read byte by byte, the daemon's log
+// kept to errors, and a node's State of two simulated GPUs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "core/state.hpp"
+#include "log.hpp"
+
+namespace muster::fuzz {
+
+// A finding: says which target found what, and aborts (libFuzzer keeps the
+// input).
+[[noreturn]] inline void stop(const char* target, const std::string& why) {
+  std::fprintf(stderr, "%s: %s\n", target, why.c_str());
+  std::abort();
+}
+
+// The fuzzer's input, a byte at a time (zeros once it is used up).
+struct Bytes {
+  const uint8_t* d;
+  size_t n;
+  size_t i = 0;
+  bool more() const { return i < n; }
+  uint8_t next() { return i < n ? d[i++] : 0; }
+  uint32_t u16() { return static_cast<uint32_t>(next()) << 8 | next(); }
+};
+
+// For LLVMFuzzerInitialize: only the daemon's errors reach the log.
+inline int quiet_log() {
+  log::set_level(log::Level::kError);
+  return 0;
+}
+
+// A node daemon's State with two simulated GPUs that takes part in
+// clusters (its name "here", 2 s rounds, up to 16 nodes).
+struct TwoGpuNode {
+  daemon::PidWatch watch;
+  daemon::State s{{{0, "sim0"}, {1, "sim1"}}, watch};
+  TwoGpuNode() { s.set_cluster("here", std::chrono::milliseconds(2000), "", 16); }
+};
+
+}  // namespace muster::fuzz
