@@ -105,16 +105,9 @@ TEST_CASE("without CUDA_VISIBLE_DEVICES ordinals are NVML indices, whatever CUDA
 TEST_CASE("a rank leased a GPU its CUDA_VISIBLE_DEVICES hides is told so at join") {
   test::NvmlNode node(test::eight_gpu_node());
   test::TestDaemon d({}, node.env());
-  ::setenv("CUDA_VISIBLE_DEVICES", "5", 1);
-  std::string refused;
-  try {
-    // Outside muster run the daemon leases the first free GPU, 0, which
-    // CUDA cannot see in this process.
-    Client({d.endpoint()}).join({"outside", 1, true, 0});
-  } catch (const muster::Error& e) {
-    refused = std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  // Outside muster run the daemon leases the first free GPU, 0, which
+  // CUDA cannot see in this process.
+  const std::string refused = test::join_alone_under(d, "5");
   CHECK_THAT(refused, Catch::StartsWith("no_device: GPU 0, leased to this rank, is not among "
                                         "CUDA_VISIBLE_DEVICES='5'"));
 }

@@ -120,14 +120,7 @@ TEST_CASE("a MIG instance in CUDA_VISIBLE_DEVICES is refused with a sentence") {
   CHECK_THAT(out,
              Catch::Contains("names a MIG instance (" + mig + "): muster leases whole GPUs only"));
   // A rank that joins by itself under it is told the same.
-  ::setenv("CUDA_VISIBLE_DEVICES", mig.c_str(), 1);
-  std::string refused;
-  try {
-    Client({d.endpoint()}).join({"outside", 1, true, 0});
-  } catch (const muster::Error& e) {
-    refused = std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  const std::string refused = test::join_alone_under(d, mig);
   CHECK_THAT(refused, Catch::StartsWith("no_device: CUDA_VISIBLE_DEVICES='" + mig +
                                         "' names a MIG instance"));
 }

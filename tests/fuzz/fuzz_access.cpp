@@ -36,15 +36,12 @@
 
 using namespace muster;
 using namespace muster::daemon;
+using namespace muster::fuzz;
 
 namespace {
 
 const std::string kRootJob = "rootjob";
 const std::string kSecret = "s3cr3t-value";
-
-[[noreturn]] void die(const std::string& why) {
-  fuzz::stop("fuzz_access", why);
-}
 
 struct Sender {
   int64_t uid;
@@ -93,10 +90,6 @@ std::set<int64_t> owners_of(const State& s, const std::string& job) {
 }
 
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  return fuzz::quiet_log();
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::TwoGpuNode node;

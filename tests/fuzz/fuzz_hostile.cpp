@@ -46,13 +46,9 @@
 
 using namespace muster;
 using namespace muster::daemon;
-using fuzz::Bytes;
+using namespace muster::fuzz;
 
 namespace {
-
-[[noreturn]] void die(const std::string& why) {
-  fuzz::stop("fuzz_hostile", why);
-}
 
 // Raw MessagePack, so that headers may lie.
 struct Writer {
@@ -325,10 +321,6 @@ void check_quotas(const State& s, const Quotas& q, const std::string& what) {
 }
 
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  return fuzz::quiet_log();
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::TwoGpuNode node;

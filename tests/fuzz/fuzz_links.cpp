@@ -33,13 +33,9 @@
 
 using namespace muster;
 using namespace muster::daemon;
-using fuzz::Bytes;
+using namespace muster::fuzz;
 
 namespace {
-
-[[noreturn]] void die(const std::string& why) {
-  fuzz::stop("fuzz_links", why);
-}
 
 constexpr size_t kLinkCap = 24;
 constexpr int64_t kUids[] = {0, 65534};
@@ -51,10 +47,6 @@ std::string endpoint(uint8_t b) {
 }
 
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  return fuzz::quiet_log();
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PidWatch watch;

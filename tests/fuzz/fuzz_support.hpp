@@ -1,7 +1,10 @@
-// What the libFuzzer targets share (each is one translation unit): a
-// finding that stops the run, the input read byte by byte, the daemon's log
-// kept to errors, and a node's State of two simulated GPUs.
+// What the libFuzzer targets share (each is one translation unit, which
+// includes this once): a finding that stops the run, the input read byte
+// by byte, LLVMFuzzerInitialize (the daemon's log kept to errors), and a
+// node's State of two simulated GPUs.
 #pragma once
+
+#include <errno.h>
 
 #include <chrono>
 #include <cstdint>
@@ -14,10 +17,10 @@
 
 namespace muster::fuzz {
 
-// A finding: says which target found what, and aborts (libFuzzer keeps the
-// input).
-[[noreturn]] inline void stop(const char* target, const std::string& why) {
-  std::fprintf(stderr, "%s: %s\n", target, why.c_str());
+// A finding: says which target (the program's name) found what, and
+// aborts (libFuzzer keeps the input).
+[[noreturn]] inline void die(const std::string& why) {
+  std::fprintf(stderr, "%s: %s\n", program_invocation_short_name, why.c_str());
   std::abort();
 }
 
@@ -31,12 +34,6 @@ struct Bytes {
   uint32_t u16() { return static_cast<uint32_t>(next()) << 8 | next(); }
 };
 
-// For LLVMFuzzerInitialize: only the daemon's errors reach the log.
-inline int quiet_log() {
-  log::set_level(log::Level::kError);
-  return 0;
-}
-
 // A node daemon's State with two simulated GPUs that takes part in
 // clusters (its name "here", 2 s rounds, up to 16 nodes).
 struct TwoGpuNode {
@@ -46,3 +43,9 @@ struct TwoGpuNode {
 };
 
 }  // namespace muster::fuzz
+
+// Only the daemon's errors reach the log.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  muster::log::set_level(muster::log::Level::kError);
+  return 0;
+}

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <signal.h>
+#include <stdlib.h>
 
 #include <chrono>
 #include <map>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "muster/client.hpp"
+#include "support/error_code.hpp"
 #include "support/muster_cli.hpp"
 #include "support/process.hpp"
 
@@ -52,6 +54,16 @@ inline Ran run_leasing(const TestDaemon& d, const std::vector<std::string>& args
   r.output += run.read_all(10s);
   r.rc = run.wait(10s);
   return r;
+}
+
+// How a rank that joins d by itself (job "outside", one rank, a GPU), not
+// under muster run, fares with CUDA_VISIBLE_DEVICES=cvd in this process:
+// outcome() of its join. CUDA_VISIBLE_DEVICES is unset afterwards.
+inline std::string join_alone_under(const TestDaemon& d, const std::string& cvd) {
+  ::setenv("CUDA_VISIBLE_DEVICES", cvd.c_str(), 1);
+  const std::string joined = outcome([&] { Client({d.endpoint()}).join({"outside", 1, true, 0}); });
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  return joined;
 }
 
 // The rank info line of local rank local_rank of 2 on this device.
