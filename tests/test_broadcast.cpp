@@ -416,10 +416,19 @@ TEST_CASE("a rank that dies after the data is ready makes every other rank throw
   CHECK(segments_of(job).empty());
 }
 
-TEST_CASE("a damaged segment is caught by the chunk checksums") {
-  Env path("MUSTER_BCAST", "shm");
+namespace {
+
+// A broadcast of 12 MiB + 5 from rank 0 of 3 in which rank 2 plays the
+// collective by hand: once the root has published, it flips one byte (in
+// chunk 2) of the shared file open_shared(job) opens (read-write), then
+// meets the others; no_second_round: it also tells the others that no second
+// round follows (as a pool's reader must). Rank 1 must catch the damage by
+// the chunk checksums; the root cannot know.
+void check_damage_caught(const std::string& tag,
+                         const std::function<int(const std::string& job)>& open_shared,
+                         bool no_second_round = false) {
   TestDaemon d;
-  const std::string job = job_id("damage");
+  const std::string job = job_id(tag);
   const size_t size = (size_t{12} << 20) + 5;
   auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
     if (r != 2) {
@@ -427,14 +436,9 @@ TEST_CASE("a damaged segment is caught by the chunk checksums") {
       muster::broadcast(c, buf.data(), buf.size(), 0);
       return;
     }
-    // Rank 2 plays the collective by hand: once the root has published, it
-    // flips one byte of the segment (in chunk 2), then meets the others.
     auto prefix = "muster/coll/" + std::to_string(c.rank_info().generation) + "/1/";
     c.get(prefix + "0");
-    auto segs = segments_of(job);
-    if (segs.size() != 1) throw std::runtime_error("expected one segment");
-    int fd = ::shm_open(("/" + segs[0]).c_str(), O_RDWR, 0);
-    if (fd < 0) throw std::runtime_error("cannot open the segment");
+    int fd = open_shared(job);
     uint8_t b = 0;
     const off_t at = off_t{9} << 20;
     if (::pread(fd, &b, 1, at) != 1) throw std::runtime_error("pread");
@@ -443,6 +447,7 @@ TEST_CASE("a damaged segment is caught by the chunk checksums") {
     ::close(fd);
     c.barrier(prefix + "ready");
     c.barrier(prefix + "done");
+    if (no_second_round) c.add(prefix + "need", int64_t{1} << 32);
   });
   CHECK(out[0].ok);  // the root cannot know
   CHECK_FALSE(out[1].ok);
@@ -450,6 +455,19 @@ TEST_CASE("a damaged segment is caught by the chunk checksums") {
   CHECK_THAT(out[1].what, Catch::Contains("chunk 2") && Catch::Contains("checksum"));
   CHECK(out[2].what == "");
   CHECK(segments_of(job).empty());
+}
+
+}  // namespace
+
+TEST_CASE("a damaged segment is caught by the chunk checksums") {
+  Env path("MUSTER_BCAST", "shm");
+  check_damage_caught("damage", [](const std::string& job) {
+    auto segs = segments_of(job);
+    if (segs.size() != 1) throw std::runtime_error("expected one segment");
+    int fd = ::shm_open(("/" + segs[0]).c_str(), O_RDWR, 0);
+    if (fd < 0) throw std::runtime_error("cannot open the segment");
+    return fd;
+  });
 }
 
 TEST_CASE("wrong sizes and NULL data fail where they are seen, and nothing hangs") {
@@ -571,46 +589,23 @@ TEST_CASE(
 
 TEST_CASE("a damaged pool is caught by the chunk checksums") {
   Env path("MUSTER_BCAST", "pool");
-  TestDaemon d;
-  const std::string job = job_id("pdamage");
-  const size_t size = (size_t{12} << 20) + 5;
-  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
-    if (r != 2) {
-      auto buf = pattern(size, r);
-      muster::broadcast(c, buf.data(), buf.size(), 0);
-      return;
-    }
-    // Rank 2 plays the collective by hand: once the root has published, it
-    // flips one byte of the root's pool (in chunk 2), then meets the others.
-    auto prefix = "muster/coll/" + std::to_string(c.rank_info().generation) + "/1/";
-    c.get(prefix + "0");
-    auto pools = pools_of(job);
-    if (pools.size() != 1) throw std::runtime_error("expected one pool");
-    int fd = -1;
-    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-      std::error_code ec;
-      if (std::filesystem::read_symlink(e.path(), ec).string() == pools[0] && !ec) {
-        fd = ::open(e.path().c_str(), O_RDWR);
-        break;
-      }
-    }
-    if (fd < 0) throw std::runtime_error("cannot open the pool");
-    uint8_t b = 0;
-    const off_t at = off_t{9} << 20;
-    if (::pread(fd, &b, 1, at) != 1) throw std::runtime_error("pread");
-    b ^= 0x40;
-    if (::pwrite(fd, &b, 1, at) != 1) throw std::runtime_error("pwrite");
-    ::close(fd);
-    c.barrier(prefix + "ready");
-    c.barrier(prefix + "done");
-    c.add(prefix + "need", int64_t{1} << 32);  // no second round
-  });
-  CHECK(out[0].ok);  // the root cannot know
-  CHECK_FALSE(out[1].ok);
-  CHECK(out[1].code == ErrorCode::kInternal);
-  CHECK_THAT(out[1].what, Catch::Contains("chunk 2") && Catch::Contains("checksum"));
-  CHECK(out[2].what == "");
-  CHECK(segments_of(job).empty());
+  check_damage_caught(
+      "pdamage",
+      [](const std::string& job) {
+        auto pools = pools_of(job);
+        if (pools.size() != 1) throw std::runtime_error("expected one pool");
+        int fd = -1;
+        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+          std::error_code ec;
+          if (std::filesystem::read_symlink(e.path(), ec).string() == pools[0] && !ec) {
+            fd = ::open(e.path().c_str(), O_RDWR);
+            break;
+          }
+        }
+        if (fd < 0) throw std::runtime_error("cannot open the pool");
+        return fd;
+      },
+      true);
 }
 
 // Rank 2 of the fallback test below, run as this program in a process of

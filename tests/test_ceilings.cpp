@@ -127,28 +127,7 @@ TEST_CASE("a user's 5 KB key wait does not silence the node's heartbeats for roo
   TempDir tmp;  // nobody's launcher makes its files there
   ::chmod(tmp.path().c_str(), 01777);
   auto run = [&](int node, const std::string& job, bool nobody, const std::string& op) {
-    std::vector<std::string> argv = {program("MUSTER_TEST_MUSTER"),
-                                     "run",
-                                     "--nnodes",
-                                     "2",
-                                     "-n",
-                                     "1",
-                                     "--coordinator",
-                                     c.coordinator(),
-                                     "--job-id",
-                                     job,
-                                     "--node-rank",
-                                     std::to_string(node),
-                                     "--cpu",
-                                     "--use-env",
-                                     "--local-addr",
-                                     "127.0.0.1",
-                                     stuck_rank_program(),
-                                     "-",
-                                     "-",
-                                     "-",
-                                     op,
-                                     "long"};
+    auto argv = stuck_run_argv(c.coordinator(), job, 1, node, {op, "long"});
     return std::make_unique<Process>(
         nobody ? as_nobody(argv) : argv,
         std::map<std::string, std::string>{{"MUSTER_ENDPOINT", c.daemons[node]->endpoint()},

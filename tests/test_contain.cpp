@@ -18,23 +18,20 @@
 #include <sstream>
 
 #include "muster/client.hpp"
+#include "support/muster_cli.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
 using test::Process;
+using test::read_pids;
+using test::unprefixed;
 
 namespace {
 
 std::string containment_of(const test::TestDaemon& d) {
   Client c({d.endpoint()});
   return c.status().containment;
-}
-
-// Workers' lines come as `[rankN]: LINE`; LINE alone.
-std::string unprefixed(const std::string& line) {
-  static const std::regex prefix("^\\[rank\\d+\\]: ");
-  return std::regex_replace(line, prefix, "", std::regex_constants::format_first_only);
 }
 
 // One worker that starts a grandchild each way a process escapes its
@@ -51,16 +48,6 @@ const char* kEscapes =
     "/usr/bin/env -i /usr/bin/setsid -f /bin/sh -c 'echo $$; exec /bin/sleep 1000'; "
     "wait";
 constexpr size_t kEscapePids = 5;
-
-std::vector<pid_t> read_pids(Process& p, size_t n) {
-  std::vector<pid_t> pids;
-  while (pids.size() < n) {
-    auto line = p.read_line(10s);
-    if (!line) break;
-    pids.push_back(std::stoi(unprefixed(*line)));
-  }
-  return pids;
-}
 
 std::unique_ptr<Process> run_escapes(const test::TestDaemon& d) {
   return std::make_unique<Process>(

@@ -25,6 +25,7 @@
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 #include "support/process.hpp"
+#include "support/two_ranks.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
@@ -116,18 +117,7 @@ void run_job(const TestDaemon& d, const std::string& id) {
         }
       },
       60s));
-  Client c0({d.endpoint()}), c1({d.endpoint()});
-  auto r0 = c0.join({id, 2, true, 0});
-  auto r1 = c1.join({id, 2, true, 1});
-  CHECK(r0.rank == 0);
-  CHECK(r1.rank == 1);
-  c0.set("greeting", "hello");
-  CHECK(c1.get("greeting", 5s) == "hello");
-  std::thread t([&] { c1.barrier("sync", 20s); });
-  c0.barrier("sync", 20s);
-  t.join();
-  c0.leave();
-  c1.leave();
+  test::check_two_ranks_work(d.endpoint(), id);
 }
 
 }  // namespace

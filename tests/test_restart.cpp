@@ -24,33 +24,13 @@
 using namespace muster;
 using namespace std::chrono_literals;
 using test::Process;
+using test::Rank;
 using test::slurp;
 using test::spit;
 using test::TempDir;
 using test::TestDaemon;
 
 namespace {
-
-ClientOptions at(const TestDaemon& d) {
-  return ClientOptions{d.endpoint()};
-}
-
-// A separate process that joins (its own pid) and reports its rank.
-struct Rank {
-  std::unique_ptr<Process> proc;
-  std::string line;
-  int device = -2;
-  Rank(const TestDaemon& d, const std::string& job, int lws, int local_rank = -1,
-       const char* gpu = "gpu") {
-    proc = std::make_unique<Process>(
-        std::vector<std::string>{test::program("MUSTER_TEST_RANK"), job, std::to_string(lws),
-                                 std::to_string(local_rank), gpu},
-        std::map<std::string, std::string>{{"MUSTER_ENDPOINT", d.endpoint()}});
-    line = proc->read_line(10s).value_or("");
-    std::smatch m;
-    if (std::regex_search(line, m, std::regex("device=(-?\\d+)"))) device = std::stoi(m[1]);
-  }
-};
 
 const DeviceInfo* device(const DaemonStatus& s, int index) {
   for (const auto& d : s.devices)
@@ -180,14 +160,14 @@ TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobo
   REQUIRE(r0.device >= 0);
   REQUIRE(r1.device >= 0);
   // A launcher-style job: reserved by this process, generation 3, no GPU.
-  Client launcher(at(d));
+  Client launcher({d.endpoint()});
   muster::reserve(launcher, "launched", 1, false, {}, getpid(), 3);
   auto old_pid = d.pid();
 
   d.kill9();
   d.start();
 
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   CHECK(s.pid != old_pid);
   const JobInfo* train = job(s, "train");
   REQUIRE(train != nullptr);
@@ -216,7 +196,7 @@ TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobo
   Rank n2(d, "next", 3, 2);
   CHECK_THAT(n2.line, Catch::StartsWith("error=no_device"));
   try {
-    Client launcher(at(d));
+    Client launcher({d.endpoint()});
     muster::reserve(launcher, "greedy", 1, true, {r0.device}, getpid());
     FAIL("a GPU of a running rank was leased again after the restart");
   } catch (const Error& e) {
@@ -226,7 +206,7 @@ TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobo
 
 TEST_CASE("the store survives a restart, and a request sent again is applied once") {
   TestDaemon d;
-  Client c(at(d));
+  Client c({d.endpoint()});
   c.join({"kv", 1, false, -1});
   std::string id(128, '\0');
   for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(i * 7);
@@ -255,14 +235,14 @@ TEST_CASE("the store survives a restart, and a request sent again is applied onc
 
 TEST_CASE("a client waiting across the restart gets its answer without an error") {
   TestDaemon d;
-  Client setter(at(d));
+  Client setter({d.endpoint()});
   setter.join({"wait", 2, false, 0});
   std::string got;
   std::string get_error, wait_error, barrier_error;
   auto t0 = std::chrono::steady_clock::now();
   std::thread getter([&] {
     try {
-      Client w(at(d));
+      Client w({d.endpoint()});
       w.join({"wait", 2, false, 0});  // same pid: the same slot
       got = w.get("late-key", 20s);
     } catch (const Error& e) {
@@ -271,7 +251,7 @@ TEST_CASE("a client waiting across the restart gets its answer without an error"
   });
   std::thread waiter([&] {
     try {
-      Client w(at(d));
+      Client w({d.endpoint()});
       w.join({"wait", 2, false, 0});
       w.wait({"late-key", "other-key"}, 20s);
     } catch (const Error& e) {
@@ -281,7 +261,7 @@ TEST_CASE("a client waiting across the restart gets its answer without an error"
   // Rank 1 enters a barrier before the restart; rank 0 arrives after it.
   std::thread barrier([&] {
     try {
-      Client b(at(d));
+      Client b({d.endpoint()});
       b.join({"wait", 2, false, 1});
       b.barrier("across", 20s);
     } catch (const Error& e) {
@@ -327,7 +307,7 @@ TEST_CASE("a rank that died while musterd was down loses its slot and GPU at the
   REQUIRE(lone.proc->wait(5s));
   d.start();
 
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   const JobInfo* half = job(s, "half");
   REQUIRE(half != nullptr);
   CHECK(half->ranks[0].state == "joined");
@@ -355,7 +335,7 @@ TEST_CASE("a corrupt state file is moved aside and the daemon starts empty") {
   spit(path, garbage);
   d.start();
   CHECK(slurp(path + ".bad") == garbage);
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   CHECK(s.jobs.empty());
   CHECK(device(s, 0)->job.empty());
   Rank fresh(d, "fresh", 1);
@@ -363,7 +343,7 @@ TEST_CASE("a corrupt state file is moved aside and the daemon starts empty") {
   // What it saves from then on is good again.
   d.kill9();
   d.start();
-  CHECK(Client(at(d)).status().jobs.size() == 1);
+  CHECK(Client({d.endpoint()}).status().jobs.size() == 1);
 }
 
 TEST_CASE("a state file of another version or with a GPU held twice is refused with a warning") {
@@ -408,7 +388,7 @@ TEST_CASE("--state-dir keeps the state elsewhere, and two daemons cannot share i
   CHECK(second.wait(5s) == 1);
   d.kill9();
   d.start();
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   REQUIRE(s.jobs.size() == 1);
   CHECK(s.jobs[0].ranks[0].pid == r.proc->pid());
   CHECK(device(s, 0)->job == "elsewhere");
@@ -480,6 +460,6 @@ TEST_CASE("a join from a client the reply cache does not track is saved before i
       "reply=rank_info"));
   d.kill9();
   d.start();
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   CHECK(job(s, "untracked") != nullptr);
 }

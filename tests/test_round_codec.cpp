@@ -112,15 +112,24 @@ void same(const CoordJob& a, const CoordJob& b, bool with_store) {
   }
 }
 
-// A closed round of 2,000 nodes (a record of some 360 KB), saved by f.
-CoordJob saved_big_round(State& st, StateFile& f, ReplyCache& replies) {
+// A state directory whose state file f, loaded empty, then saved a closed
+// round of 2,000 nodes (a record of some 360 KB).
+struct SavedBigRound {
+  test::TempDir dir;
+  PidWatch watch;
+  ReplyCache replies;
+  State st{{}, watch};
+  StateFile f{dir.path()};
   CoordJob big = sample();
-  big.nodes.clear();
-  for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
-  st.restore_round("job1", big);
-  REQUIRE(f.save(st, replies));
-  return big;
-}
+
+  SavedBigRound() {
+    f.load(st, replies);
+    big.nodes.clear();
+    for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
+    st.restore_round("job1", big);
+    REQUIRE(f.save(st, replies));
+  }
+};
 
 }  // namespace
 
@@ -313,48 +322,36 @@ TEST_CASE(
 }
 
 TEST_CASE("a batch of peer requests reserves room for a large round once, not per request") {
-  test::TempDir dir;
-  PidWatch watch;
-  ReplyCache replies;
-  State st({}, watch);
-  StateFile f(dir.path());
-  f.load(st, replies);
-  const CoordJob big = saved_big_round(st, f, replies);
-  const size_t header = round_codec::round_record("job1", big).size();
+  SavedBigRound r;
+  const size_t header = round_codec::round_record("job1", r.big).size();
   REQUIRE(header > 200 * 1024);
   // 2,000 requests of one batch (a swarm's joins): claimed per request,
   // the round's header alone would reserve 2,000 x its size on the disk.
   std::string why;
-  for (int i = 0; i < 2000; ++i) REQUIRE(f.reserve(100, false, true, &why));
+  for (int i = 0; i < 2000; ++i) REQUIRE(r.f.reserve(100, false, true, &why));
   struct stat s {};
-  REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
+  REQUIRE(::stat((r.dir.path() + "/state.log").c_str(), &s) == 0);
   const uint64_t reserved = static_cast<uint64_t>(s.st_blocks) * 512;
   INFO("state.log holds " << reserved << " bytes on disk; the round's header is " << header);
   const uint64_t kBound = 64 << 20;  // per request it would be 2,000 x 360 KB, 700 MB
   CHECK(reserved < kBound);
   // After the save the room for the rounds is claimed again, once.
-  REQUIRE(f.save(st, replies));
-  for (int i = 0; i < 2000; ++i) REQUIRE(f.reserve(100, false, true, &why));
-  REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
+  REQUIRE(r.f.save(r.st, r.replies));
+  for (int i = 0; i < 2000; ++i) REQUIRE(r.f.reserve(100, false, true, &why));
+  REQUIRE(::stat((r.dir.path() + "/state.log").c_str(), &s) == 0);
   CHECK(static_cast<uint64_t>(s.st_blocks) * 512 < kBound);
 }
 
 TEST_CASE("a closed round that did not change is not written again") {
-  test::TempDir dir;
-  PidWatch watch;
-  ReplyCache replies;
-  State st({}, watch);
-  StateFile f(dir.path());
-  f.load(st, replies);
-  const CoordJob big = saved_big_round(st, f, replies);
+  SavedBigRound r;
   auto log_bytes = [&] {
     struct stat s {};
-    REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
+    REQUIRE(::stat((r.dir.path() + "/state.log").c_str(), &s) == 0);
     return s.st_size;
   };
   const auto after_first = log_bytes();
-  REQUIRE(f.save(st, replies));
-  REQUIRE(f.save(st, replies));
+  REQUIRE(r.f.save(r.st, r.replies));
+  REQUIRE(r.f.save(r.st, r.replies));
   CHECK(log_bytes() == after_first);
 }
 

@@ -244,6 +244,19 @@ void no_muster_env() {
   ::unsetenv("XDG_RUNTIME_DIR");
 }
 
+// A victim child's body: no muster setting in its environment but
+// var=value (none when var is null), then victim_joins(request_timeout,
+// announce).
+std::function<int()> victim_with(const char* var, const std::string& value,
+                                 std::chrono::milliseconds request_timeout = 10000ms,
+                                 bool announce = false) {
+  return [=] {
+    no_muster_env();
+    if (var) ::setenv(var, value.c_str(), 1);
+    return victim_joins(request_timeout, announce);
+  };
+}
+
 // musterd on dir, until it exits (within 10 s); its exit code and output.
 std::pair<std::optional<int>, std::string> run_musterd(const std::string& dir) {
   Process p(
@@ -362,11 +375,7 @@ TEST_CASE("a client refuses a socket directory that another user owns, before se
   }
   const std::string ep = "ipc://" + dir + "/musterd.sock";
   // The victim finds it through MUSTER_RUNTIME_DIR, as through the default.
-  Child victim([&] {
-    no_muster_env();
-    ::setenv("MUSTER_RUNTIME_DIR", dir.c_str(), 1);
-    return victim_joins(10000ms);
-  });
+  Child victim(victim_with("MUSTER_RUNTIME_DIR", dir));
   auto said = victim.line(20s);
   INFO(said);
   CHECK(contains(said, "error=permission_denied"));
@@ -402,11 +411,7 @@ TEST_CASE("a client refuses a daemon of another user, even at an explicit MUSTER
       WARN("SKIP: " << why);
       return;
     }
-    Child victim([&] {
-      no_muster_env();
-      ::setenv("MUSTER_ENDPOINT", ep.c_str(), 1);
-      return victim_joins(10000ms);
-    });
+    Child victim(victim_with("MUSTER_ENDPOINT", ep));
     auto said = victim.line(20s);
     INFO(said);
     CHECK(contains(said, "error=permission_denied"));
@@ -421,11 +426,7 @@ TEST_CASE("a client refuses a daemon of another user, even at an explicit MUSTER
   SECTION("a daemon that comes after the client connected: its replies are refused") {
     // Nobody listens when the client connects, so only the replies can
     // tell (the request itself is the race the check cannot close).
-    Child victim([&] {
-      no_muster_env();
-      ::setenv("MUSTER_ENDPOINT", ep.c_str(), 1);
-      return victim_joins(20000ms, true);
-    });
+    Child victim(victim_with("MUSTER_ENDPOINT", ep, 20000ms, true));
     REQUIRE(victim.line(20s) == "connected");
     std::string why;
     auto attacker = attacker_daemon(dir, why);
@@ -473,10 +474,7 @@ TEST_CASE("a squatted /tmp/muster-$UID: muster run and libmuster refuse it, noth
     auto attacker = attacker_daemon(dir, why);
     if (!attacker) return report("skip: " + why, 0);
     // The victim's libmuster, with nothing set: the default directory.
-    Child client([&] {
-      no_muster_env();
-      return victim_joins(10000ms);
-    });
+    Child client(victim_with(nullptr, ""));
     say("client " + client.line(20s));
     // And muster run, whose embedded daemon would go there.
     Child run([&] {

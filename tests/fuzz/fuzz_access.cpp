@@ -32,6 +32,7 @@
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
 #include "protocol/message_table.hpp"
+#include "support/replies.hpp"
 #include "support/sample_requests.hpp"
 
 using namespace muster;
@@ -60,23 +61,13 @@ struct Answer {
 };
 
 Answer send(State& s, const Sender& who, const std::string& frame) {
-  auto env = proto::decode_envelope(frame.data(), frame.size());
   ReplyTo to;
   to.routing_id = "client";
-  to.request_id = env.request_id;
   to.peer_uid = who.peer ? -1 : who.uid;
   to.from_peer = who.peer;
-  std::vector<Outgoing> out;
-  s.handle(to, env, out);
   Answer a;
-  for (auto& o : out) {
-    if (!o.link.empty()) {
-      ++a.to_links;
-      continue;
-    }
-    a.replies.push_back(proto::decode_envelope(o.frame.data(), o.frame.size()));
-    a.frames.push_back(o.frame);
-  }
+  a.frames = test::client_frames(test::handle_frame(s, to, frame), a.to_links);
+  for (const auto& f : a.frames) a.replies.push_back(proto::decode_envelope(f.data(), f.size()));
   return a;
 }
 

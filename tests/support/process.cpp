@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -247,6 +248,19 @@ TestDaemon::~TestDaemon() {
   if (proc_->wait(std::chrono::milliseconds(0))) return;  // killed and not started again
   proc_->signal(SIGTERM);
   if (!proc_->wait(std::chrono::seconds(5))) proc_->signal(SIGKILL);
+}
+
+Rank::Rank(const TestDaemon& d, const std::string& job, int local_world_size, int local_rank,
+           const char* gpu, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {program("MUSTER_TEST_RANK"), job,
+                                   std::to_string(local_world_size), std::to_string(local_rank),
+                                   gpu};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  proc = std::make_unique<Process>(
+      argv, std::map<std::string, std::string>{{"MUSTER_ENDPOINT", d.endpoint()}});
+  line = proc->read_line(std::chrono::seconds(10)).value_or("");
+  std::smatch m;
+  if (std::regex_search(line, m, std::regex("device=(-?\\d+)"))) device = std::stoi(m[1]);
 }
 
 }  // namespace muster::test

@@ -103,6 +103,20 @@ class TestDaemon {
   std::unique_ptr<Process> proc_;
 };
 
+// A separate process (support/rank_main.cpp) that joins d's job `job` as
+// local_rank of local_world_size ranks, so that it has a pid of its own;
+// gpu: "gpu" or "cpu"; extra: more of rank_main's arguments (barrier NAME).
+// It keeps its slot until it ends (with proc). line: the rank info it
+// printed ("" when none came within 10 s); device: its lease from that
+// line (-2 when none).
+struct Rank {
+  std::unique_ptr<Process> proc;
+  std::string line;
+  int device = -2;
+  Rank(const TestDaemon& d, const std::string& job, int local_world_size, int local_rank = -1,
+       const char* gpu = "gpu", const std::vector<std::string>& extra = {});
+};
+
 // Polls cond every 10 ms until it holds or timeout passes.
 template <class F>
 bool eventually(F cond, std::chrono::milliseconds timeout) {
