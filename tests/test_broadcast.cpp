@@ -699,6 +699,31 @@ TEST_CASE("the C ABI broadcasts and syncs a model") {
 
 // ---- the streamed pool (the default for large broadcasts) ---------------
 
+namespace {
+
+// One broadcast of each of sizes in turn from root, to all of world ranks;
+// call i's bytes are pattern(sizes[i], seed + i). No rank fails, and every
+// rank ends every call with the root's bytes.
+void check_calls_from(const TestDaemon& d, const std::string& job, uint32_t world, uint32_t root,
+                      uint32_t seed, const std::vector<size_t>& sizes) {
+  std::vector<std::vector<std::vector<uint8_t>>> got(world);
+  auto out = on_ranks(d, job, world, all(world), [&](Client& c, uint32_t r) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto buf = pattern(sizes[i], r == root ? seed + static_cast<uint32_t>(i) : r);
+      muster::broadcast(c, buf.data(), buf.size(), root);
+      got[r].push_back(std::move(buf));
+    }
+  });
+  for (const auto& o : out) REQUIRE(o.what == "");
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (uint32_t r = 0; r < world; ++r) {
+      INFO("call " << i << " rank " << r);
+      CHECK((got[r][i] == pattern(sizes[i], seed + static_cast<uint32_t>(i))));
+    }
+}
+
+}  // namespace
+
 TEST_CASE("streamed broadcasts through one pool give each call's bytes, never a previous call's") {
   Env path("MUSTER_BCAST", "stream");
   TestDaemon d;
@@ -712,20 +737,7 @@ TEST_CASE("streamed broadcasts through one pool give each call's bytes, never a 
                                      size_t{4} << 20,
                                      size_t{4} << 20,
                                      size_t{33} << 20};
-  std::vector<std::vector<std::vector<uint8_t>>> got(3);
-  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      auto buf = pattern(sizes[i], r == 1 ? 2000 + static_cast<uint32_t>(i) : r);
-      muster::broadcast(c, buf.data(), buf.size(), 1);
-      got[r].push_back(std::move(buf));
-    }
-  });
-  for (const auto& o : out) REQUIRE(o.what == "");
-  for (size_t i = 0; i < sizes.size(); ++i)
-    for (uint32_t r = 0; r < 3; ++r) {
-      INFO("call " << i << " rank " << r);
-      CHECK((got[r][i] == pattern(sizes[i], 2000 + static_cast<uint32_t>(i))));
-    }
+  check_calls_from(d, job, 3, 1, 2000, sizes);
   CHECK(pools_of(job).size() == 1);
   CHECK(segments_of(job).empty());
 }
@@ -860,20 +872,7 @@ TEST_CASE(
   // Each wraps the 16-slot ring of 1 MiB chunks many times; odd tails.
   const std::vector<size_t> sizes = {(size_t{16} << 20) + 1, (size_t{100} << 20) + 3,
                                      (size_t{37} << 20) - 5};
-  std::vector<std::vector<std::vector<uint8_t>>> got(4);
-  auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      auto buf = pattern(sizes[i], r == 3 ? 3000 + static_cast<uint32_t>(i) : r);
-      muster::broadcast(c, buf.data(), buf.size(), 3);
-      got[r].push_back(std::move(buf));
-    }
-  });
-  for (const auto& o : out) REQUIRE(o.what == "");
-  for (size_t i = 0; i < sizes.size(); ++i)
-    for (uint32_t r = 0; r < 4; ++r) {
-      INFO("call " << i << " rank " << r);
-      CHECK((got[r][i] == pattern(sizes[i], 3000 + static_cast<uint32_t>(i))));
-    }
+  check_calls_from(d, job, 4, 3, 3000, sizes);
   CHECK(pools_of(job).size() == 1);
   // The ring and its header, not a copy of the 100 MiB broadcast.
   CHECK(pool_bytes(job) > (size_t{16} << 20));

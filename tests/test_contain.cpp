@@ -24,8 +24,6 @@
 using namespace muster;
 using namespace std::chrono_literals;
 using test::Process;
-using test::read_pids;
-using test::unprefixed;
 
 namespace {
 
@@ -89,7 +87,7 @@ TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed m
   }
   std::string base = how.substr(7);
   auto p = run_escapes(d);
-  auto pids = read_pids(*p, kEscapePids);
+  auto pids = test::read_pids(*p, kEscapePids);
   REQUIRE(pids.size() == kEscapePids);
   // Every one of them, the env -i one included, is in the job's cgroup,
   // below this daemon's.
@@ -131,7 +129,7 @@ TEST_CASE("with a cgroup per job, a launcher's death ends a worker that outlived
              "print(os.getpid(), os.environ['MUSTER_RUN_GUARD'], flush=True)\n"
              "time.sleep(1000)\n"},
             {{"MUSTER_ENDPOINT", d.endpoint()}});
-  std::istringstream line(unprefixed(p.read_line(20s).value_or("")));
+  std::istringstream line(test::unprefixed(p.read_line(20s).value_or("")));
   pid_t worker = 0;
   std::string guard;
   line >> worker >> guard;
@@ -159,7 +157,7 @@ TEST_CASE("a job's cgroup is killed and removed when the job ends normally", "[c
        "/usr/bin/env -i /usr/bin/setsid -f /bin/sh -c 'echo $$; exec /bin/sleep 1000'; "
        "/bin/sleep 0.5"},
       {{"MUSTER_ENDPOINT", d.endpoint()}});
-  auto pids = read_pids(p, 1);
+  auto pids = test::read_pids(p, 1);
   REQUIRE(pids.size() == 1);
   CHECK(p.wait(20s) == 0);
   CHECK(test::eventually([&] { return !test::process_exists(pids[0]); }, 5s));
@@ -177,7 +175,7 @@ TEST_CASE(
         std::string::npos);
 
   auto p = run_escapes(d);
-  auto pids = read_pids(*p, kEscapePids);
+  auto pids = test::read_pids(*p, kEscapePids);
   REQUIRE(pids.size() == kEscapePids);
   for (auto pid : pids) {
     INFO("pid " << pid);

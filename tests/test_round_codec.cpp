@@ -114,6 +114,23 @@ void same(const CoordJob& a, const CoordJob& b, bool with_store) {
 
 // A state directory whose state file f, loaded empty, then saved a closed
 // round of 2,000 nodes (a record of some 360 KB).
+// Node `node` (uid 1000's, 2 ranks) joins c's job1 of exactly `nodes`
+// nodes, as request `id` over its link "L<node>".
+void rejoin(Coordinator& c, const std::string& node, uint32_t nodes, uint64_t id,
+            std::vector<Outgoing>& out) {
+  proto::NodeJoin m;
+  m.job = "job1";
+  m.node_id = node;
+  m.nproc = 2;
+  m.min_nodes = m.max_nodes = nodes;
+  m.owner_uid = 1000;
+  ReplyTo to;
+  to.routing_id = "L" + node;
+  to.request_id = id;
+  to.from_peer = true;
+  c.node_join(to, m, {}, out);
+}
+
 struct SavedBigRound {
   test::TempDir dir;
   PidWatch watch;
@@ -263,19 +280,7 @@ TEST_CASE("a restored open round closes only once its nodes joined again") {
   cj.nodes[1].left = false;
   c.restore("job1", cj);
   std::vector<Outgoing> out;
-  auto join = [&](const std::string& node, uint64_t id) {
-    proto::NodeJoin m;
-    m.job = "job1";
-    m.node_id = node;
-    m.nproc = 2;
-    m.min_nodes = m.max_nodes = 3;
-    m.owner_uid = 1000;
-    ReplyTo to;
-    to.routing_id = "L" + node;
-    to.request_id = id;
-    to.from_peer = true;
-    c.node_join(to, m, {}, out);
-  };
+  auto join = [&](const std::string& node, uint64_t id) { rejoin(c, node, 3, id, out); };
   // A third node joins before the two restored ones are back: their World
   // would go where the dead daemon's connections were, so the round waits.
   join("c", 1);
@@ -390,19 +395,7 @@ TEST_CASE("an open round, saved without its nodes, comes back whole and waits fo
   Store store;
   Coordinator c(store);
   c.restore("job1", cj);
-  for (const char* id : {"b", "a"}) {
-    proto::NodeJoin m;
-    m.job = "job1";
-    m.node_id = id;
-    m.nproc = 2;
-    m.min_nodes = m.max_nodes = 2;
-    m.owner_uid = 1000;
-    ReplyTo to;
-    to.routing_id = std::string("L") + id;
-    to.request_id = 9;
-    to.from_peer = true;
-    c.node_join(to, m, {}, out);
-  }
+  for (const char* id : {"b", "a"}) rejoin(c, id, 2, 9, out);
   REQUIRE(c.rounds().at("job1").closed);
   std::map<std::string, proto::World> worlds;
   for (const auto& o : out) {

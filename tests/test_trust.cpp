@@ -113,24 +113,7 @@ class Child {
 
   // One line, or "" at EOF or after timeout.
   std::string line(std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        auto l = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return l;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      end - std::chrono::steady_clock::now())
-                      .count();
-      if (left <= 0) return "";
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-      char b[4096];
-      ssize_t n = ::read(out_, b, sizeof b);
-      if (n <= 0) return "";
-      buf_.append(b, static_cast<size_t>(n));
-    }
+    return test::read_line_from(out_, buf_, timeout).value_or("");
   }
   // Everything until EOF (bounded by timeout), lines joined by " | ".
   std::string output(std::chrono::milliseconds timeout) {

@@ -238,29 +238,9 @@ void Lines::say(const std::string& line) {
 }
 
 std::string Lines::hear(std::chrono::milliseconds timeout) {
-  auto end = std::chrono::steady_clock::now() + timeout;
   // The pipe is looked at once even when no time is left (timeout 0: a
   // line already there, without waiting).
-  for (bool first = true;; first = false) {
-    if (auto nl = buf.find('\n'); nl != std::string::npos) {
-      auto line = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      return line;
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    end - std::chrono::steady_clock::now())
-                    .count();
-    if (left <= 0 && !first) return "";
-    pollfd p{in, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) <= 0) {
-      if (left <= 0) return "";
-      continue;
-    }
-    char b[4096];
-    ssize_t n = ::read(in, b, sizeof b);
-    if (n <= 0) return "";
-    buf.append(b, static_cast<size_t>(n));
-  }
+  return read_line_from(in, buf, timeout, true).value_or("");
 }
 
 AsNobody::AsNobody(const std::function<void(Lines&)>& body, uid_t uid) {

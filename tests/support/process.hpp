@@ -31,6 +31,13 @@ void spit(const std::string& path, const std::string& bytes);
 // that a file is gone).
 std::string slurp_or_missing(const std::string& path);
 
+// One line from fd within timeout, read through buf (what follows the line
+// stays there for the next call): nullopt at EOF, or when no line came in
+// time. peek: with no time left, fd is still looked at once (a line
+// already there is taken, without waiting).
+std::optional<std::string> read_line_from(int fd, std::string& buf,
+                                          std::chrono::milliseconds timeout, bool peek = false);
+
 class TempDir {
  public:
   TempDir();
