@@ -74,18 +74,25 @@ std::set<std::string> shm_entries(const std::string& prefix) {
   return names;
 }
 
-}  // namespace
-
-TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed muster run",
-          "[cgroup]") {
-  test::TestDaemon d;
-  std::string how = containment_of(d);
+// The base of d's job cgroups, from its containment ("cgroup BASE"); where
+// it has none (no writable cgroup v2 hierarchy) the test is skipped: exit
+// 77, which meson counts as a skip.
+std::string cgroup_base_or_skip(const test::TestDaemon& d) {
+  const std::string how = containment_of(d);
   if (how.rfind("cgroup ", 0) != 0) {
     std::cout << "SKIP: no writable cgroup v2 hierarchy here: the daemon says containment is "
               << how << "\n";
     std::exit(77);
   }
-  std::string base = how.substr(7);
+  return how.substr(7);
+}
+
+}  // namespace
+
+TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed muster run",
+          "[cgroup]") {
+  test::TestDaemon d;
+  const std::string base = cgroup_base_or_skip(d);
   auto p = run_escapes(d);
   auto pids = test::read_pids(*p, kEscapePids);
   REQUIRE(pids.size() == kEscapePids);
@@ -114,11 +121,7 @@ TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed m
 
 TEST_CASE("with a cgroup per job, a launcher's death ends a worker that outlived it", "[cgroup]") {
   test::TestDaemon d;
-  std::string how = containment_of(d);
-  if (how.rfind("cgroup ", 0) != 0) {
-    std::cout << "SKIP: no writable cgroup v2 hierarchy here: " << how << "\n";
-    std::exit(77);
-  }
+  cgroup_base_or_skip(d);
   // The worker turns its parent-death signal off, so it lives on as a
   // registered rank after muster run; with the guardian killed first,
   // only the daemon (which watches the launcher) can end it.
@@ -145,11 +148,7 @@ TEST_CASE("with a cgroup per job, a launcher's death ends a worker that outlived
 
 TEST_CASE("a job's cgroup is killed and removed when the job ends normally", "[cgroup]") {
   test::TestDaemon d;
-  std::string how = containment_of(d);
-  if (how.rfind("cgroup ", 0) != 0) {
-    std::cout << "SKIP: no writable cgroup v2 hierarchy here: " << how << "\n";
-    std::exit(77);
-  }
+  cgroup_base_or_skip(d);
   // The worker leaves a daemon of its own behind (new session, no token)
   // and exits 0: muster run is done, the job ends, and so does the daemon.
   Process p(

@@ -15,20 +15,16 @@
 #include "support/error_code.hpp"
 #include "support/process.hpp"
 #include "support/raw.hpp"
+#include "support/status.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
+using test::device;
 using test::Process;
 using test::Rank;
 using test::TestDaemon;
 
 namespace {
-
-const DeviceInfo* device(const DaemonStatus& s, uint32_t index) {
-  for (const auto& d : s.devices)
-    if (d.index == index) return &d;
-  return nullptr;
-}
 
 proto::ErrorReply raw_request(const TestDaemon& d, const std::string& bytes, uint64_t* rid) {
   return test::raw_error_reply(d.endpoint(), bytes, rid);

@@ -40,6 +40,15 @@ test::Ran run_ranks(const test::TestDaemon& d, const std::string& cvd, int n,
       n);
 }
 
+// r's job held these GPUs, and its ranks printed these lines (their
+// environment's, then their rank info).
+void check_ran(const test::Ran& r, const std::vector<int64_t>& leased,
+               const std::set<std::string>& lines) {
+  INFO(r.output);
+  CHECK(r.leased == leased);
+  CHECK(r.lines == lines);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -52,11 +61,9 @@ TEST_CASE(
                           test::node_uuid(2) + ",GPU-6b1e2c3d-0000-4000-8000-000000000005"}) {
     INFO("CUDA_VISIBLE_DEVICES=" << cvd);
     auto r = run_ranks(d, cvd, 2, {});
-    INFO(r.output);
-    CHECK(r.leased == std::vector<int64_t>{2, 5});
-    CHECK(r.lines == std::set<std::string>{"env device=0 order=PCI_BUS_ID",
-                                           "env device=1 order=PCI_BUS_ID", test::rank_line(0, 0),
-                                           test::rank_line(1, 1)});
+    check_ran(r, {2, 5},
+              {"env device=0 order=PCI_BUS_ID", "env device=1 order=PCI_BUS_ID",
+               test::rank_line(0, 0), test::rank_line(1, 1)});
     REQUIRE(test::eventually([&] { return Client({d.endpoint()}).status().jobs.empty(); }, 10s));
   }
 }
@@ -67,12 +74,10 @@ TEST_CASE("--devices counts positions in CUDA_VISIBLE_DEVICES, in its order, not
   // The list names GPU 6 before GPU 3: position 0 is GPU 6.
   const std::string cvd = test::node_uuid(6) + ",3";
   auto r = run_ranks(d, cvd, 2, {"--devices", "1,0"});
-  INFO(r.output);
-  CHECK(r.leased == std::vector<int64_t>{3, 6});
   // Rank 0 gets the first free allowed GPU in PCI order (3, position 1).
-  CHECK(r.lines == std::set<std::string>{"env device=1 order=PCI_BUS_ID",
-                                         "env device=0 order=PCI_BUS_ID", test::rank_line(0, 1),
-                                         test::rank_line(1, 0)});
+  check_ran(r, {3, 6},
+            {"env device=1 order=PCI_BUS_ID", "env device=0 order=PCI_BUS_ID",
+             test::rank_line(0, 1), test::rank_line(1, 0)});
   REQUIRE(test::eventually([&] { return Client({d.endpoint()}).status().jobs.empty(); }, 10s));
   // A position past the list's end is refused, naming the list's length.
   test::Process bad(
@@ -95,11 +100,9 @@ TEST_CASE("without CUDA_VISIBLE_DEVICES ordinals are NVML indices, whatever CUDA
   test::NvmlNode node(test::eight_gpu_node());
   test::TestDaemon d({}, node.env());
   auto r = run_ranks(d, "-", 2, {"--devices", "5,7"});
-  INFO(r.output);
-  CHECK(r.leased == std::vector<int64_t>{5, 7});
-  CHECK(r.lines == std::set<std::string>{"env device=5 order=PCI_BUS_ID",
-                                         "env device=7 order=PCI_BUS_ID", test::rank_line(0, 5),
-                                         test::rank_line(1, 7)});
+  check_ran(r, {5, 7},
+            {"env device=5 order=PCI_BUS_ID", "env device=7 order=PCI_BUS_ID",
+             test::rank_line(0, 5), test::rank_line(1, 7)});
 }
 
 TEST_CASE("a rank leased a GPU its CUDA_VISIBLE_DEVICES hides is told so at join") {

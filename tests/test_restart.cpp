@@ -21,9 +21,12 @@
 #include "support/as_user.hpp"
 #include "support/error_code.hpp"
 #include "support/process.hpp"
+#include "support/status.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
+using test::device;
+using test::job;
 using test::Process;
 using test::Rank;
 using test::slurp;
@@ -32,18 +35,6 @@ using test::TempDir;
 using test::TestDaemon;
 
 namespace {
-
-const DeviceInfo* device(const DaemonStatus& s, int index) {
-  for (const auto& d : s.devices)
-    if (static_cast<int>(d.index) == index) return &d;
-  return nullptr;
-}
-
-const JobInfo* job(const DaemonStatus& s, const std::string& id) {
-  for (const auto& j : s.jobs)
-    if (j.id == id) return &j;
-  return nullptr;
-}
 
 bool exists(const std::string& path) {
   struct stat st;
@@ -151,6 +142,20 @@ std::string state_file(uint64_t version, bool device_twice) {
   return std::string(buf.data(), buf.size());
 }
 
+// A thread in which a client of job "wait" (of 2 local ranks) joins as
+// local_rank and does op; how that ended (outcome(): "" when it returned)
+// goes to `ended`.
+std::thread in_job_wait(const TestDaemon& d, int local_rank, std::string& ended,
+                        std::function<void(Client&)> op) {
+  return std::thread([&d, local_rank, op = std::move(op), &ended] {
+    ended = test::outcome([&] {
+      Client c({d.endpoint()});
+      c.join({"wait", 2, false, local_rank});
+      op(c);
+    });
+  });
+}
+
 }  // namespace
 
 TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobody gets those") {
@@ -239,47 +244,26 @@ TEST_CASE("a client waiting across the restart gets its answer without an error"
   std::string got;
   std::string get_error, wait_error, barrier_error;
   auto t0 = std::chrono::steady_clock::now();
-  std::thread getter([&] {
-    try {
-      Client w({d.endpoint()});
-      w.join({"wait", 2, false, 0});  // same pid: the same slot
-      got = w.get("late-key", 20s);
-    } catch (const Error& e) {
-      get_error = e.what();
-    }
+  // Rank 0's get and wait (the same pid: the same slot) and rank 1's barrier
+  // (rank 0 arrives after the restart) park before it.
+  std::thread getter =
+      in_job_wait(d, 0, get_error, [&](Client& c) { got = c.get("late-key", 20s); });
+  std::thread waiter = in_job_wait(d, 0, wait_error, [](Client& c) {
+    c.wait({"late-key", "other-key"}, 20s);
   });
-  std::thread waiter([&] {
-    try {
-      Client w({d.endpoint()});
-      w.join({"wait", 2, false, 0});
-      w.wait({"late-key", "other-key"}, 20s);
-    } catch (const Error& e) {
-      wait_error = e.what();
-    }
-  });
-  // Rank 1 enters a barrier before the restart; rank 0 arrives after it.
-  std::thread barrier([&] {
-    try {
-      Client b({d.endpoint()});
-      b.join({"wait", 2, false, 1});
-      b.barrier("across", 20s);
-    } catch (const Error& e) {
-      barrier_error = e.what();
-    }
-  });
+  std::thread barrier =
+      in_job_wait(d, 1, barrier_error, [](Client& c) { c.barrier("across", 20s); });
   std::this_thread::sleep_for(500ms);  // all three are parked in the daemon
 
   d.kill9();
   d.start();
 
-  std::string main_error;
-  try {
+  // Checked below, once the threads are joined.
+  const std::string main_error = test::outcome([&] {
     setter.set("late-key", "after-restart");
     setter.set("other-key", "x");
     setter.barrier("across", 20s);
-  } catch (const Error& e) {
-    main_error = e.what();  // checked below, once the threads are joined
-  }
+  });
   getter.join();
   waiter.join();
   barrier.join();
