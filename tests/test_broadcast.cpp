@@ -367,6 +367,25 @@ TEST_CASE("sync_model averages float32 and float64 parameters or buffers, bit-id
   }
 }
 
+namespace {
+
+// Ranks 0, 1 and 2 of job (of 4) broadcast 64 MiB from rank 0 while rank 3,
+// a process of its own, dies: each must fail with peer_exited. How each
+// ended.
+std::vector<Outcome> broadcast_losing_rank3(const TestDaemon& d, const std::string& job) {
+  auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
+    auto buf = pattern(size_t{64} << 20, r);
+    muster::broadcast(c, buf.data(), buf.size(), 0);
+  });
+  for (const auto& o : out) {
+    CHECK_FALSE(o.ok);
+    CHECK(o.code == ErrorCode::kPeerExited);
+  }
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("a rank that dies before the broadcast makes every other rank throw, quickly") {
   TestDaemon d;
   const std::string job = job_id("dies");
@@ -377,16 +396,9 @@ TEST_CASE("a rank that dies before the broadcast makes every other rank throw, q
     child.proc->signal(SIGKILL);
   });
   auto t0 = std::chrono::steady_clock::now();
-  auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
-    auto buf = pattern(size_t{64} << 20, r);
-    muster::broadcast(c, buf.data(), buf.size(), 0);
-  });
+  auto out = broadcast_losing_rank3(d, job);
   killer.join();
-  for (const auto& o : out) {
-    CHECK_FALSE(o.ok);
-    CHECK(o.code == ErrorCode::kPeerExited);
-    CHECK_THAT(o.what, Catch::Contains("rank 3"));
-  }
+  for (const auto& o : out) CHECK_THAT(o.what, Catch::Contains("rank 3"));
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
   CHECK(segments_of(job).empty());
 }
@@ -403,15 +415,8 @@ TEST_CASE("a rank that dies after the data is ready makes every other rank throw
   std::thread killer([&] {
     if (child.proc->read_line(20s).value_or("") == "barrier passed") child.proc->signal(SIGKILL);
   });
-  auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
-    auto buf = pattern(size_t{64} << 20, r);
-    muster::broadcast(c, buf.data(), buf.size(), 0);
-  });
+  broadcast_losing_rank3(d, job);
   killer.join();
-  for (const auto& o : out) {
-    CHECK_FALSE(o.ok);
-    CHECK(o.code == ErrorCode::kPeerExited);
-  }
   CHECK(child.proc->wait(5s).has_value());
   CHECK(segments_of(job).empty());
 }
@@ -742,6 +747,48 @@ TEST_CASE("streamed broadcasts through one pool give each call's bytes, never a 
   CHECK(segments_of(job).empty());
 }
 
+namespace {
+
+// A hidden child's settings MUSTER_BC_<role>_<name>, in the order of
+// names; none when any is unset (the child does nothing then: run with the
+// rest of the suite).
+std::vector<std::string> child_env(const std::string& role,
+                                   std::initializer_list<const char*> names) {
+  std::vector<std::string> values;
+  for (const char* name : names) {
+    const char* v = std::getenv(("MUSTER_BC_" + role + "_" + name).c_str());
+    if (!v) return {};
+    values.emplace_back(v);
+  }
+  return values;
+}
+
+// For a hidden child that faults on purpose: no core file, and handler
+// (SIG_DFL: die of the fault) on SIGSEGV and SIGBUS.
+void on_faults(void (*handler)(int)) {
+  rlimit none{0, 0};
+  ::setrlimit(RLIMIT_CORE, &none);
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  ::sigaction(SIGSEGV, &sa, nullptr);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+// A private anonymous mapping of size bytes in whole pages (len), never
+// unmapped: the child's buffer, part of which it protects.
+struct Mapping {
+  size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  size_t len;
+  uint8_t* bytes;
+  explicit Mapping(size_t size) : len((size + page - 1) / page * page) {
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap");
+    bytes = static_cast<uint8_t*>(p);
+  }
+};
+
+}  // namespace
+
 // Rank 0 of the tests below, run as this program in a process of its own
 // (hidden; does nothing without its environment). Its buffer is readable
 // only up to MUSTER_BC_ROOT_GUARD bytes, so the root faults there in the
@@ -764,27 +811,17 @@ void stall_handler(int) {
 }
 
 TEST_CASE("stream root", "[.bcast-root]") {
-  const char* job = std::getenv("MUSTER_BC_ROOT_JOB");
-  const char* endpoint = std::getenv("MUSTER_BC_ROOT_ENDPOINT");
-  const char* mode = std::getenv("MUSTER_BC_ROOT_MODE");
-  const char* guard = std::getenv("MUSTER_BC_ROOT_GUARD");
-  if (!job || !endpoint || !mode || !guard) return;
+  const auto env = child_env("ROOT", {"JOB", "ENDPOINT", "MODE", "GUARD"});
+  if (env.empty()) return;
+  const std::string &job = env[0], &endpoint = env[1], &mode = env[2];
   try {
-    rlimit none{0, 0};
-    ::setrlimit(RLIMIT_CORE, &none);
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    const size_t len = (kRootSize + page - 1) / page * page;
-    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("mmap");
-    auto* buf = static_cast<uint8_t*>(p);
+    on_faults(mode == "stall" ? stall_handler : SIG_DFL);
+    const Mapping m(kRootSize);
+    auto* buf = m.bytes;
     auto want = pattern(kRootSize, 1000);
     std::memcpy(buf, want.data(), kRootSize);
-    guard_at = buf + std::strtoull(guard, nullptr, 10) / page * page;
-    guard_len = static_cast<size_t>(buf + len - guard_at);
-    struct sigaction sa {};
-    sa.sa_handler = std::string_view(mode) == "stall" ? stall_handler : SIG_DFL;
-    ::sigaction(SIGSEGV, &sa, nullptr);
-    ::sigaction(SIGBUS, &sa, nullptr);
+    guard_at = buf + std::stoull(env[3]) / m.page * m.page;
+    guard_len = static_cast<size_t>(buf + m.len - guard_at);
     Client c(ClientOptions{endpoint, 10s, 30s});
     c.join({job, 3, false, 0});
     if (::mprotect(guard_at, guard_len, PROT_NONE) != 0) throw std::runtime_error("mprotect");
@@ -885,29 +922,19 @@ TEST_CASE(
 // only up to MUSTER_BC_READER_GUARD bytes, so it dies copying the chunk
 // there, in the middle of the root's ring.
 TEST_CASE("ring reader", "[.bcast-reader]") {
-  const char* job = std::getenv("MUSTER_BC_READER_JOB");
-  const char* endpoint = std::getenv("MUSTER_BC_READER_ENDPOINT");
-  const char* size_s = std::getenv("MUSTER_BC_READER_SIZE");
-  const char* guard = std::getenv("MUSTER_BC_READER_GUARD");
-  if (!job || !endpoint || !size_s || !guard) return;
+  const auto env = child_env("READER", {"JOB", "ENDPOINT", "SIZE", "GUARD"});
+  if (env.empty()) return;
+  const std::string &job = env[0], &endpoint = env[1];
   try {
-    rlimit none{0, 0};
-    ::setrlimit(RLIMIT_CORE, &none);
-    const size_t size = std::strtoull(size_s, nullptr, 10);
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    const size_t len = (size + page - 1) / page * page;
-    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("mmap");
-    auto* buf = static_cast<uint8_t*>(p);
-    const size_t at = std::strtoull(guard, nullptr, 10) / page * page;
     // Die of the fault itself, also under a sanitizer that would catch it.
-    struct sigaction sa {};
-    sa.sa_handler = SIG_DFL;
-    ::sigaction(SIGSEGV, &sa, nullptr);
-    ::sigaction(SIGBUS, &sa, nullptr);
+    on_faults(SIG_DFL);
+    const size_t size = std::stoull(env[2]);
+    const Mapping m(size);
+    auto* buf = m.bytes;
+    const size_t at = std::stoull(env[3]) / m.page * m.page;
     Client c(ClientOptions{endpoint, 10s, 30s});
     c.join({job, 3, false, 2});
-    if (::mprotect(buf + at, len - at, PROT_READ) != 0) throw std::runtime_error("mprotect");
+    if (::mprotect(buf + at, m.len - at, PROT_READ) != 0) throw std::runtime_error("mprotect");
     std::printf("reading\n");
     std::fflush(stdout);
     muster::broadcast(c, buf, size, 0);
