@@ -25,6 +25,22 @@ inline std::string stuck_rank_program() {
   return rank.substr(0, rank.rfind('/')) + "/muster_stuck_rank";
 }
 
+// `muster run` of `nproc` stand-in ranks (muster_stuck_rank, every rank's
+// job, world size and local rank from its environment) as node node_rank
+// of job, 2 nodes through coordinator, without GPUs: each rank does
+// rank_args (OP NAME [SKIP_RANK]).
+inline std::vector<std::string> stuck_run_argv(const std::string& coordinator,
+                                               const std::string& job, int nproc, int node_rank,
+                                               const std::vector<std::string>& rank_args) {
+  std::vector<std::string> argv = {program("MUSTER_TEST_MUSTER"), "run"};
+  argv.insert(argv.end(), {"--nnodes", "2", "-n", std::to_string(nproc)});
+  argv.insert(argv.end(), {"--coordinator", coordinator, "--job-id", job});
+  argv.insert(argv.end(), {"--node-rank", std::to_string(node_rank), "--cpu", "--use-env"});
+  argv.insert(argv.end(), {"--local-addr", "127.0.0.1", stuck_rank_program(), "-", "-", "-"});
+  argv.insert(argv.end(), rank_args.begin(), rank_args.end());
+  return argv;
+}
+
 // A private musterd whose stderr (its log) the test reads line by line.
 struct LoggedDaemon {
   TempDir dir;

@@ -19,6 +19,7 @@
 #include "support/as_user.hpp"
 #include "support/cluster.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace muster;
 using namespace muster::proto;
@@ -26,12 +27,6 @@ using namespace muster::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool two_users() {
-  if (root()) return true;
-  WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
-  return false;
-}
 
 // A refusal comes at once: waiting longer than this is a failure.
 const AskOptions kQuick{"", 3s};
@@ -70,6 +65,16 @@ const std::string kRoutingId = [] {
   return id;
 }();
 
+// Once nobody's connection ended (200 ms): root's counter n of "owned" is
+// still 1, and root's client still gets its own answer to `add` (its
+// store_add of 1) again without the add being applied twice.
+void check_applied_once(const std::string& ep, const std::string& add) {
+  std::this_thread::sleep_for(200ms);
+  CHECK(ask(ep, encode(5, StoreGet{"owned", "n", 0})) == "reply=value value=1");
+  CHECK(ask(ep, add, {.routing_id = kRoutingId}) == "reply=int value=1");
+  CHECK(ask(ep, encode(6, StoreGet{"owned", "n", 0})) == "reply=value value=1");
+}
+
 // Nobody's side of a takeover: a DEALER with root's routing id. With ping,
 // one request on it first ("ping: REPLY"); without, it sends nothing and
 // says "connected" once its handshake is surely done. Then, once root set
@@ -107,7 +112,7 @@ std::vector<std::string> thief_got(AsNobody& nobody) {
 }  // namespace
 
 TEST_CASE("another uid cannot start a rendezvous for a job it does not own", "[access]") {
-  if (!two_users()) return;
+  if (!root_for()) return;
   PeeringDaemon p;
   open_to_everyone(p.d);
   const std::string ep = p.d.endpoint();
@@ -129,7 +134,7 @@ TEST_CASE("another uid cannot start a rendezvous for a job it does not own", "[a
 }
 
 TEST_CASE("another uid cannot read the cluster state of a job it does not own", "[access]") {
-  if (!two_users()) return;
+  if (!root_for()) return;
   PeeringDaemon p;
   open_to_everyone(p.d);
   const std::string ep = p.d.endpoint();
@@ -146,7 +151,7 @@ TEST_CASE("another uid cannot read the cluster state of a job it does not own", 
 
 TEST_CASE("another uid cannot push, pull or leave a broadcast of a job it does not own",
           "[access]") {
-  if (!two_users()) return;
+  if (!root_for()) return;
   PeeringDaemon p;
   open_to_everyone(p.d);
   const std::string ep = p.d.endpoint();
@@ -183,9 +188,8 @@ TEST_CASE("another uid cannot push, pull or leave a broadcast of a job it does n
 }
 
 TEST_CASE("status shows another uid's jobs to root and their owner only", "[access]") {
-  if (!two_users()) return;
-  TestDaemon d({"--simulate-gpus", "3"});
-  open_to_everyone(d);
+  if (!root_for()) return;
+  test::OpenDaemon d({"--simulate-gpus", "3"});
   const std::string ep = d.endpoint();
   const int64_t root_pid = ::getpid();
   // Root's job holds GPU 0, joined by this process.
@@ -252,9 +256,8 @@ TEST_CASE("status shows another uid's jobs to root and their owner only", "[acce
 }
 
 TEST_CASE("another uid reusing a client's routing id does not get its cached replies", "[access]") {
-  if (!two_users()) return;
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!root_for()) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   reserve_owned(ep);
   // Root's client adds 1 to a counter, gets its answer and goes away.
@@ -280,22 +283,15 @@ TEST_CASE("another uid reusing a client's routing id does not get its cached rep
     INFO("nobody's ping under root's routing id: " << ping);
     CHECK(starts_with(ping, "error=permission_denied "));
   }
-  std::this_thread::sleep_for(200ms);  // nobody's connection ended
-
-  // The counter is still 1, and root's client still gets its own answer
-  // again without the add being applied twice.
-  CHECK(ask(ep, encode(5, StoreGet{"owned", "n", 0})) == "reply=value value=1");
-  CHECK(ask(ep, add, {.routing_id = kRoutingId}) == "reply=int value=1");
-  CHECK(ask(ep, encode(6, StoreGet{"owned", "n", 0})) == "reply=value value=1");
+  check_applied_once(ep, add);
 }
 
 // Not in the issue's list: the reply cache is saved with the state, so the
 // routing id's owner must be too, or a restart forgets whose it is.
 TEST_CASE("another uid does not get a client's cached replies after a daemon restart",
           "[access][restart]") {
-  if (!two_users()) return;
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!root_for()) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   reserve_owned(ep);
   const std::string add = encode(4242, StoreAdd{"owned", "n", 1});
@@ -311,17 +307,13 @@ TEST_CASE("another uid does not get a client's cached replies after a daemon res
     INFO("nobody's copy of root's store_add after the restart: " << stolen);
     CHECK(starts_with(stolen, "error=permission_denied "));
   }
-  std::this_thread::sleep_for(200ms);  // nobody's connection ended
-  CHECK(ask(ep, encode(5, StoreGet{"owned", "n", 0})) == "reply=value value=1");
-  CHECK(ask(ep, add, {.routing_id = kRoutingId}) == "reply=int value=1");
-  CHECK(ask(ep, encode(6, StoreGet{"owned", "n", 0})) == "reply=value value=1");
+  check_applied_once(ep, add);
 }
 
 TEST_CASE("another uid connecting with a live client's routing id does not take it over",
           "[access]") {
-  if (!two_users()) return;
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!root_for()) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   reserve_owned(ep);
   // Root's client parks a get of a key not set yet. Its socket does not
@@ -355,8 +347,7 @@ namespace {
 // must not be answered to another uid's connection holding the routing id,
 // whether that connection sent something (refused) or nothing at all.
 void dropped_takeover(bool thief_pings) {
-  TestDaemon d;
-  open_to_everyone(d);
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   reserve_owned(ep);
   {
@@ -395,12 +386,12 @@ void dropped_takeover(bool thief_pings) {
 
 TEST_CASE("another uid taking a dropped client's routing id does not get its parked reply",
           "[access][dropped]") {
-  if (!two_users()) return;
+  if (!root_for()) return;
   dropped_takeover(true);
 }
 
 TEST_CASE("a silent connection of another uid with a dropped client's routing id gets nothing",
           "[access][dropped]") {
-  if (!two_users()) return;
+  if (!root_for()) return;
   dropped_takeover(false);
 }

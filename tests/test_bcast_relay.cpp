@@ -51,15 +51,10 @@ struct CoordDaemon {
   template <class M>
   std::vector<Reply> send(const std::string& node, const M& m, uint64_t id = 0) {
     if (!id) id = next++;
-    auto frame = encode(id, m);
-    auto env = decode_envelope(frame.data(), frame.size());
-    ReplyTo to;
-    to.routing_id = node;
-    to.from_peer = true;
-    to.request_id = id;
-    std::vector<Outgoing> out;
-    s.handle(to, env, out);
-    return replies(out);
+    ReplyTo from;
+    from.routing_id = node;
+    from.from_peer = true;
+    return replies(test::handle_frame(s, from, encode(id, m)));
   }
   // What the node daemons pass on for their ranks.
   template <class M>

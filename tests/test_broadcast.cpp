@@ -367,6 +367,25 @@ TEST_CASE("sync_model averages float32 and float64 parameters or buffers, bit-id
   }
 }
 
+namespace {
+
+// Ranks 0, 1 and 2 of job (of 4) broadcast 64 MiB from rank 0 while rank 3,
+// a process of its own, dies: each must fail with peer_exited. How each
+// ended.
+std::vector<Outcome> broadcast_losing_rank3(const TestDaemon& d, const std::string& job) {
+  auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
+    auto buf = pattern(size_t{64} << 20, r);
+    muster::broadcast(c, buf.data(), buf.size(), 0);
+  });
+  for (const auto& o : out) {
+    CHECK_FALSE(o.ok);
+    CHECK(o.code == ErrorCode::kPeerExited);
+  }
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("a rank that dies before the broadcast makes every other rank throw, quickly") {
   TestDaemon d;
   const std::string job = job_id("dies");
@@ -377,16 +396,9 @@ TEST_CASE("a rank that dies before the broadcast makes every other rank throw, q
     child.proc->signal(SIGKILL);
   });
   auto t0 = std::chrono::steady_clock::now();
-  auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
-    auto buf = pattern(size_t{64} << 20, r);
-    muster::broadcast(c, buf.data(), buf.size(), 0);
-  });
+  auto out = broadcast_losing_rank3(d, job);
   killer.join();
-  for (const auto& o : out) {
-    CHECK_FALSE(o.ok);
-    CHECK(o.code == ErrorCode::kPeerExited);
-    CHECK_THAT(o.what, Catch::Contains("rank 3"));
-  }
+  for (const auto& o : out) CHECK_THAT(o.what, Catch::Contains("rank 3"));
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
   CHECK(segments_of(job).empty());
 }
@@ -403,23 +415,25 @@ TEST_CASE("a rank that dies after the data is ready makes every other rank throw
   std::thread killer([&] {
     if (child.proc->read_line(20s).value_or("") == "barrier passed") child.proc->signal(SIGKILL);
   });
-  auto out = on_ranks(d, job, 4, {0, 1, 2}, [&](Client& c, uint32_t r) {
-    auto buf = pattern(size_t{64} << 20, r);
-    muster::broadcast(c, buf.data(), buf.size(), 0);
-  });
+  broadcast_losing_rank3(d, job);
   killer.join();
-  for (const auto& o : out) {
-    CHECK_FALSE(o.ok);
-    CHECK(o.code == ErrorCode::kPeerExited);
-  }
   CHECK(child.proc->wait(5s).has_value());
   CHECK(segments_of(job).empty());
 }
 
-TEST_CASE("a damaged segment is caught by the chunk checksums") {
-  Env path("MUSTER_BCAST", "shm");
+namespace {
+
+// A broadcast of 12 MiB + 5 from rank 0 of 3 in which rank 2 plays the
+// collective by hand: once the root has published, it flips one byte (in
+// chunk 2) of the shared file open_shared(job) opens (read-write), then
+// meets the others; no_second_round: it also tells the others that no second
+// round follows (as a pool's reader must). Rank 1 must catch the damage by
+// the chunk checksums; the root cannot know.
+void check_damage_caught(const std::string& tag,
+                         const std::function<int(const std::string& job)>& open_shared,
+                         bool no_second_round = false) {
   TestDaemon d;
-  const std::string job = job_id("damage");
+  const std::string job = job_id(tag);
   const size_t size = (size_t{12} << 20) + 5;
   auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
     if (r != 2) {
@@ -427,14 +441,9 @@ TEST_CASE("a damaged segment is caught by the chunk checksums") {
       muster::broadcast(c, buf.data(), buf.size(), 0);
       return;
     }
-    // Rank 2 plays the collective by hand: once the root has published, it
-    // flips one byte of the segment (in chunk 2), then meets the others.
     auto prefix = "muster/coll/" + std::to_string(c.rank_info().generation) + "/1/";
     c.get(prefix + "0");
-    auto segs = segments_of(job);
-    if (segs.size() != 1) throw std::runtime_error("expected one segment");
-    int fd = ::shm_open(("/" + segs[0]).c_str(), O_RDWR, 0);
-    if (fd < 0) throw std::runtime_error("cannot open the segment");
+    int fd = open_shared(job);
     uint8_t b = 0;
     const off_t at = off_t{9} << 20;
     if (::pread(fd, &b, 1, at) != 1) throw std::runtime_error("pread");
@@ -443,6 +452,7 @@ TEST_CASE("a damaged segment is caught by the chunk checksums") {
     ::close(fd);
     c.barrier(prefix + "ready");
     c.barrier(prefix + "done");
+    if (no_second_round) c.add(prefix + "need", int64_t{1} << 32);
   });
   CHECK(out[0].ok);  // the root cannot know
   CHECK_FALSE(out[1].ok);
@@ -450,6 +460,19 @@ TEST_CASE("a damaged segment is caught by the chunk checksums") {
   CHECK_THAT(out[1].what, Catch::Contains("chunk 2") && Catch::Contains("checksum"));
   CHECK(out[2].what == "");
   CHECK(segments_of(job).empty());
+}
+
+}  // namespace
+
+TEST_CASE("a damaged segment is caught by the chunk checksums") {
+  Env path("MUSTER_BCAST", "shm");
+  check_damage_caught("damage", [](const std::string& job) {
+    auto segs = segments_of(job);
+    if (segs.size() != 1) throw std::runtime_error("expected one segment");
+    int fd = ::shm_open(("/" + segs[0]).c_str(), O_RDWR, 0);
+    if (fd < 0) throw std::runtime_error("cannot open the segment");
+    return fd;
+  });
 }
 
 TEST_CASE("wrong sizes and NULL data fail where they are seen, and nothing hangs") {
@@ -571,46 +594,23 @@ TEST_CASE(
 
 TEST_CASE("a damaged pool is caught by the chunk checksums") {
   Env path("MUSTER_BCAST", "pool");
-  TestDaemon d;
-  const std::string job = job_id("pdamage");
-  const size_t size = (size_t{12} << 20) + 5;
-  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
-    if (r != 2) {
-      auto buf = pattern(size, r);
-      muster::broadcast(c, buf.data(), buf.size(), 0);
-      return;
-    }
-    // Rank 2 plays the collective by hand: once the root has published, it
-    // flips one byte of the root's pool (in chunk 2), then meets the others.
-    auto prefix = "muster/coll/" + std::to_string(c.rank_info().generation) + "/1/";
-    c.get(prefix + "0");
-    auto pools = pools_of(job);
-    if (pools.size() != 1) throw std::runtime_error("expected one pool");
-    int fd = -1;
-    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-      std::error_code ec;
-      if (std::filesystem::read_symlink(e.path(), ec).string() == pools[0] && !ec) {
-        fd = ::open(e.path().c_str(), O_RDWR);
-        break;
-      }
-    }
-    if (fd < 0) throw std::runtime_error("cannot open the pool");
-    uint8_t b = 0;
-    const off_t at = off_t{9} << 20;
-    if (::pread(fd, &b, 1, at) != 1) throw std::runtime_error("pread");
-    b ^= 0x40;
-    if (::pwrite(fd, &b, 1, at) != 1) throw std::runtime_error("pwrite");
-    ::close(fd);
-    c.barrier(prefix + "ready");
-    c.barrier(prefix + "done");
-    c.add(prefix + "need", int64_t{1} << 32);  // no second round
-  });
-  CHECK(out[0].ok);  // the root cannot know
-  CHECK_FALSE(out[1].ok);
-  CHECK(out[1].code == ErrorCode::kInternal);
-  CHECK_THAT(out[1].what, Catch::Contains("chunk 2") && Catch::Contains("checksum"));
-  CHECK(out[2].what == "");
-  CHECK(segments_of(job).empty());
+  check_damage_caught(
+      "pdamage",
+      [](const std::string& job) {
+        auto pools = pools_of(job);
+        if (pools.size() != 1) throw std::runtime_error("expected one pool");
+        int fd = -1;
+        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+          std::error_code ec;
+          if (std::filesystem::read_symlink(e.path(), ec).string() == pools[0] && !ec) {
+            fd = ::open(e.path().c_str(), O_RDWR);
+            break;
+          }
+        }
+        if (fd < 0) throw std::runtime_error("cannot open the pool");
+        return fd;
+      },
+      true);
 }
 
 // Rank 2 of the fallback test below, run as this program in a process of
@@ -704,6 +704,31 @@ TEST_CASE("the C ABI broadcasts and syncs a model") {
 
 // ---- the streamed pool (the default for large broadcasts) ---------------
 
+namespace {
+
+// One broadcast of each of sizes in turn from root, to all of world ranks;
+// call i's bytes are pattern(sizes[i], seed + i). No rank fails, and every
+// rank ends every call with the root's bytes.
+void check_calls_from(const TestDaemon& d, const std::string& job, uint32_t world, uint32_t root,
+                      uint32_t seed, const std::vector<size_t>& sizes) {
+  std::vector<std::vector<std::vector<uint8_t>>> got(world);
+  auto out = on_ranks(d, job, world, all(world), [&](Client& c, uint32_t r) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto buf = pattern(sizes[i], r == root ? seed + static_cast<uint32_t>(i) : r);
+      muster::broadcast(c, buf.data(), buf.size(), root);
+      got[r].push_back(std::move(buf));
+    }
+  });
+  for (const auto& o : out) REQUIRE(o.what == "");
+  for (size_t i = 0; i < sizes.size(); ++i)
+    for (uint32_t r = 0; r < world; ++r) {
+      INFO("call " << i << " rank " << r);
+      CHECK((got[r][i] == pattern(sizes[i], seed + static_cast<uint32_t>(i))));
+    }
+}
+
+}  // namespace
+
 TEST_CASE("streamed broadcasts through one pool give each call's bytes, never a previous call's") {
   Env path("MUSTER_BCAST", "stream");
   TestDaemon d;
@@ -717,23 +742,52 @@ TEST_CASE("streamed broadcasts through one pool give each call's bytes, never a 
                                      size_t{4} << 20,
                                      size_t{4} << 20,
                                      size_t{33} << 20};
-  std::vector<std::vector<std::vector<uint8_t>>> got(3);
-  auto out = on_ranks(d, job, 3, all(3), [&](Client& c, uint32_t r) {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      auto buf = pattern(sizes[i], r == 1 ? 2000 + static_cast<uint32_t>(i) : r);
-      muster::broadcast(c, buf.data(), buf.size(), 1);
-      got[r].push_back(std::move(buf));
-    }
-  });
-  for (const auto& o : out) REQUIRE(o.what == "");
-  for (size_t i = 0; i < sizes.size(); ++i)
-    for (uint32_t r = 0; r < 3; ++r) {
-      INFO("call " << i << " rank " << r);
-      CHECK((got[r][i] == pattern(sizes[i], 2000 + static_cast<uint32_t>(i))));
-    }
+  check_calls_from(d, job, 3, 1, 2000, sizes);
   CHECK(pools_of(job).size() == 1);
   CHECK(segments_of(job).empty());
 }
+
+namespace {
+
+// A hidden child's settings MUSTER_BC_<role>_<name>, in the order of
+// names; none when any is unset (the child does nothing then: run with the
+// rest of the suite).
+std::vector<std::string> child_env(const std::string& role,
+                                   std::initializer_list<const char*> names) {
+  std::vector<std::string> values;
+  for (const char* name : names) {
+    const char* v = std::getenv(("MUSTER_BC_" + role + "_" + name).c_str());
+    if (!v) return {};
+    values.emplace_back(v);
+  }
+  return values;
+}
+
+// For a hidden child that faults on purpose: no core file, and handler
+// (SIG_DFL: die of the fault) on SIGSEGV and SIGBUS.
+void on_faults(void (*handler)(int)) {
+  rlimit none{0, 0};
+  ::setrlimit(RLIMIT_CORE, &none);
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  ::sigaction(SIGSEGV, &sa, nullptr);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+// A private anonymous mapping of size bytes in whole pages (len), never
+// unmapped: the child's buffer, part of which it protects.
+struct Mapping {
+  size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  size_t len;
+  uint8_t* bytes;
+  explicit Mapping(size_t size) : len((size + page - 1) / page * page) {
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap");
+    bytes = static_cast<uint8_t*>(p);
+  }
+};
+
+}  // namespace
 
 // Rank 0 of the tests below, run as this program in a process of its own
 // (hidden; does nothing without its environment). Its buffer is readable
@@ -757,27 +811,17 @@ void stall_handler(int) {
 }
 
 TEST_CASE("stream root", "[.bcast-root]") {
-  const char* job = std::getenv("MUSTER_BC_ROOT_JOB");
-  const char* endpoint = std::getenv("MUSTER_BC_ROOT_ENDPOINT");
-  const char* mode = std::getenv("MUSTER_BC_ROOT_MODE");
-  const char* guard = std::getenv("MUSTER_BC_ROOT_GUARD");
-  if (!job || !endpoint || !mode || !guard) return;
+  const auto env = child_env("ROOT", {"JOB", "ENDPOINT", "MODE", "GUARD"});
+  if (env.empty()) return;
+  const std::string &job = env[0], &endpoint = env[1], &mode = env[2];
   try {
-    rlimit none{0, 0};
-    ::setrlimit(RLIMIT_CORE, &none);
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    const size_t len = (kRootSize + page - 1) / page * page;
-    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("mmap");
-    auto* buf = static_cast<uint8_t*>(p);
+    on_faults(mode == "stall" ? stall_handler : SIG_DFL);
+    const Mapping m(kRootSize);
+    auto* buf = m.bytes;
     auto want = pattern(kRootSize, 1000);
     std::memcpy(buf, want.data(), kRootSize);
-    guard_at = buf + std::strtoull(guard, nullptr, 10) / page * page;
-    guard_len = static_cast<size_t>(buf + len - guard_at);
-    struct sigaction sa {};
-    sa.sa_handler = std::string_view(mode) == "stall" ? stall_handler : SIG_DFL;
-    ::sigaction(SIGSEGV, &sa, nullptr);
-    ::sigaction(SIGBUS, &sa, nullptr);
+    guard_at = buf + std::stoull(env[3]) / m.page * m.page;
+    guard_len = static_cast<size_t>(buf + m.len - guard_at);
     Client c(ClientOptions{endpoint, 10s, 30s});
     c.join({job, 3, false, 0});
     if (::mprotect(guard_at, guard_len, PROT_NONE) != 0) throw std::runtime_error("mprotect");
@@ -865,20 +909,7 @@ TEST_CASE(
   // Each wraps the 16-slot ring of 1 MiB chunks many times; odd tails.
   const std::vector<size_t> sizes = {(size_t{16} << 20) + 1, (size_t{100} << 20) + 3,
                                      (size_t{37} << 20) - 5};
-  std::vector<std::vector<std::vector<uint8_t>>> got(4);
-  auto out = on_ranks(d, job, 4, all(4), [&](Client& c, uint32_t r) {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      auto buf = pattern(sizes[i], r == 3 ? 3000 + static_cast<uint32_t>(i) : r);
-      muster::broadcast(c, buf.data(), buf.size(), 3);
-      got[r].push_back(std::move(buf));
-    }
-  });
-  for (const auto& o : out) REQUIRE(o.what == "");
-  for (size_t i = 0; i < sizes.size(); ++i)
-    for (uint32_t r = 0; r < 4; ++r) {
-      INFO("call " << i << " rank " << r);
-      CHECK((got[r][i] == pattern(sizes[i], 3000 + static_cast<uint32_t>(i))));
-    }
+  check_calls_from(d, job, 4, 3, 3000, sizes);
   CHECK(pools_of(job).size() == 1);
   // The ring and its header, not a copy of the 100 MiB broadcast.
   CHECK(pool_bytes(job) > (size_t{16} << 20));
@@ -891,29 +922,19 @@ TEST_CASE(
 // only up to MUSTER_BC_READER_GUARD bytes, so it dies copying the chunk
 // there, in the middle of the root's ring.
 TEST_CASE("ring reader", "[.bcast-reader]") {
-  const char* job = std::getenv("MUSTER_BC_READER_JOB");
-  const char* endpoint = std::getenv("MUSTER_BC_READER_ENDPOINT");
-  const char* size_s = std::getenv("MUSTER_BC_READER_SIZE");
-  const char* guard = std::getenv("MUSTER_BC_READER_GUARD");
-  if (!job || !endpoint || !size_s || !guard) return;
+  const auto env = child_env("READER", {"JOB", "ENDPOINT", "SIZE", "GUARD"});
+  if (env.empty()) return;
+  const std::string &job = env[0], &endpoint = env[1];
   try {
-    rlimit none{0, 0};
-    ::setrlimit(RLIMIT_CORE, &none);
-    const size_t size = std::strtoull(size_s, nullptr, 10);
-    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-    const size_t len = (size + page - 1) / page * page;
-    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error("mmap");
-    auto* buf = static_cast<uint8_t*>(p);
-    const size_t at = std::strtoull(guard, nullptr, 10) / page * page;
     // Die of the fault itself, also under a sanitizer that would catch it.
-    struct sigaction sa {};
-    sa.sa_handler = SIG_DFL;
-    ::sigaction(SIGSEGV, &sa, nullptr);
-    ::sigaction(SIGBUS, &sa, nullptr);
+    on_faults(SIG_DFL);
+    const size_t size = std::stoull(env[2]);
+    const Mapping m(size);
+    auto* buf = m.bytes;
+    const size_t at = std::stoull(env[3]) / m.page * m.page;
     Client c(ClientOptions{endpoint, 10s, 30s});
     c.join({job, 3, false, 2});
-    if (::mprotect(buf + at, len - at, PROT_READ) != 0) throw std::runtime_error("mprotect");
+    if (::mprotect(buf + at, m.len - at, PROT_READ) != 0) throw std::runtime_error("mprotect");
     std::printf("reading\n");
     std::fflush(stdout);
     muster::broadcast(c, buf, size, 0);

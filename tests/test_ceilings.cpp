@@ -28,6 +28,7 @@
 #include "support/as_user.hpp"
 #include "support/cluster.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace muster;
 using namespace muster::proto;
@@ -35,12 +36,6 @@ using namespace muster::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-bool two_users() {
-  if (root()) return true;
-  WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
-  return false;
-}
 
 // argv run as nobody (uid and gid 65534, no supplementary groups).
 std::vector<std::string> as_nobody(std::vector<std::string> argv) {
@@ -67,9 +62,8 @@ double percentile(std::vector<double> v, double p) {
 
 TEST_CASE("one user naming a new coordinator per job cannot take the daemon's sockets",
           "[hostile][ceilings]") {
-  if (!two_users()) return;
-  TestDaemon d({"--peer-plain"});
-  open_to_everyone(d);
+  if (!root_for()) return;
+  test::OpenDaemon d({"--peer-plain"});
   const std::string ep = d.endpoint();
   // Each rendezvous names a coordinator and a via of its own: two links,
   // three ZeroMQ sockets each. 200 of them once took libzmq past its 1,023
@@ -127,34 +121,13 @@ TEST_CASE("one user naming a new coordinator per job cannot take the daemon's so
 
 TEST_CASE("a user's 5 KB key wait does not silence the node's heartbeats for root's job",
           "[hostile][ceilings][cluster]") {
-  if (!two_users()) return;
+  if (!root_for()) return;
   Cluster c(2);
   for (auto& d : c.daemons) open_to_everyone(*d);
   TempDir tmp;  // nobody's launcher makes its files there
   ::chmod(tmp.path().c_str(), 01777);
   auto run = [&](int node, const std::string& job, bool nobody, const std::string& op) {
-    std::vector<std::string> argv = {program("MUSTER_TEST_MUSTER"),
-                                     "run",
-                                     "--nnodes",
-                                     "2",
-                                     "-n",
-                                     "1",
-                                     "--coordinator",
-                                     c.coordinator(),
-                                     "--job-id",
-                                     job,
-                                     "--node-rank",
-                                     std::to_string(node),
-                                     "--cpu",
-                                     "--use-env",
-                                     "--local-addr",
-                                     "127.0.0.1",
-                                     stuck_rank_program(),
-                                     "-",
-                                     "-",
-                                     "-",
-                                     op,
-                                     "long"};
+    auto argv = stuck_run_argv(c.coordinator(), job, 1, node, {op, "long"});
     return std::make_unique<Process>(
         nobody ? as_nobody(argv) : argv,
         std::map<std::string, std::string>{{"MUSTER_ENDPOINT", c.daemons[node]->endpoint()},
@@ -196,9 +169,8 @@ TEST_CASE("a user's 5 KB key wait does not silence the node's heartbeats for roo
 }
 
 TEST_CASE("no user's waits or jobs make root's status undecodable", "[hostile][ceilings]") {
-  if (!two_users()) return;
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!root_for()) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   // A wait for 5 keys of 1,000 bytes: its name was 5,008 bytes, over the
   // 4,096 a status decoder takes.
@@ -269,11 +241,11 @@ TEST_CASE("no user's waits or jobs make root's status undecodable", "[hostile][c
 
 TEST_CASE("silent connections over a uid's cap are shut within a moment; others keep p99 <= 100 ms",
           "[hostile][ceilings]") {
-  if (!two_users()) return;
+  if (!root_for()) return;
   // A small fd budget, as on a node whose unit sets LimitNOFILE=1024: 640
   // connections before the socket is set aside for everyone.
-  TestDaemon d({"--max-connections-per-uid", "50"}, {}, {"prlimit", "--nofile=1024:1024", "--"});
-  open_to_everyone(d);
+  test::OpenDaemon d({"--max-connections-per-uid", "50"}, {},
+                     {"prlimit", "--nofile=1024:1024", "--"});
   const std::string path = d.runtime_dir() + "/musterd.sock";
   // Nobody holds 900 connections that never send a byte, and opens a new
   // one for each that ended once a second. (A tight connect loop:

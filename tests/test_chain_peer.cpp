@@ -21,6 +21,7 @@
 #include "protocol/envelope.hpp"
 #include "support/as_user.hpp"
 #include "support/cluster.hpp"
+#include "support/node_join.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -40,18 +41,9 @@ TEST_CASE("a node daemon serves chain pulls to the next node only; hostile ones 
                     {{"MUSTER_ENDPOINT", node0.endpoint()}}, true);
   // Node 1 joins, listening (as far as the coordinator knows): a chain.
   test::RawClient down("tcp://" + coordinator, "node-1");
-  proto::NodeJoin j;
-  j.job = job;
-  j.node_id = "node-1";
-  j.nproc = 1;
-  j.node_rank = 1;
-  j.min_nodes = j.max_nodes = 2;
-  j.timeout_ms = 60000;
-  j.master_addr = "127.0.0.1";
-  j.master_port = 29500;
+  proto::NodeJoin j = test::node_join(job, "node-1", 1);
   j.peer_endpoint = "127.0.0.1:9";
   j.chain = true;
-  j.owner_uid = static_cast<int64_t>(::getuid());
   const std::string world = down.ask(proto::encode(2, j), 30s);
   REQUIRE(world.find("reply=world") == 0);
 

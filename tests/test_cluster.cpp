@@ -16,22 +16,12 @@
 
 #include "muster/client.hpp"
 #include "sampler/sampler.hpp"
+#include "support/bytes.hpp"
 #include "support/cluster.hpp"
 #include "support/process.hpp"
 
 using namespace muster::test;
 using namespace std::chrono_literals;
-
-namespace {
-
-uint64_t fnv(const void* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i)
-    h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
-  return h;
-}
-
-}  // namespace
 
 TEST_CASE("four daemons run one job of 4 nodes x 2 ranks as one world", "[cluster]") {
   Cluster c(4);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "support/bytes.hpp"
 #include "support/cluster.hpp"
 
 using namespace muster::test;
@@ -16,37 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// As tests/support/cluster_worker.cpp makes and digests them.
-void pattern(uint8_t* p, size_t n, uint64_t seed) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(p + i, &z, 8);
-  }
-  for (; i < n; ++i) p[i] = static_cast<uint8_t>(i * 131 + seed);
-}
-
-uint64_t digest(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 1099511628211ull;
-  }
-  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
+// What tests/support/cluster_worker.cpp prints for these bytes.
 uint64_t expected(size_t size, uint64_t seed, uint64_t h = 1469598103934665603ull) {
   std::vector<uint8_t> b(size);
   pattern(b.data(), size, seed);
@@ -62,6 +33,31 @@ std::map<std::string, std::string> merged(const std::vector<std::string>& lines)
   return f;
 }
 
+// Reads each node's run to its end (within timeout; it must exit 0), then
+// calls check(node, fields) for each of its workers (the worker's lines'
+// fields merged), under INFOs naming the node's output and the worker.
+// per_node > 0: each node must have had that many workers. How many
+// workers there were in all.
+template <class Check>
+int on_each_worker(std::vector<std::unique_ptr<Process>>& runs, std::chrono::seconds timeout,
+                   size_t per_node, Check check) {
+  int ranks = 0;
+  for (int node = 0; node < static_cast<int>(runs.size()); ++node) {
+    auto text = runs[node]->read_all(timeout);
+    INFO("node " << node << ":\n" << text);
+    CHECK(runs[node]->wait(10s) == 0);
+    auto workers = by_worker(text);
+    if (per_node > 0) CHECK(workers.size() == per_node);
+    for (auto& [prefix, lines] : workers) {
+      INFO(prefix);
+      auto f = merged(lines);
+      check(node, f);
+      ++ranks;
+    }
+  }
+  return ranks;
+}
+
 }  // namespace
 
 TEST_CASE("broadcast bytes identical everywhere: 4 nodes x 2 ranks, roots 0 and 5",
@@ -71,40 +67,29 @@ TEST_CASE("broadcast bytes identical everywhere: 4 nodes x 2 ranks, roots 0 and 
   for (int i = 0; i < 4; ++i)
     runs.push_back(c.run(i, "bcast4", "4", {"--node-rank", std::to_string(i)},
                          {"bcast", std::to_string(kSize), "0", "5"}));
-  const std::string want0 = hex(expected(kSize, 1)), want5 = hex(expected(kSize, 6));
+  const std::string want0 = hex64(expected(kSize, 1)), want5 = hex64(expected(kSize, 6));
   // sync_model: rank 0's float32s, bytes and float64s (cluster_worker.cpp).
   const size_t floats = kSize / 4 * 4;
   const std::string want_sync =
-      hex(expected(777 * 8, 103, expected(1001, 102, expected(floats, 101))));
-  int ranks = 0;
-  for (int node = 0; node < 4; ++node) {
-    auto text = runs[node]->read_all(150s);
-    INFO("node " << node << ":\n" << text);
-    CHECK(runs[node]->wait(10s) == 0);
-    auto workers = by_worker(text);
-    CHECK(workers.size() == 2);
-    for (auto& [prefix, lines] : workers) {
-      INFO(prefix);
-      auto f = merged(lines);
-      CHECK(f["node"] == std::to_string(node));
-      CHECK(f.count("bcast_error") == 0);
-      CHECK(f["bcast_0"] == want0);
-      CHECK(f["bcast_5"] == want5);
-      CHECK(f["bcast_empty"] == "ok");
-      CHECK(f["sync"] == want_sync);
-      CHECK(f["sync_reduce"] == "invalid_argument");
-      // Each broadcast's bytes went from the coordinator to each of the
-      // three nodes that do not hold its root.
-      uint64_t relayed = 0;
-      std::sscanf(f["relayed"].c_str(), "%llu", reinterpret_cast<unsigned long long*>(&relayed));
-      CHECK(relayed >= 3 * (2 * kSize + floats));
-      // Every node has two ranks, so each node's daemon wrote the chunks
-      // into its relay rank's pool: all of them went as the one shared
-      // frame (cluster/bcast_pools.cpp).
-      CHECK(f["shared"] == f["relayed"]);
-      ++ranks;
-    }
-  }
+      hex64(expected(777 * 8, 103, expected(1001, 102, expected(floats, 101))));
+  const int ranks = on_each_worker(runs, 150s, 2, [&](int node, auto& f) {
+    CHECK(f["node"] == std::to_string(node));
+    CHECK(f.count("bcast_error") == 0);
+    CHECK(f["bcast_0"] == want0);
+    CHECK(f["bcast_5"] == want5);
+    CHECK(f["bcast_empty"] == "ok");
+    CHECK(f["sync"] == want_sync);
+    CHECK(f["sync_reduce"] == "invalid_argument");
+    // Each broadcast's bytes went from the coordinator to each of the
+    // three nodes that do not hold its root.
+    uint64_t relayed = 0;
+    std::sscanf(f["relayed"].c_str(), "%llu", reinterpret_cast<unsigned long long*>(&relayed));
+    CHECK(relayed >= 3 * (2 * kSize + floats));
+    // Every node has two ranks, so each node's daemon wrote the chunks
+    // into its relay rank's pool: all of them went as the one shared
+    // frame (cluster/bcast_pools.cpp).
+    CHECK(f["shared"] == f["relayed"]);
+  });
   CHECK(ranks == 8);
 }
 
@@ -146,7 +131,7 @@ void kill_mid_broadcast(uint32_t root, int victim, int victim_rank = -1, int tre
   read_until(root_node, "[rank" + std::to_string(root % 2) + "]", "bcast_start n=1");
   std::this_thread::sleep_for(30ms);  // into the transfer
   kill(victim_rank >= 0 ? victim_pid : c.daemons[victim]->pid(), SIGKILL);
-  const std::string want = hex(expected(kSize, root + 1));
+  const std::string want = hex64(expected(kSize, root + 1));
   for (int node = 0; node < nodes; ++node) {
     auto text = seen[node] + runs[node]->read_all(60s);
     INFO("node " << node << ":\n" << text);
@@ -224,26 +209,16 @@ int broadcast_everywhere(Cluster& c, const std::string& job, uint32_t a, uint32_
   for (int i = 0; i < nodes; ++i)
     runs.push_back(c.run(i, job, std::to_string(nodes), {"--node-rank", std::to_string(i)},
                          {"bcast", std::to_string(kSize), std::to_string(a), std::to_string(b)}));
-  const std::string want_a = hex(expected(kSize, a + 1));
-  const std::string want_b = hex(expected(kSize, b + 1));
-  int ranks = 0;
-  for (int node = 0; node < nodes; ++node) {
-    auto text = runs[node]->read_all(150s);
-    INFO("node " << node << ":\n" << text);
-    CHECK(runs[node]->wait(10s) == 0);
-    for (auto& [prefix, lines] : by_worker(text)) {
-      INFO(prefix);
-      auto f = merged(lines);
-      CHECK(f.count("bcast_error") == 0);
-      // The digest of every byte each rank holds after the call: the
-      // root's, through every hop (each chunk checked on the way too).
-      CHECK(f["bcast_" + std::to_string(a)] == want_a);
-      CHECK(f["bcast_" + std::to_string(b)] == want_b);
-      more(f);
-      ++ranks;
-    }
-  }
-  return ranks;
+  const std::string want_a = hex64(expected(kSize, a + 1));
+  const std::string want_b = hex64(expected(kSize, b + 1));
+  return on_each_worker(runs, 150s, 0, [&](int, auto& f) {
+    CHECK(f.count("bcast_error") == 0);
+    // The digest of every byte each rank holds after the call: the
+    // root's, through every hop (each chunk checked on the way too).
+    CHECK(f["bcast_" + std::to_string(a)] == want_a);
+    CHECK(f["bcast_" + std::to_string(b)] == want_b);
+    more(f);
+  });
 }
 
 }  // namespace
@@ -291,29 +266,20 @@ void mismatch(int tree_width) {
   for (int i = 0; i < 4; ++i)
     runs.push_back(c.run(i, "bcast-sizes", "4", {"--node-rank", std::to_string(i)},
                          {"bcast-mismatch", std::to_string(size), "0", "2", "5"}));
-  const std::string want = hex(expected(size, 1));
-  for (int node = 0; node < 4; ++node) {
-    auto text = runs[node]->read_all(90s);
-    INFO("node " << node << ":\n" << text);
-    CHECK(runs[node]->wait(10s) == 0);
-    auto workers = by_worker(text);
-    CHECK(workers.size() == 2);
-    for (auto& [prefix, lines] : workers) {
-      INFO(prefix);
-      auto f = merged(lines);
-      int rank = std::stoi(f["rank"]);
-      // Rank 2's node gets no bytes it could trust: its relay's buffer is
-      // not the root's size.
-      if (rank == 2 || rank == 3 || rank == 5) {
-        CHECK(f["bcast_error"] == "invalid_argument");
-        CHECK(f.count("bcast") == 0);
-      } else {
-        CHECK(f["bcast"] == want);
-        CHECK(f.count("bcast_error") == 0);
-      }
-      CHECK(f["bcast_after"] == want);
+  const std::string want = hex64(expected(size, 1));
+  on_each_worker(runs, 90s, 2, [&](int, auto& f) {
+    int rank = std::stoi(f["rank"]);
+    // Rank 2's node gets no bytes it could trust: its relay's buffer is
+    // not the root's size.
+    if (rank == 2 || rank == 3 || rank == 5) {
+      CHECK(f["bcast_error"] == "invalid_argument");
+      CHECK(f.count("bcast") == 0);
+    } else {
+      CHECK(f["bcast"] == want);
+      CHECK(f.count("bcast_error") == 0);
     }
-  }
+    CHECK(f["bcast_after"] == want);
+  });
 }
 
 }  // namespace

@@ -45,6 +45,21 @@ bool exists(const std::string& path) {
   return access(path.c_str(), F_OK) == 0;
 }
 
+// musterd with a config file whose third line is `line` (its runtime-dir rt
+// on the first) exits 2 before binding, naming the line, the key and, when
+// not empty, `says`.
+void check_bad_line(const TempDir& dir, const std::string& rt, const std::string& line,
+                    const std::string& key, const std::string& says) {
+  auto conf = write_file(dir, "musterd.conf", "runtime-dir = " + rt + "\n# two\n" + line + "\n");
+  auto o = run_musterd({"--config", conf});
+  INFO(line << "\n" << o.output);
+  CHECK(o.code == 2);
+  CHECK(o.output.find("line 3") != std::string::npos);
+  CHECK(o.output.find("'" + key + "'") != std::string::npos);
+  if (!says.empty()) CHECK(o.output.find(says) != std::string::npos);
+  CHECK_FALSE(exists(rt));
+}
+
 // A daemon that serves until the test ends.
 struct Running {
   std::unique_ptr<Process> proc;
@@ -127,13 +142,7 @@ TEST_CASE("a bad value exits 2 with the key, the value and the line, before bind
            {"devices = 0,x", "devices"},
            {"runtime-dir = relative/dir", "runtime-dir"},
            {"socket-group = no-such-group-for-muster", "socket-group"}}) {
-    auto conf = write_file(dir, "musterd.conf", "runtime-dir = " + rt + "\n# two\n" + line + "\n");
-    auto o = run_musterd({"--config", conf});
-    INFO(line << "\n" << o.output);
-    CHECK(o.code == 2);
-    CHECK(o.output.find("line 3") != std::string::npos);
-    CHECK(o.output.find("'" + key + "'") != std::string::npos);
-    CHECK_FALSE(exists(rt));
+    check_bad_line(dir, rt, line, key, "");
   }
 }
 
@@ -302,14 +311,7 @@ TEST_CASE("bad peering values exit 2 with the option and the line") {
            {"peer-key-file = " + dir.path() + "/missing.key", "peer-key-file", "missing.key"},
            {"peer-authorized-keys = " + bad_keys, "peer-authorized-keys", "line 2"},
            {"peer-server-key = abc", "peer-server-key", "3 characters"}}) {
-    auto conf = write_file(dir, "musterd.conf", "runtime-dir = " + rt + "\n# two\n" + line + "\n");
-    auto o = run_musterd({"--config", conf});
-    INFO(line << "\n" << o.output);
-    CHECK(o.code == 2);
-    CHECK(o.output.find("line 3") != std::string::npos);
-    CHECK(o.output.find("'" + key + "'") != std::string::npos);
-    CHECK(o.output.find(says) != std::string::npos);
-    CHECK_FALSE(exists(rt));
+    check_bad_line(dir, rt, line, key, says);
   }
   auto o = run_musterd({"--check-config", "--no-config", "--peer-timeout", "0"});
   CHECK(o.code == 2);

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "muster/client.hpp"
+#include "support/muster_cli.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -29,12 +30,6 @@ namespace {
 std::string containment_of(const test::TestDaemon& d) {
   Client c({d.endpoint()});
   return c.status().containment;
-}
-
-// Workers' lines come as `[rankN]: LINE`; LINE alone.
-std::string unprefixed(const std::string& line) {
-  static const std::regex prefix("^\\[rank\\d+\\]: ");
-  return std::regex_replace(line, prefix, "", std::regex_constants::format_first_only);
 }
 
 // One worker that starts a grandchild each way a process escapes its
@@ -51,16 +46,6 @@ const char* kEscapes =
     "/usr/bin/env -i /usr/bin/setsid -f /bin/sh -c 'echo $$; exec /bin/sleep 1000'; "
     "wait";
 constexpr size_t kEscapePids = 5;
-
-std::vector<pid_t> read_pids(Process& p, size_t n) {
-  std::vector<pid_t> pids;
-  while (pids.size() < n) {
-    auto line = p.read_line(10s);
-    if (!line) break;
-    pids.push_back(std::stoi(unprefixed(*line)));
-  }
-  return pids;
-}
 
 std::unique_ptr<Process> run_escapes(const test::TestDaemon& d) {
   return std::make_unique<Process>(
@@ -89,20 +74,27 @@ std::set<std::string> shm_entries(const std::string& prefix) {
   return names;
 }
 
-}  // namespace
-
-TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed muster run",
-          "[cgroup]") {
-  test::TestDaemon d;
-  std::string how = containment_of(d);
+// The base of d's job cgroups, from its containment ("cgroup BASE"); where
+// it has none (no writable cgroup v2 hierarchy) the test is skipped: exit
+// 77, which meson counts as a skip.
+std::string cgroup_base_or_skip(const test::TestDaemon& d) {
+  const std::string how = containment_of(d);
   if (how.rfind("cgroup ", 0) != 0) {
     std::cout << "SKIP: no writable cgroup v2 hierarchy here: the daemon says containment is "
               << how << "\n";
     std::exit(77);
   }
-  std::string base = how.substr(7);
+  return how.substr(7);
+}
+
+}  // namespace
+
+TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed muster run",
+          "[cgroup]") {
+  test::TestDaemon d;
+  const std::string base = cgroup_base_or_skip(d);
   auto p = run_escapes(d);
-  auto pids = read_pids(*p, kEscapePids);
+  auto pids = test::read_pids(*p, kEscapePids);
   REQUIRE(pids.size() == kEscapePids);
   // Every one of them, the env -i one included, is in the job's cgroup,
   // below this daemon's.
@@ -129,11 +121,7 @@ TEST_CASE("with a cgroup per job, nothing a worker starts outlives a SIGKILLed m
 
 TEST_CASE("with a cgroup per job, a launcher's death ends a worker that outlived it", "[cgroup]") {
   test::TestDaemon d;
-  std::string how = containment_of(d);
-  if (how.rfind("cgroup ", 0) != 0) {
-    std::cout << "SKIP: no writable cgroup v2 hierarchy here: " << how << "\n";
-    std::exit(77);
-  }
+  cgroup_base_or_skip(d);
   // The worker turns its parent-death signal off, so it lives on as a
   // registered rank after muster run; with the guardian killed first,
   // only the daemon (which watches the launcher) can end it.
@@ -144,7 +132,7 @@ TEST_CASE("with a cgroup per job, a launcher's death ends a worker that outlived
              "print(os.getpid(), os.environ['MUSTER_RUN_GUARD'], flush=True)\n"
              "time.sleep(1000)\n"},
             {{"MUSTER_ENDPOINT", d.endpoint()}});
-  std::istringstream line(unprefixed(p.read_line(20s).value_or("")));
+  std::istringstream line(test::unprefixed(p.read_line(20s).value_or("")));
   pid_t worker = 0;
   std::string guard;
   line >> worker >> guard;
@@ -160,11 +148,7 @@ TEST_CASE("with a cgroup per job, a launcher's death ends a worker that outlived
 
 TEST_CASE("a job's cgroup is killed and removed when the job ends normally", "[cgroup]") {
   test::TestDaemon d;
-  std::string how = containment_of(d);
-  if (how.rfind("cgroup ", 0) != 0) {
-    std::cout << "SKIP: no writable cgroup v2 hierarchy here: " << how << "\n";
-    std::exit(77);
-  }
+  cgroup_base_or_skip(d);
   // The worker leaves a daemon of its own behind (new session, no token)
   // and exits 0: muster run is done, the job ends, and so does the daemon.
   Process p(
@@ -172,7 +156,7 @@ TEST_CASE("a job's cgroup is killed and removed when the job ends normally", "[c
        "/usr/bin/env -i /usr/bin/setsid -f /bin/sh -c 'echo $$; exec /bin/sleep 1000'; "
        "/bin/sleep 0.5"},
       {{"MUSTER_ENDPOINT", d.endpoint()}});
-  auto pids = read_pids(p, 1);
+  auto pids = test::read_pids(p, 1);
   REQUIRE(pids.size() == 1);
   CHECK(p.wait(20s) == 0);
   CHECK(test::eventually([&] { return !test::process_exists(pids[0]); }, 5s));
@@ -190,7 +174,7 @@ TEST_CASE(
         std::string::npos);
 
   auto p = run_escapes(d);
-  auto pids = read_pids(*p, kEscapePids);
+  auto pids = test::read_pids(*p, kEscapePids);
   REQUIRE(pids.size() == kEscapePids);
   for (auto pid : pids) {
     INFO("pid " << pid);

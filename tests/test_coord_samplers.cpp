@@ -12,6 +12,7 @@
 #include "protocol/cluster_messages.hpp"
 #include "protocol/messages.hpp"
 #include "protocol/sampler_messages.hpp"
+#include "support/replies.hpp"
 
 using namespace muster;
 using namespace muster::daemon;
@@ -22,10 +23,7 @@ namespace {
 
 constexpr int64_t kRoot = 0;
 
-struct Answer {
-  uint16_t type = 0;
-  ErrorCode code = ErrorCode::kOk;
-  std::string message;
+struct Answer : test::ReplyHead {
   proto::SamplerPlace place;
 };
 
@@ -39,14 +37,10 @@ struct CoordDaemon {
   CoordDaemon() { s.cluster().configure("coord", 2000ms, "", 16); }
 
   std::vector<Answer> send(const std::string& node, const std::string& frame) {
-    auto env = decode_envelope(frame.data(), frame.size());
-    ReplyTo to;
-    to.routing_id = node;
-    to.from_peer = true;
-    to.request_id = env.request_id;
-    std::vector<Outgoing> out;
-    s.handle(to, env, out);
-    return answers(out);
+    ReplyTo from;
+    from.routing_id = node;
+    from.from_peer = true;
+    return answers(test::handle_frame(s, from, frame));
   }
   // run: NodeJoin::run, the muster run of the node's part ("" = none).
   std::vector<Answer> join(const std::string& job, const std::string& node, int64_t owner = kRoot,
@@ -91,14 +85,9 @@ struct CoordDaemon {
       if (!o.link.empty()) continue;  // the coordinator's own heartbeats, if any
       auto env = decode_envelope(o.frame.data(), o.frame.size());
       Answer a;
-      a.type = env.type;
-      if (env.type == static_cast<uint16_t>(MsgType::kErrorReply)) {
-        auto e = ErrorReply::unpack(env.payload);
-        a.code = static_cast<ErrorCode>(e.code);
-        a.message = e.message;
-      } else if (env.type == static_cast<uint16_t>(MsgType::kSamplerPlace)) {
+      static_cast<test::ReplyHead&>(a) = test::reply_head(o, env);
+      if (env.type == static_cast<uint16_t>(MsgType::kSamplerPlace))
         a.place = proto::SamplerPlace::unpack(env.payload);
-      }
       r.push_back(std::move(a));
     }
     return r;

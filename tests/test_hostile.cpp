@@ -20,6 +20,7 @@
 #include "protocol/envelope.hpp"
 #include "protocol/limits.hpp"
 #include "support/process.hpp"
+#include "support/two_ranks.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
@@ -195,19 +196,8 @@ TEST_CASE("10,000 hostile messages get error replies and leave a working daemon"
   for (const auto& dev : st.devices) CHECK(dev.job.empty());
 
   // A normal job on the same daemon: two ranks (threads of this process).
-  Client c0({d.endpoint()}), c1({d.endpoint()});
-  auto r0 = c0.join({"after-garbage", 2, true, 0});
-  auto r1 = c1.join({"after-garbage", 2, true, 1});
-  CHECK(r0.rank == 0);
-  CHECK(r1.rank == 1);
+  auto [r0, r1] = test::check_two_ranks_work(d.endpoint(), "after-garbage");
   CHECK(r0.device != r1.device);
-  c0.set("greeting", "hello");
-  CHECK(c1.get("greeting", 5s) == "hello");
-  std::thread t([&] { c1.barrier("sync", 20s); });
-  c0.barrier("sync", 20s);
-  t.join();
-  c0.leave();
-  c1.leave();
 }
 
 TEST_CASE("oversized requests are refused and the daemon survives them") {

@@ -25,6 +25,7 @@
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 #include "support/process.hpp"
+#include "support/two_ranks.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
@@ -116,18 +117,21 @@ void run_job(const TestDaemon& d, const std::string& id) {
         }
       },
       60s));
-  Client c0({d.endpoint()}), c1({d.endpoint()});
-  auto r0 = c0.join({id, 2, true, 0});
-  auto r1 = c1.join({id, 2, true, 1});
-  CHECK(r0.rank == 0);
-  CHECK(r1.rank == 1);
-  c0.set("greeting", "hello");
-  CHECK(c1.get("greeting", 5s) == "hello");
-  std::thread t([&] { c1.barrier("sync", 20s); });
-  c0.barrier("sync", 20s);
-  t.join();
-  c0.leave();
-  c1.leave();
+  test::check_two_ranks_work(d.endpoint(), id);
+}
+
+// A DEALER connected to endpoint under routing_id that reads as little as
+// the kernel and ZeroMQ allow (a receive queue of one message, a 4 KiB
+// socket buffer), and never more than the test asks.
+zmq::socket_t slow_reader(zmq::context_t& ctx, const std::string& endpoint,
+                          const std::string& routing_id) {
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::routing_id, zmq::buffer(routing_id));
+  s.set(zmq::sockopt::rcvhwm, 1);
+  s.set(zmq::sockopt::rcvbuf, 4096);
+  s.connect(endpoint);
+  return s;
 }
 
 }  // namespace
@@ -227,13 +231,7 @@ TEST_CASE("a client that never reads its replies costs the daemon a bounded amou
   const uint64_t before_kib = status_kib(d.pid(), "VmRSS");
 
   zmq::context_t ctx;
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::routing_id, zmq::buffer(std::string("mnever-reads-01")));
-  // Reads as little as the kernel and ZeroMQ allow, and never more.
-  s.set(zmq::sockopt::rcvhwm, 1);
-  s.set(zmq::sockopt::rcvbuf, 4096);
-  s.connect(d.endpoint());
+  zmq::socket_t s = slow_reader(ctx, d.endpoint(), "mnever-reads-01");
   constexpr int kGets = 100;  // 1.6 GB of replies, were they all queued
   for (int i = 0; i < kGets; ++i) {
     auto frame = proto::encode(static_cast<uint64_t>(1000 + i), proto::StoreGet{"big", "v", 5000});
@@ -272,12 +270,7 @@ TEST_CASE("replies past a slow client's queue are dropped, and a request sent ag
   owner.set("v", std::string(kValue, 'y'));
 
   zmq::context_t ctx;
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::routing_id, zmq::buffer(std::string("mslow-reader-01")));
-  s.set(zmq::sockopt::rcvhwm, 1);
-  s.set(zmq::sockopt::rcvbuf, 4096);
-  s.connect(d.endpoint());
+  zmq::socket_t s = slow_reader(ctx, d.endpoint(), "mslow-reader-01");
   constexpr int kGets = 12;
   auto request = [](int i) {
     return proto::encode(static_cast<uint64_t>(1 + i), proto::StoreGet{"slow", "v", 5000});
@@ -336,12 +329,7 @@ TEST_CASE("a client whose replies are dropped loses its parked waits; sent again
   owner.set("v", std::string(16u << 20, 'z'));
 
   zmq::context_t ctx;
-  zmq::socket_t s(ctx, zmq::socket_type::dealer);
-  s.set(zmq::sockopt::linger, 0);
-  s.set(zmq::sockopt::routing_id, zmq::buffer(std::string("mparks-then-stalls")));
-  s.set(zmq::sockopt::rcvhwm, 1);
-  s.set(zmq::sockopt::rcvbuf, 4096);
-  s.connect(d.endpoint());
+  zmq::socket_t s = slow_reader(ctx, d.endpoint(), "mparks-then-stalls");
   auto wait_for = [](int i) {
     return proto::encode(static_cast<uint64_t>(100 + i), proto::StoreGet{"parked", "later", 60000});
   };

@@ -23,6 +23,7 @@
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
 #include "protocol/message_table.hpp"
+#include "support/replies.hpp"
 #include "support/sample_requests.hpp"
 
 using namespace muster;
@@ -162,10 +163,8 @@ struct Fixture {
   }
 
   Answer ask(Who who, const std::string& frame) {
-    auto env = decode_envelope(frame.data(), frame.size());
     ReplyTo to;
     to.routing_id = "client";
-    to.request_id = env.request_id;
     switch (who) {
       case Who::kRoot:
         to.peer_uid = 0;
@@ -183,18 +182,12 @@ struct Fixture {
         to.from_peer = true;
         break;
     }
-    std::vector<Outgoing> out;
-    s.handle(to, env, out);
     Answer a;
-    for (auto& o : out) {
-      if (!o.link.empty()) {
-        ++a.to_links;
-        continue;
-      }
+    for (const auto& reply : test::client_frames(test::handle_frame(s, to, frame), a.to_links)) {
       ++a.replies;
-      auto r = decode_envelope(o.frame.data(), o.frame.size());
+      auto r = decode_envelope(reply.data(), reply.size());
       a.type = r.type;
-      a.frame = o.frame;
+      a.frame = reply;
       if (r.type == static_cast<uint16_t>(MsgType::kErrorReply)) {
         auto e = ErrorReply::unpack(r.payload);
         a.code = static_cast<ErrorCode>(e.code);
@@ -293,16 +286,11 @@ TEST_CASE("a coordinator admits to a job only nodes whose job the same uid owns"
   s.cluster().configure("coord", std::chrono::milliseconds(2000), "", 16);
   auto node_join = [&](const std::string& node, int64_t owner, uint64_t id) {
     NodeJoin j{"shared-name", node, 1, -1, 2, 2, 0, 60000, "127.0.0.1", 1, "", owner};
-    auto frame = encode(id, j);
-    auto env = decode_envelope(frame.data(), frame.size());
-    ReplyTo to;
-    to.routing_id = node;
-    to.from_peer = true;
-    to.request_id = id;
-    std::vector<Outgoing> out;
-    s.handle(to, env, out);
+    ReplyTo from;
+    from.routing_id = node;
+    from.from_peer = true;
     std::vector<std::pair<uint16_t, ErrorCode>> r;
-    for (auto& o : out) {
+    for (auto& o : test::handle_frame(s, from, encode(id, j))) {
       auto e = decode_envelope(o.frame.data(), o.frame.size());
       r.emplace_back(e.type, e.type == static_cast<uint16_t>(MsgType::kErrorReply)
                                  ? static_cast<ErrorCode>(ErrorReply::unpack(e.payload).code)

@@ -16,12 +16,13 @@
 
 #include "muster/client.hpp"
 #include "muster/error.hpp"
+#include "support/error_code.hpp"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
+#include "support/nvml_stuck.hpp"
 #include "support/process.hpp"
 
 using muster::Client;
-using muster::Error;
 using namespace std::chrono_literals;
 namespace test = muster::test;
 
@@ -57,62 +58,49 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
-std::string outcome(const std::function<void()>& wait) {
-  try {
-    wait();
-    return "";
-  } catch (const Error& e) {
-    return std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-}
-
 }  // namespace
 
 TEST_CASE(
     "a GPU lost mid-run is quarantined, its job is told, it is never leased again, and the "
     "daemon stays idle") {
-  test::NvmlNode node(test::eight_gpu_node());
-  test::TestDaemon d({}, node.env());
-  Client r0({d.endpoint()}), r1({d.endpoint()});
-  CHECK(r0.join({"train", 2, true, 0}).device == 0);
-  CHECK(r1.join({"train", 2, true, 1}).device == 1);
-  auto waiting =
-      std::async(std::launch::async, [&] { return outcome([&] { r0.barrier("step", 60s); }); });
-  CHECK(waiting.wait_for(300ms) == std::future_status::timeout);
-  node.set(test::eight_gpu_node({{1, "lost=1"}}));
-  REQUIRE(waiting.wait_for(30s) == std::future_status::ready);
-  auto failed = waiting.get();
+  test::StuckJob job;
+  job.node.set(test::eight_gpu_node({{1, "lost=1"}}));
+  REQUIRE(job.waiting.wait_for(30s) == std::future_status::ready);
+  auto failed = job.waiting.get();
   CHECK_THAT(failed, Catch::StartsWith("device_failed: GPU 1 (" + test::node_uuid(1) + ")"));
   CHECK_THAT(failed, Catch::Contains("local rank 1 of job 'train', failed: lost"));
-  auto s = Client({d.endpoint()}).status();
+  auto s = Client({job.d.endpoint()}).status();
   REQUIRE(s.devices.size() == 8);
   CHECK(s.devices[1].health == "quarantined");
   CHECK_THAT(s.devices[1].reason, Catch::Contains("NVML_ERROR_GPU_IS_LOST"));
   CHECK(s.devices[0].health == "ok");
   // The lost GPU stays in the scenario: a watcher that kept it in its set
   // (or ignored the error) would wait again at once, forever.
-  double share = cpu_share(d.pid());
+  double share = cpu_share(job.d.pid());
   INFO("musterd used " << share * 100 << "% of a core with a GPU lost");
   CHECK(share < 0.2);
   // The other GPUs are still watched: a critical XID on GPU 0 still fails
   // the job's waits... (GPU 0 is the job's other GPU.)
-  node.append("xid gpu=" + test::node_uuid(0) + " code=79");
+  job.node.append("xid gpu=" + test::node_uuid(0) + " code=79");
   REQUIRE(test::eventually(
-      [&] { return Client({d.endpoint()}).status().devices[0].health == "quarantined"; }, 20s));
-  r0.leave();
-  r1.leave();
+      [&] { return Client({job.d.endpoint()}).status().devices[0].health == "quarantined"; }, 20s));
+  job.r0.leave();
+  job.r1.leave();
   // Six GPUs are left to lease: 2..7; never 0 or 1.
   // By UUID: ordinals are CUDA's, which does not enumerate the lost GPU 1.
   std::vector<std::unique_ptr<Client>> ranks;
   std::vector<std::string> got, want;
   for (int i = 0; i < 6; ++i) {
-    ranks.push_back(std::make_unique<Client>(muster::ClientOptions{d.endpoint()}));
+    ranks.push_back(std::make_unique<Client>(muster::ClientOptions{job.d.endpoint()}));
     got.push_back(ranks.back()->join({"after", 7, true, i}).device_uuid);
     want.push_back(test::node_uuid(i + 2));
   }
   CHECK(got == want);
-  Client seventh({d.endpoint()});
-  CHECK_THAT(outcome([&] { seventh.join({"after", 7, true, 6}); }), Catch::StartsWith("no_device"));
+  Client seventh({job.d.endpoint()});
+  CHECK_THAT(test::outcome([&] {
+               seventh.join({"after", 7, true, 6});
+             }),
+             Catch::StartsWith("no_device"));
 }
 
 TEST_CASE("GPUs that cannot be watched for XIDs are logged once each, with why") {

@@ -6,62 +6,40 @@
 
 #include "muster/client.hpp"
 #include "muster/error.hpp"
+#include "support/error_code.hpp"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
+#include "support/nvml_stuck.hpp"
 #include "support/process.hpp"
 
 using muster::Client;
-using muster::Error;
 using namespace std::chrono_literals;
 namespace test = muster::test;
 
-namespace {
-
-// What a wait ended with: "" when it returned.
-std::string outcome(const std::function<void()>& wait) {
-  try {
-    wait();
-    return "";
-  } catch (const Error& e) {
-    return std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-}
-
-}  // namespace
-
 TEST_CASE("an XID 79 on a leased GPU mid-job quarantines it and fails its job's waits") {
-  test::NvmlNode node(test::eight_gpu_node());
-  test::TestDaemon d({}, node.env());
-  Client r0({d.endpoint()}), r1({d.endpoint()});
-  CHECK(r0.join({"train", 2, true, 0}).device == 0);
-  CHECK(r1.join({"train", 2, true, 1}).device == 1);
-  // Rank 0 waits in a barrier rank 1 never reaches, as a rank stuck in a
-  // collective on a dead GPU would.
-  auto waiting =
-      std::async(std::launch::async, [&] { return outcome([&] { r0.barrier("step", 60s); }); });
-  // Time for it to park (not asserted: had the XID come first, the barrier
-  // would fail the same way, at arrival).
-  CHECK(waiting.wait_for(300ms) == std::future_status::timeout);
+  // Rank 0 waits in a barrier rank 1 never reaches. (Had the XID come before
+  // it parked, the barrier would fail the same way, at arrival.)
+  test::StuckJob job;
   // A harmless XID (13: a graphics engine exception) changes nothing; the
   // critical one after it does.
-  node.append("xid gpu=" + test::node_uuid(0) + " code=13");
-  node.append("xid gpu=" + test::node_uuid(1) + " code=79");
-  REQUIRE(waiting.wait_for(30s) == std::future_status::ready);
-  auto failed = waiting.get();
+  job.node.append("xid gpu=" + test::node_uuid(0) + " code=13");
+  job.node.append("xid gpu=" + test::node_uuid(1) + " code=79");
+  REQUIRE(job.waiting.wait_for(30s) == std::future_status::ready);
+  auto failed = job.waiting.get();
   CHECK_THAT(failed, Catch::StartsWith("device_failed: GPU 1 (" + test::node_uuid(1) + ")"));
   CHECK_THAT(failed, Catch::Contains("critical XID 79"));
   CHECK_THAT(failed, Catch::Contains("local rank 1 of job 'train'"));
   // Later waits of the job fail at once, naming the GPU.
-  CHECK_THAT(outcome([&] { r1.get("never", 60s); }),
+  CHECK_THAT(test::outcome([&] { job.r1.get("never", 60s); }),
              Catch::StartsWith("device_failed: GPU 1 (" + test::node_uuid(1) + ")"));
-  auto s = Client({d.endpoint()}).status();
+  auto s = Client({job.d.endpoint()}).status();
   REQUIRE(s.devices.size() == 8);
   CHECK(s.devices[1].health == "quarantined");
   CHECK(s.devices[1].reason == "critical XID 79");
   CHECK(s.devices[0].health == "ok");
   CHECK(s.devices[2].health == "ok");
   // Another job's waits are not touched.
-  Client other({d.endpoint()});
+  Client other({job.d.endpoint()});
   CHECK(other.join({"other", 1, true, 0}).device == 2);
   other.set("k", "v");
   CHECK(other.get("k", 5s) == "v");

@@ -15,6 +15,7 @@
 #include "muster/error.hpp"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
+#include "support/nvml_ranks.hpp"
 #include "support/process.hpp"
 
 using muster::Client;
@@ -23,50 +24,29 @@ namespace test = muster::test;
 
 namespace {
 
-struct Ran {
-  std::set<std::string> lines;  // what the ranks printed, rank prefixes cut
-  std::vector<int64_t> leased;  // NVML indices of the GPUs the job held
-  std::string output;           // everything, when muster run failed
-};
-
 // `muster run --nproc-per-node N ARGS -- (print the env, join, print the
 // rank info)` under CUDA_VISIBLE_DEVICES=cvd ("-": unset); the GPUs it
 // leased, read while the ranks run, then stopped.
-Ran run_ranks(const test::TestDaemon& d, const std::string& cvd, int n,
-              std::vector<std::string> args) {
+test::Ran run_ranks(const test::TestDaemon& d, const std::string& cvd, int n,
+                    std::vector<std::string> args) {
   args.insert(args.begin(), {"--nproc-per-node", std::to_string(n)});
   args.insert(args.end(),
               {"--", "sh", "-c",
                "echo \"env device=$MUSTER_DEVICE order=$CUDA_DEVICE_ORDER\"; exec \"$0\" "
                "\"$MUSTER_JOB_ID\" \"$LOCAL_WORLD_SIZE\" \"$LOCAL_RANK\"",
                test::program("MUSTER_TEST_RANK")});
-  std::map<std::string, std::string> env{{"MUSTER_ENDPOINT", d.endpoint()},
-                                         {"CUDA_VISIBLE_DEVICES", cvd == "-" ? "" : cvd}};
-  test::Process run(test::muster_cmd("run", args), env, true);
-  Ran r;
-  int joined = 0;
-  while (joined < n) {
-    auto line = run.read_line(20s);
-    if (!line) break;
-    r.output += *line + "\n";
-    auto at = line->find("env ");
-    if (at == std::string::npos) at = line->find("rank=");
-    if (at == std::string::npos) continue;
-    r.lines.insert(line->substr(at));
-    if (line->find("rank=", at) == at) ++joined;
-  }
-  if (joined == n)
-    for (const auto& g : Client({d.endpoint()}).status().devices)
-      if (g.in_use) r.leased.push_back(g.index);
-  run.signal(SIGTERM);
-  r.output += run.read_all(10s);
-  run.wait(10s);
-  return r;
+  return test::run_leasing(
+      d, args, {{"MUSTER_ENDPOINT", d.endpoint()}, {"CUDA_VISIBLE_DEVICES", cvd == "-" ? "" : cvd}},
+      n);
 }
 
-std::string rank_line(int local_rank, int device) {
-  return "rank=" + std::to_string(local_rank) + " local_rank=" + std::to_string(local_rank) +
-         " world_size=2 device=" + std::to_string(device) + " generation=0";
+// r's job held these GPUs, and its ranks printed these lines (their
+// environment's, then their rank info).
+void check_ran(const test::Ran& r, const std::vector<int64_t>& leased,
+               const std::set<std::string>& lines) {
+  INFO(r.output);
+  CHECK(r.leased == leased);
+  CHECK(r.lines == lines);
 }
 
 }  // namespace
@@ -81,11 +61,9 @@ TEST_CASE(
                           test::node_uuid(2) + ",GPU-6b1e2c3d-0000-4000-8000-000000000005"}) {
     INFO("CUDA_VISIBLE_DEVICES=" << cvd);
     auto r = run_ranks(d, cvd, 2, {});
-    INFO(r.output);
-    CHECK(r.leased == std::vector<int64_t>{2, 5});
-    CHECK(r.lines == std::set<std::string>{"env device=0 order=PCI_BUS_ID",
-                                           "env device=1 order=PCI_BUS_ID", rank_line(0, 0),
-                                           rank_line(1, 1)});
+    check_ran(r, {2, 5},
+              {"env device=0 order=PCI_BUS_ID", "env device=1 order=PCI_BUS_ID",
+               test::rank_line(0, 0), test::rank_line(1, 1)});
     REQUIRE(test::eventually([&] { return Client({d.endpoint()}).status().jobs.empty(); }, 10s));
   }
 }
@@ -96,12 +74,10 @@ TEST_CASE("--devices counts positions in CUDA_VISIBLE_DEVICES, in its order, not
   // The list names GPU 6 before GPU 3: position 0 is GPU 6.
   const std::string cvd = test::node_uuid(6) + ",3";
   auto r = run_ranks(d, cvd, 2, {"--devices", "1,0"});
-  INFO(r.output);
-  CHECK(r.leased == std::vector<int64_t>{3, 6});
   // Rank 0 gets the first free allowed GPU in PCI order (3, position 1).
-  CHECK(r.lines == std::set<std::string>{"env device=1 order=PCI_BUS_ID",
-                                         "env device=0 order=PCI_BUS_ID", rank_line(0, 1),
-                                         rank_line(1, 0)});
+  check_ran(r, {3, 6},
+            {"env device=1 order=PCI_BUS_ID", "env device=0 order=PCI_BUS_ID",
+             test::rank_line(0, 1), test::rank_line(1, 0)});
   REQUIRE(test::eventually([&] { return Client({d.endpoint()}).status().jobs.empty(); }, 10s));
   // A position past the list's end is refused, naming the list's length.
   test::Process bad(
@@ -124,26 +100,17 @@ TEST_CASE("without CUDA_VISIBLE_DEVICES ordinals are NVML indices, whatever CUDA
   test::NvmlNode node(test::eight_gpu_node());
   test::TestDaemon d({}, node.env());
   auto r = run_ranks(d, "-", 2, {"--devices", "5,7"});
-  INFO(r.output);
-  CHECK(r.leased == std::vector<int64_t>{5, 7});
-  CHECK(r.lines == std::set<std::string>{"env device=5 order=PCI_BUS_ID",
-                                         "env device=7 order=PCI_BUS_ID", rank_line(0, 5),
-                                         rank_line(1, 7)});
+  check_ran(r, {5, 7},
+            {"env device=5 order=PCI_BUS_ID", "env device=7 order=PCI_BUS_ID",
+             test::rank_line(0, 5), test::rank_line(1, 7)});
 }
 
 TEST_CASE("a rank leased a GPU its CUDA_VISIBLE_DEVICES hides is told so at join") {
   test::NvmlNode node(test::eight_gpu_node());
   test::TestDaemon d({}, node.env());
-  ::setenv("CUDA_VISIBLE_DEVICES", "5", 1);
-  std::string refused;
-  try {
-    // Outside muster run the daemon leases the first free GPU, 0, which
-    // CUDA cannot see in this process.
-    Client({d.endpoint()}).join({"outside", 1, true, 0});
-  } catch (const muster::Error& e) {
-    refused = std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  // Outside muster run the daemon leases the first free GPU, 0, which
+  // CUDA cannot see in this process.
+  const std::string refused = test::join_alone_under(d, "5");
   CHECK_THAT(refused, Catch::StartsWith("no_device: GPU 0, leased to this rank, is not among "
                                         "CUDA_VISIBLE_DEVICES='5'"));
 }

@@ -17,24 +17,18 @@ namespace test = muster::test;
 
 namespace {
 
-void mkdirs(const std::string& path) {
-  for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
-    ::mkdir(path.substr(0, at).c_str(), 0755);
-  ::mkdir(path.c_str(), 0755);
-}
-
 // GPU i's PCI device in the fake tree: "0000:18:00.0", as sysfs spells it.
 void pci_device(const std::string& root, const std::string& sysfs_bus, const std::string& numa,
                 const std::string& cpus) {
   std::string dir = root + "/sys/bus/pci/devices/" + sysfs_bus;
-  mkdirs(dir);
+  test::mkdirs(dir);
   test::spit(dir + "/numa_node", numa + "\n");
   if (!cpus.empty()) test::spit(dir + "/local_cpulist", cpus + "\n");
 }
 
 void numa_node(const std::string& root, int node, const std::string& cpus) {
   std::string dir = root + "/sys/devices/system/node/node" + std::to_string(node);
-  mkdirs(dir);
+  test::mkdirs(dir);
   test::spit(dir + "/cpulist", cpus + "\n");
 }
 

@@ -9,27 +9,14 @@
 
 #include "muster/client.hpp"
 #include "muster/error.hpp"
+#include "support/error_code.hpp"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
 #include "support/process.hpp"
 
 using muster::Client;
-using muster::Error;
 using namespace std::chrono_literals;
 namespace test = muster::test;
-
-namespace {
-
-std::string outcome(const std::function<void()>& wait) {
-  try {
-    wait();
-    return "";
-  } catch (const Error& e) {
-    return std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-}
-
-}  // namespace
 
 TEST_CASE("a GPU whose driver asks for a reset or a reboot is quarantined at discovery") {
   test::NvmlNode node(test::eight_gpu_node({{2, "recovery=1"}, {5, "recovery=2"}}));
@@ -81,7 +68,7 @@ TEST_CASE("a contained XID 94 fails the job on the GPU but leaves the GPU in ser
   Client r0({d.endpoint()});
   CHECK(r0.join({"train", 1, true, 0}).device == 0);
   auto waiting =
-      std::async(std::launch::async, [&] { return outcome([&] { r0.get("never", 60s); }); });
+      std::async(std::launch::async, [&] { return test::outcome([&] { r0.get("never", 60s); }); });
   node.append("xid gpu=" + test::node_uuid(0) + " code=94");
   REQUIRE(waiting.wait_for(30s) == std::future_status::ready);
   CHECK_THAT(waiting.get(), Catch::StartsWith("device_failed: GPU 0 (" + test::node_uuid(0) +

@@ -17,6 +17,7 @@
 #include "muster/muster.h"
 #include "support/muster_cli.hpp"
 #include "support/nvml_node.hpp"
+#include "support/nvml_ranks.hpp"
 #include "support/process.hpp"
 
 using muster::Client;
@@ -25,26 +26,20 @@ namespace test = muster::test;
 
 namespace {
 
-void mkdirs(const std::string& path) {
-  for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
-    ::mkdir(path.substr(0, at).c_str(), 0755);
-  ::mkdir(path.c_str(), 0755);
-}
-
 // The driver's view of the 8-GPU node under a cgroup that allows only
 // `allowed` (NVML indices): every GPU's /proc/driver/nvidia entry (minor
 // numbers 10+i, so that nothing can pass by taking a minor for an index),
 // device nodes only for the allowed ones, as a container leaves them (a
 // cgroup refuses the open instead: the same for CUDA).
 void cgroup_subset(const std::string& root, const std::set<int>& allowed) {
-  mkdirs(root + "/dev");
+  test::mkdirs(root + "/dev");
   for (int i = 0; i < 8; ++i) {
     unsigned bus = 0;
     std::sscanf(test::node_bus(i).c_str(), "00000000:%x", &bus);
     char name[32];
     std::snprintf(name, sizeof name, "0000:%02x:00.0", bus);
     std::string dir = root + "/proc/driver/nvidia/gpus/" + name;
-    mkdirs(dir);
+    test::mkdirs(dir);
     test::spit(dir + "/information",
                "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 42\n"
                "Device Minor: \t " +
@@ -53,17 +48,10 @@ void cgroup_subset(const std::string& root, const std::set<int>& allowed) {
   }
 }
 
-struct Ran {
-  std::set<std::string> lines;
-  std::vector<int64_t> leased;
-  std::string output;
-  std::optional<int> rc;
-};
-
 // `muster run -n N` of ranks that print MUSTER_DEVICE and their rank info,
 // under CUDA_VISIBLE_DEVICES=cvd ("-": unset) and the fake tree.
-Ran run_ranks(const test::TestDaemon& d, const test::NvmlNode& node, const std::string& cvd,
-              int n) {
+test::Ran run_ranks(const test::TestDaemon& d, const test::NvmlNode& node, const std::string& cvd,
+                    int n) {
   std::vector<std::string> args{
       "--nproc-per-node",
       std::to_string(n),
@@ -76,31 +64,7 @@ Ran run_ranks(const test::TestDaemon& d, const test::NvmlNode& node, const std::
   std::map<std::string, std::string> env{{"MUSTER_ENDPOINT", d.endpoint()},
                                          {"MUSTER_TEST_SYSROOT", node.root()}};
   if (cvd != "-") env["CUDA_VISIBLE_DEVICES"] = cvd;
-  test::Process run(test::muster_cmd("run", args), env, true);
-  Ran r;
-  int joined = 0;
-  while (joined < n) {
-    auto line = run.read_line(20s);
-    if (!line) break;
-    r.output += *line + "\n";
-    auto at = line->find("env ");
-    if (at == std::string::npos) at = line->find("rank=");
-    if (at == std::string::npos) continue;
-    r.lines.insert(line->substr(at));
-    if (line->find("rank=", at) == at) ++joined;
-  }
-  if (joined == n)
-    for (const auto& g : Client({d.endpoint()}).status().devices)
-      if (g.in_use) r.leased.push_back(g.index);
-  run.signal(SIGTERM);
-  r.output += run.read_all(10s);
-  r.rc = run.wait(10s);
-  return r;
-}
-
-std::string rank_line(int local_rank, int device) {
-  return "rank=" + std::to_string(local_rank) + " local_rank=" + std::to_string(local_rank) +
-         " world_size=2 device=" + std::to_string(device) + " generation=0";
+  return test::run_leasing(d, args, env, n);
 }
 
 }  // namespace
@@ -114,8 +78,8 @@ TEST_CASE(
   auto r = run_ranks(d, node, "1,2", 2);
   INFO(r.output);
   CHECK(r.leased == std::vector<int64_t>{3, 5});
-  CHECK(r.lines ==
-        std::set<std::string>{"env device=0", "env device=1", rank_line(0, 0), rank_line(1, 1)});
+  CHECK(r.lines == std::set<std::string>{"env device=0", "env device=1", test::rank_line(0, 0),
+                                         test::rank_line(1, 1)});
 }
 
 TEST_CASE("under a cgroup subset without CUDA_VISIBLE_DEVICES only the allowed GPUs are leased") {
@@ -126,8 +90,8 @@ TEST_CASE("under a cgroup subset without CUDA_VISIBLE_DEVICES only the allowed G
   INFO(r.output);
   CHECK(r.leased == std::vector<int64_t>{5, 6});
   // CUDA numbers them 0 and 1 here, not 5 and 6.
-  CHECK(r.lines ==
-        std::set<std::string>{"env device=0", "env device=1", rank_line(0, 0), rank_line(1, 1)});
+  CHECK(r.lines == std::set<std::string>{"env device=0", "env device=1", test::rank_line(0, 0),
+                                         test::rank_line(1, 1)});
 }
 
 TEST_CASE("a UUID of a GPU the cgroup hides names no GPU, as for CUDA") {
@@ -156,14 +120,7 @@ TEST_CASE("a MIG instance in CUDA_VISIBLE_DEVICES is refused with a sentence") {
   CHECK_THAT(out,
              Catch::Contains("names a MIG instance (" + mig + "): muster leases whole GPUs only"));
   // A rank that joins by itself under it is told the same.
-  ::setenv("CUDA_VISIBLE_DEVICES", mig.c_str(), 1);
-  std::string refused;
-  try {
-    Client({d.endpoint()}).join({"outside", 1, true, 0});
-  } catch (const muster::Error& e) {
-    refused = std::string(muster::error_name(e.code())) + ": " + e.what();
-  }
-  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  const std::string refused = test::join_alone_under(d, mig);
   CHECK_THAT(refused, Catch::StartsWith("no_device: CUDA_VISIBLE_DEVICES='" + mig +
                                         "' names a MIG instance"));
 }

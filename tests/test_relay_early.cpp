@@ -21,6 +21,7 @@
 #include "protocol/messages.hpp"
 #include "support/as_user.hpp"
 #include "support/cluster.hpp"
+#include "support/node_join.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -66,16 +67,7 @@ TEST_CASE("a child's barrier that reaches its relay before the relay's World wai
   // Node 1 joins: the round closes, the relay hears its World and takes
   // the barrier it held.
   test::RawClient down("tcp://" + coordinator, "node-1");
-  proto::NodeJoin j;
-  j.job = job;
-  j.node_id = "node-1";
-  j.nproc = 1;
-  j.node_rank = 1;
-  j.min_nodes = j.max_nodes = 2;
-  j.timeout_ms = 60000;
-  j.master_addr = "127.0.0.1";
-  j.master_port = 29500;
-  j.owner_uid = static_cast<int64_t>(::getuid());
+  const proto::NodeJoin j = test::node_join(job, "node-1", 1);
   const std::string world = down.ask(proto::encode(2, j), 20s);
   INFO(world);
   REQUIRE(world.find("reply=world") == 0);

@@ -26,6 +26,7 @@
 #include "protocol/messages.hpp"
 #include "support/as_user.hpp"
 #include "support/cluster.hpp"
+#include "support/node_join.hpp"
 #include "support/process.hpp"
 
 using namespace muster;
@@ -124,22 +125,10 @@ TEST_CASE("a batch of joins is checked join by join and answers each under its o
           "[cluster][hostile]") {
   Nodes t(1);
   RawClient relay("tcp://" + t.c.coordinator(), "a-relay");
-  auto join = [](const std::string& job, const std::string& node) {
-    proto::NodeJoin j;
-    j.job = job;
-    j.node_id = node;
-    j.nproc = 1;
-    j.min_nodes = j.max_nodes = 2;
-    j.timeout_ms = 60000;
-    j.master_addr = "127.0.0.1";
-    j.master_port = 29500;
-    j.owner_uid = static_cast<int64_t>(::getuid());
-    return j;
-  };
   proto::NodeJoins batch{"batch", {}};
-  batch.joins.push_back({proto::encode(11, proto::Ping{})});           // not a join
-  batch.joins.push_back({proto::encode(12, join("another", "n-2"))});  // another job
-  auto relayed = join("batch", "n-3");
+  batch.joins.push_back({proto::encode(11, proto::Ping{})});                      // not a join
+  batch.joins.push_back({proto::encode(12, test::node_join("another", "n-2"))});  // another job
+  auto relayed = test::node_join("batch", "n-3");
   relayed.relay = true;
   batch.joins.push_back({proto::encode(13, relayed)});      // meant for a relay
   batch.joins.push_back({std::string("\x94\x01\x0e", 3)});  // garbage
@@ -169,9 +158,9 @@ TEST_CASE("a batch of joins is checked join by join and answers each under its o
   // Two good joins in one batch: the round closes and both Worlds come back
   // in one `replies`, each under its join's id.
   proto::NodeJoins good{"batch", {}};
-  auto a = join("batch", "n-a");
+  auto a = test::node_join("batch", "n-a");
   a.node_rank = 0;
-  auto b = join("batch", "n-b");
+  auto b = test::node_join("batch", "n-b");
   b.node_rank = 1;
   good.joins.push_back({proto::encode(21, a)});
   good.joins.push_back({proto::encode(22, b)});

@@ -78,6 +78,19 @@ void answer(ReplyCache& c, const ReplyTo& to, const std::string& reply) {
   c.complete(out);
 }
 
+// Request 9 of uid 1000's client rid (its request id 3) parked on
+// connection conn, as a store_wait is.
+void park(ReplyCache& c, const std::string& rid, uint64_t conn = 1) {
+  c.begin(client(rid, 1000, 3, conn), static_cast<uint16_t>(MsgType::kStoreWait), 9);
+}
+
+// The connection that park(c, rid, conn)'s reply goes to once it completes.
+uint64_t completed_on(ReplyCache& c, const std::string& rid, uint64_t conn) {
+  std::vector<Outgoing> out{{client(rid, 1000, 3, conn), "answer"}};
+  c.complete(out);
+  return out[0].to.conn;
+}
+
 }  // namespace
 
 TEST_CASE("a routing id's replies go to the uid it was first seen with, never another") {
@@ -93,7 +106,7 @@ TEST_CASE("a routing id's replies go to the uid it was first seen with, never an
   CHECK(c.check(client("mVICTIM", 0, 8), 43, &again) == ReplyCache::Seen::kForeign);
   CHECK(again.empty());
   // A request still pending is another uid's too.
-  c.begin(client("mPARKED", 1000, 3), static_cast<uint16_t>(MsgType::kStoreWait), 9);
+  park(c, "mPARKED");
   CHECK(c.check(client("mPARKED", 1001, 3), 9, &again) == ReplyCache::Seen::kForeign);
 }
 
@@ -122,12 +135,10 @@ TEST_CASE("a peer link's replies are bound to the CURVE key it authenticated wit
 
 TEST_CASE("a pending reply follows its client to the connection it resent from") {
   ReplyCache c;
-  c.begin(client("mWAITER", 1000, 3, 11), static_cast<uint16_t>(MsgType::kStoreWait), 9);
+  park(c, "mWAITER", 11);
   std::string again;
   CHECK(c.check(client("mWAITER", 1000, 3, 12), 9, &again) == ReplyCache::Seen::kPending);
-  std::vector<Outgoing> out{{client("mWAITER", 1000, 3, 11), "ok"}};
-  c.complete(out);
-  CHECK(out[0].to.conn == 12);
+  CHECK(completed_on(c, "mWAITER", 11) == 12);
 }
 
 TEST_CASE("a uid that churns routing ids evicts its own clients, not another uid's") {
@@ -146,7 +157,7 @@ TEST_CASE("a uid that churns routing ids evicts its own clients, not another uid
 
 TEST_CASE("a parked request keeps its routing id bound to its uid through any churn") {
   ReplyCache c;
-  c.begin(client("mPARKED", 1000, 3, 5), static_cast<uint16_t>(MsgType::kStoreWait), 9);
+  park(c, "mPARKED", 5);
   for (int i = 0; i < 3 * static_cast<int>(ReplyCache::kMaxClients); ++i)
     answer(c, client("mCHURN" + std::to_string(i), 1001 + i % 3, 1), "churn");
   std::string again;
@@ -155,9 +166,7 @@ TEST_CASE("a parked request keeps its routing id bound to its uid through any ch
   CHECK(c.check(client("mPARKED", 1001, 3, 99), 9, &again) == ReplyCache::Seen::kForeign);
   CHECK(c.check(client("mPARKED", 1001, 4, 99), 10, &again) == ReplyCache::Seen::kForeign);
   CHECK(c.check(client("mPARKED", 1000, 3, 6), 9, &again) == ReplyCache::Seen::kPending);
-  std::vector<Outgoing> out{{client("mPARKED", 1000, 3, 5), "answer"}};
-  c.complete(out);
-  CHECK(out[0].to.conn == 6);
+  CHECK(completed_on(c, "mPARKED", 5) == 6);
 }
 
 TEST_CASE("one uid's 1,000 clients all keep their replies while the cache has room") {

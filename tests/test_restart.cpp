@@ -19,50 +19,22 @@
 #include "protocol/envelope.hpp"
 #include "protocol/messages.hpp"
 #include "support/as_user.hpp"
+#include "support/error_code.hpp"
 #include "support/process.hpp"
+#include "support/status.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
+using test::device;
+using test::job;
 using test::Process;
+using test::Rank;
 using test::slurp;
 using test::spit;
 using test::TempDir;
 using test::TestDaemon;
 
 namespace {
-
-ClientOptions at(const TestDaemon& d) {
-  return ClientOptions{d.endpoint()};
-}
-
-// A separate process that joins (its own pid) and reports its rank.
-struct Rank {
-  std::unique_ptr<Process> proc;
-  std::string line;
-  int device = -2;
-  Rank(const TestDaemon& d, const std::string& job, int lws, int local_rank = -1,
-       const char* gpu = "gpu") {
-    proc = std::make_unique<Process>(
-        std::vector<std::string>{test::program("MUSTER_TEST_RANK"), job, std::to_string(lws),
-                                 std::to_string(local_rank), gpu},
-        std::map<std::string, std::string>{{"MUSTER_ENDPOINT", d.endpoint()}});
-    line = proc->read_line(10s).value_or("");
-    std::smatch m;
-    if (std::regex_search(line, m, std::regex("device=(-?\\d+)"))) device = std::stoi(m[1]);
-  }
-};
-
-const DeviceInfo* device(const DaemonStatus& s, int index) {
-  for (const auto& d : s.devices)
-    if (static_cast<int>(d.index) == index) return &d;
-  return nullptr;
-}
-
-const JobInfo* job(const DaemonStatus& s, const std::string& id) {
-  for (const auto& j : s.jobs)
-    if (j.id == id) return &j;
-  return nullptr;
-}
 
 bool exists(const std::string& path) {
   struct stat st;
@@ -170,6 +142,20 @@ std::string state_file(uint64_t version, bool device_twice) {
   return std::string(buf.data(), buf.size());
 }
 
+// A thread in which a client of job "wait" (of 2 local ranks) joins as
+// local_rank and does op; how that ended (outcome(): "" when it returned)
+// goes to `ended`.
+std::thread in_job_wait(const TestDaemon& d, int local_rank, std::string& ended,
+                        std::function<void(Client&)> op) {
+  return std::thread([&d, local_rank, op = std::move(op), &ended] {
+    ended = test::outcome([&] {
+      Client c({d.endpoint()});
+      c.join({"wait", 2, false, local_rank});
+      op(c);
+    });
+  });
+}
+
 }  // namespace
 
 TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobody gets those") {
@@ -180,14 +166,14 @@ TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobo
   REQUIRE(r0.device >= 0);
   REQUIRE(r1.device >= 0);
   // A launcher-style job: reserved by this process, generation 3, no GPU.
-  Client launcher(at(d));
+  Client launcher({d.endpoint()});
   muster::reserve(launcher, "launched", 1, false, {}, getpid(), 3);
   auto old_pid = d.pid();
 
   d.kill9();
   d.start();
 
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   CHECK(s.pid != old_pid);
   const JobInfo* train = job(s, "train");
   REQUIRE(train != nullptr);
@@ -215,18 +201,16 @@ TEST_CASE("after kill -9 and a restart, ranks keep their ranks and GPUs and nobo
   CHECK(all.size() == 4);
   Rank n2(d, "next", 3, 2);
   CHECK_THAT(n2.line, Catch::StartsWith("error=no_device"));
-  try {
-    Client launcher(at(d));
-    muster::reserve(launcher, "greedy", 1, true, {r0.device}, getpid());
-    FAIL("a GPU of a running rank was leased again after the restart");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::kNoDevice);
-  }
+  // Refused: no GPU of a running rank is leased again after the restart.
+  CHECK(test::code_of([&] {
+          Client launcher({d.endpoint()});
+          muster::reserve(launcher, "greedy", 1, true, {r0.device}, getpid());
+        }) == ErrorCode::kNoDevice);
 }
 
 TEST_CASE("the store survives a restart, and a request sent again is applied once") {
   TestDaemon d;
-  Client c(at(d));
+  Client c({d.endpoint()});
   c.join({"kv", 1, false, -1});
   std::string id(128, '\0');
   for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(i * 7);
@@ -255,52 +239,31 @@ TEST_CASE("the store survives a restart, and a request sent again is applied onc
 
 TEST_CASE("a client waiting across the restart gets its answer without an error") {
   TestDaemon d;
-  Client setter(at(d));
+  Client setter({d.endpoint()});
   setter.join({"wait", 2, false, 0});
   std::string got;
   std::string get_error, wait_error, barrier_error;
   auto t0 = std::chrono::steady_clock::now();
-  std::thread getter([&] {
-    try {
-      Client w(at(d));
-      w.join({"wait", 2, false, 0});  // same pid: the same slot
-      got = w.get("late-key", 20s);
-    } catch (const Error& e) {
-      get_error = e.what();
-    }
+  // Rank 0's get and wait (the same pid: the same slot) and rank 1's barrier
+  // (rank 0 arrives after the restart) park before it.
+  std::thread getter =
+      in_job_wait(d, 0, get_error, [&](Client& c) { got = c.get("late-key", 20s); });
+  std::thread waiter = in_job_wait(d, 0, wait_error, [](Client& c) {
+    c.wait({"late-key", "other-key"}, 20s);
   });
-  std::thread waiter([&] {
-    try {
-      Client w(at(d));
-      w.join({"wait", 2, false, 0});
-      w.wait({"late-key", "other-key"}, 20s);
-    } catch (const Error& e) {
-      wait_error = e.what();
-    }
-  });
-  // Rank 1 enters a barrier before the restart; rank 0 arrives after it.
-  std::thread barrier([&] {
-    try {
-      Client b(at(d));
-      b.join({"wait", 2, false, 1});
-      b.barrier("across", 20s);
-    } catch (const Error& e) {
-      barrier_error = e.what();
-    }
-  });
+  std::thread barrier =
+      in_job_wait(d, 1, barrier_error, [](Client& c) { c.barrier("across", 20s); });
   std::this_thread::sleep_for(500ms);  // all three are parked in the daemon
 
   d.kill9();
   d.start();
 
-  std::string main_error;
-  try {
+  // Checked below, once the threads are joined.
+  const std::string main_error = test::outcome([&] {
     setter.set("late-key", "after-restart");
     setter.set("other-key", "x");
     setter.barrier("across", 20s);
-  } catch (const Error& e) {
-    main_error = e.what();  // checked below, once the threads are joined
-  }
+  });
   getter.join();
   waiter.join();
   barrier.join();
@@ -327,7 +290,7 @@ TEST_CASE("a rank that died while musterd was down loses its slot and GPU at the
   REQUIRE(lone.proc->wait(5s));
   d.start();
 
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   const JobInfo* half = job(s, "half");
   REQUIRE(half != nullptr);
   CHECK(half->ranks[0].state == "joined");
@@ -355,7 +318,7 @@ TEST_CASE("a corrupt state file is moved aside and the daemon starts empty") {
   spit(path, garbage);
   d.start();
   CHECK(slurp(path + ".bad") == garbage);
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   CHECK(s.jobs.empty());
   CHECK(device(s, 0)->job.empty());
   Rank fresh(d, "fresh", 1);
@@ -363,7 +326,7 @@ TEST_CASE("a corrupt state file is moved aside and the daemon starts empty") {
   // What it saves from then on is good again.
   d.kill9();
   d.start();
-  CHECK(Client(at(d)).status().jobs.size() == 1);
+  CHECK(Client({d.endpoint()}).status().jobs.size() == 1);
 }
 
 TEST_CASE("a state file of another version or with a GPU held twice is refused with a warning") {
@@ -408,7 +371,7 @@ TEST_CASE("--state-dir keeps the state elsewhere, and two daemons cannot share i
   CHECK(second.wait(5s) == 1);
   d.kill9();
   d.start();
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   REQUIRE(s.jobs.size() == 1);
   CHECK(s.jobs[0].ranks[0].pid == r.proc->pid());
   CHECK(device(s, 0)->job == "elsewhere");
@@ -460,12 +423,8 @@ TEST_CASE("a daemon that is gone still fails a request at the request timeout") 
   c.join({"gone", 1, false, 0});
   d.kill9();  // and not restarted
   auto t0 = std::chrono::steady_clock::now();
-  try {
-    c.set("k", "v");
-    FAIL("set answered without a daemon");
-  } catch (const Error& e) {
-    CHECK(e.code() == ErrorCode::kUnavailable);
-  }
+  // Without a daemon a set fails, unanswered.
+  CHECK(test::code_of([&] { c.set("k", "v"); }) == ErrorCode::kUnavailable);
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
 }
 
@@ -480,6 +439,6 @@ TEST_CASE("a join from a client the reply cache does not track is saved before i
       "reply=rank_info"));
   d.kill9();
   d.start();
-  auto s = Client(at(d)).status();
+  auto s = Client({d.endpoint()}).status();
   CHECK(job(s, "untracked") != nullptr);
 }

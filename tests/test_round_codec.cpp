@@ -113,15 +113,41 @@ void same(const CoordJob& a, const CoordJob& b, bool with_store) {
   }
 }
 
-// A closed round of 2,000 nodes (a record of some 360 KB), saved by f.
-CoordJob saved_big_round(State& st, StateFile& f, ReplyCache& replies) {
-  CoordJob big = sample();
-  big.nodes.clear();
-  for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
-  st.cluster().restore_round("job1", big);
-  REQUIRE(f.save(st, replies));
-  return big;
+// A state directory whose state file f, loaded empty, then saved a closed
+// round of 2,000 nodes (a record of some 360 KB).
+// Node `node` (uid 1000's, 2 ranks) joins c's job1 of exactly `nodes`
+// nodes, as request `id` over its link "L<node>".
+void rejoin(Coordinator& c, const std::string& node, uint32_t nodes, uint64_t id,
+            std::vector<Outgoing>& out) {
+  proto::NodeJoin m;
+  m.job = "job1";
+  m.node_id = node;
+  m.nproc = 2;
+  m.min_nodes = m.max_nodes = nodes;
+  m.owner_uid = 1000;
+  ReplyTo to;
+  to.routing_id = "L" + node;
+  to.request_id = id;
+  to.from_peer = true;
+  c.node_join(to, m, {}, out);
 }
+
+struct SavedBigRound {
+  test::TempDir dir;
+  PidWatch watch;
+  ReplyCache replies;
+  State st{{}, watch};
+  StateFile f{dir.path()};
+  CoordJob big = sample();
+
+  SavedBigRound() {
+    f.load(st, replies);
+    big.nodes.clear();
+    for (uint32_t i = 0; i < 2000; ++i) big.nodes.push_back(node("node-" + std::to_string(i), i));
+    st.cluster().restore_round("job1", big);
+    REQUIRE(f.save(st, replies));
+  }
+};
 
 }  // namespace
 
@@ -255,19 +281,7 @@ TEST_CASE("a restored open round closes only once its nodes joined again") {
   cj.nodes[1].left = false;
   c.restore("job1", cj);
   std::vector<Outgoing> out;
-  auto join = [&](const std::string& node, uint64_t id) {
-    proto::NodeJoin m;
-    m.job = "job1";
-    m.node_id = node;
-    m.nproc = 2;
-    m.min_nodes = m.max_nodes = 3;
-    m.owner_uid = 1000;
-    ReplyTo to;
-    to.routing_id = "L" + node;
-    to.request_id = id;
-    to.from_peer = true;
-    c.node_join(to, m, {}, out);
-  };
+  auto join = [&](const std::string& node, uint64_t id) { rejoin(c, node, 3, id, out); };
   // A third node joins before the two restored ones are back: their World
   // would go where the dead daemon's connections were, so the round waits.
   join("c", 1);
@@ -314,48 +328,36 @@ TEST_CASE(
 }
 
 TEST_CASE("a batch of peer requests reserves room for a large round once, not per request") {
-  test::TempDir dir;
-  PidWatch watch;
-  ReplyCache replies;
-  State st({}, watch);
-  StateFile f(dir.path());
-  f.load(st, replies);
-  const CoordJob big = saved_big_round(st, f, replies);
-  const size_t header = round_codec::round_record("job1", big).size();
+  SavedBigRound r;
+  const size_t header = round_codec::round_record("job1", r.big).size();
   REQUIRE(header > 200 * 1024);
   // 2,000 requests of one batch (a swarm's joins): claimed per request,
   // the round's header alone would reserve 2,000 x its size on the disk.
   std::string why;
-  for (int i = 0; i < 2000; ++i) REQUIRE(f.reserve(100, false, true, &why));
+  for (int i = 0; i < 2000; ++i) REQUIRE(r.f.reserve(100, false, true, &why));
   struct stat s {};
-  REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
+  REQUIRE(::stat((r.dir.path() + "/state.log").c_str(), &s) == 0);
   const uint64_t reserved = static_cast<uint64_t>(s.st_blocks) * 512;
   INFO("state.log holds " << reserved << " bytes on disk; the round's header is " << header);
   const uint64_t kBound = 64 << 20;  // per request it would be 2,000 x 360 KB, 700 MB
   CHECK(reserved < kBound);
   // After the save the room for the rounds is claimed again, once.
-  REQUIRE(f.save(st, replies));
-  for (int i = 0; i < 2000; ++i) REQUIRE(f.reserve(100, false, true, &why));
-  REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
+  REQUIRE(r.f.save(r.st, r.replies));
+  for (int i = 0; i < 2000; ++i) REQUIRE(r.f.reserve(100, false, true, &why));
+  REQUIRE(::stat((r.dir.path() + "/state.log").c_str(), &s) == 0);
   CHECK(static_cast<uint64_t>(s.st_blocks) * 512 < kBound);
 }
 
 TEST_CASE("a closed round that did not change is not written again") {
-  test::TempDir dir;
-  PidWatch watch;
-  ReplyCache replies;
-  State st({}, watch);
-  StateFile f(dir.path());
-  f.load(st, replies);
-  const CoordJob big = saved_big_round(st, f, replies);
+  SavedBigRound r;
   auto log_bytes = [&] {
     struct stat s {};
-    REQUIRE(::stat((dir.path() + "/state.log").c_str(), &s) == 0);
+    REQUIRE(::stat((r.dir.path() + "/state.log").c_str(), &s) == 0);
     return s.st_size;
   };
   const auto after_first = log_bytes();
-  REQUIRE(f.save(st, replies));
-  REQUIRE(f.save(st, replies));
+  REQUIRE(r.f.save(r.st, r.replies));
+  REQUIRE(r.f.save(r.st, r.replies));
   CHECK(log_bytes() == after_first);
 }
 
@@ -394,19 +396,7 @@ TEST_CASE("an open round, saved without its nodes, comes back whole and waits fo
   Store store;
   Coordinator c(store);
   c.restore("job1", cj);
-  for (const char* id : {"b", "a"}) {
-    proto::NodeJoin m;
-    m.job = "job1";
-    m.node_id = id;
-    m.nproc = 2;
-    m.min_nodes = m.max_nodes = 2;
-    m.owner_uid = 1000;
-    ReplyTo to;
-    to.routing_id = std::string("L") + id;
-    to.request_id = 9;
-    to.from_peer = true;
-    c.node_join(to, m, {}, out);
-  }
+  for (const char* id : {"b", "a"}) rejoin(c, id, 2, 9, out);
   REQUIRE(c.rounds().at("job1").closed);
   std::map<std::string, proto::World> worlds;
   for (const auto& o : out) {

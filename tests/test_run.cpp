@@ -18,6 +18,8 @@
 using namespace muster;
 using namespace std::chrono_literals;
 using test::Process;
+using test::read_pids;
+using test::unprefixed;
 
 namespace {
 
@@ -33,22 +35,6 @@ size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;
   for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
   return n;
-}
-
-// Workers' lines come as `[rankN]: LINE`; LINE alone.
-std::string unprefixed(const std::string& line) {
-  static const std::regex prefix("^\\[rank\\d+\\]: ");
-  return std::regex_replace(line, prefix, "", std::regex_constants::format_first_only);
-}
-
-std::vector<pid_t> read_pids(Process& p, size_t n) {
-  std::vector<pid_t> pids;
-  while (pids.size() < n) {
-    auto line = p.read_line(10s);
-    if (!line) break;
-    pids.push_back(std::stoi(unprefixed(*line)));
-  }
-  return pids;
 }
 
 }  // namespace

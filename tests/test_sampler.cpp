@@ -160,53 +160,58 @@ TEST_CASE("Mt19937 emits the same stream as std::mt19937", "[sampler]") {
   }
 }
 
-TEST_CASE("shards of all ranks cover the whole dataset when drop_last is off", "[sampler]") {
-  for (bool shuffle : {false, true}) {
-    for (uint64_t n = 0; n <= 40; ++n) {
-      for (uint32_t world = 1; world <= 9; ++world) {
-        ShardSpec spec{.dataset_size = n,
-                       .epoch = 3,
-                       .seed = 11,
-                       .shuffle = shuffle,
-                       .drop_last = false,
-                       .num_replicas = world,
-                       .rank = 0};
-        INFO(describe(spec));
-        std::set<int64_t> seen;
-        for (uint32_t rank = 0; rank < world; ++rank) {
-          spec.rank = rank;
-          const std::vector<int64_t> shard = muster::shard_indices(spec);
-          REQUIRE(shard.size() == muster::shard_size(spec));
-          seen.insert(shard.begin(), shard.end());
-        }
-        CHECK(seen.size() == n);
-        if (n > 0) CHECK((*seen.begin() == 0 && *seen.rbegin() == int64_t(n) - 1));
+namespace {
+
+// For every dataset size 0..40 and world size 1..9: every rank's shard of
+// that epoch, each as long as shard_size() says, then check(spec, shards)
+// (spec.rank 0).
+template <class F>
+void for_every_world(uint64_t epoch, uint64_t seed, bool shuffle, bool drop_last, F check) {
+  for (uint64_t n = 0; n <= 40; ++n) {
+    for (uint32_t world = 1; world <= 9; ++world) {
+      ShardSpec spec{.dataset_size = n,
+                     .epoch = epoch,
+                     .seed = seed,
+                     .shuffle = shuffle,
+                     .drop_last = drop_last,
+                     .num_replicas = world,
+                     .rank = 0};
+      INFO(describe(spec));
+      std::vector<std::vector<int64_t>> shards;
+      for (uint32_t rank = 0; rank < world; ++rank) {
+        spec.rank = rank;
+        shards.push_back(muster::shard_indices(spec));
+        REQUIRE(shards.back().size() == muster::shard_size(spec));
       }
+      spec.rank = 0;
+      check(spec, shards);
     }
   }
 }
 
-TEST_CASE("shards are disjoint and equal-sized when drop_last is on", "[sampler]") {
-  for (uint64_t n = 0; n <= 40; ++n) {
-    for (uint32_t world = 1; world <= 9; ++world) {
-      ShardSpec spec{.dataset_size = n,
-                     .epoch = 1,
-                     .seed = 2,
-                     .shuffle = true,
-                     .drop_last = true,
-                     .num_replicas = world,
-                     .rank = 0};
-      INFO(describe(spec));
+}  // namespace
+
+TEST_CASE("shards of all ranks cover the whole dataset when drop_last is off", "[sampler]") {
+  for (bool shuffle : {false, true})
+    for_every_world(3, 11, shuffle, false, [](const ShardSpec& spec, const auto& shards) {
+      const uint64_t n = spec.dataset_size;
       std::set<int64_t> seen;
-      for (uint32_t rank = 0; rank < world; ++rank) {
-        spec.rank = rank;
-        const std::vector<int64_t> shard = muster::shard_indices(spec);
-        CHECK(shard.size() == n / world);
-        seen.insert(shard.begin(), shard.end());
-      }
-      CHECK(seen.size() == (n / world) * world);
+      for (const auto& shard : shards) seen.insert(shard.begin(), shard.end());
+      CHECK(seen.size() == n);
+      if (n > 0) CHECK((*seen.begin() == 0 && *seen.rbegin() == int64_t(n) - 1));
+    });
+}
+
+TEST_CASE("shards are disjoint and equal-sized when drop_last is on", "[sampler]") {
+  for_every_world(1, 2, true, true, [](const ShardSpec& spec, const auto& shards) {
+    const uint64_t n = spec.dataset_size, world = spec.num_replicas;
+    std::set<int64_t> seen;
+    for (const auto& shard : shards) {
+      CHECK(shard.size() == n / world);
+      seen.insert(shard.begin(), shard.end());
     }
-  }
+    CHECK(seen.size() == (n / world) * world);
+  });
 }
 
 TEST_CASE("invalid shard specs throw invalid_argument", "[sampler]") {

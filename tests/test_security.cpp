@@ -16,17 +16,12 @@
 #include "support/as_user.hpp"
 #include "support/muster_cli.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace muster;
 using namespace muster::proto;
 using namespace std::chrono_literals;
-using test::ask;
-using test::AsNobody;
-using test::Lines;
-using test::open_to_everyone;
-using test::root;
-using test::starts_with;
-using test::TestDaemon;
+using namespace muster::test;
 
 namespace {
 
@@ -42,12 +37,8 @@ TEST_CASE("another uid can neither join, read, write nor release a job it does n
   // Each user's job names are their own: another uid naming root's job
   // reaches nothing (unknown_job, as for a job that does not exist), and its
   // join of that name makes a job of its own.
-  if (!root()) {
-    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
-    return;
-  }
-  TestDaemon d({"--simulate-gpus", "1"});
-  open_to_everyone(d);
+  if (!test::root_for()) return;
+  test::OpenDaemon d({"--simulate-gpus", "1"});
   const std::string ep = d.endpoint();
   const int64_t root_pid = ::getpid();
   Client owner({ep});
@@ -110,12 +101,8 @@ TEST_CASE("another uid can neither join, read, write nor release a job it does n
 }
 
 TEST_CASE("root may act on another user's job") {
-  if (!root()) {
-    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
-    return;
-  }
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!test::root_for()) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   AsNobody nobody([&](Lines& io) {
     io.say(ask(ep, encode(1, Reserve{"theirs", 1, false, {}, ::getpid()})));
@@ -154,8 +141,7 @@ TEST_CASE("a pid of another uid cannot be claimed; root may claim any") {
     WARN("SKIP (in part): the two-user checks need root; this test runs as uid " << ::geteuid());
     return;
   }
-  TestDaemon d({"--simulate-gpus", "2"});
-  open_to_everyone(d);
+  test::OpenDaemon d({"--simulate-gpus", "2"});
   const std::string ep = d.endpoint();
   const int64_t root_pid = ::getpid();
   Client owner({ep});
@@ -324,12 +310,8 @@ TEST_CASE("libmuster sends its joined generation with every store request and ba
 
 TEST_CASE(
     "muster status --owner shows one user's jobs, and --job with --owner that user's job only") {
-  if (!root()) {
-    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
-    return;
-  }
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!test::root_for()) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   Client owner({ep});
   owner.join({"roots-job", 1, false, 0});

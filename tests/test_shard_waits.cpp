@@ -108,6 +108,11 @@ struct Daemon {
                            uint64_t epoch = 0, uint64_t n = kN) {
     return ask(client, Shard{job, rank, n, epoch, 5, true, false, 0});
   }
+  // Shard requests of these ranks of job (each from client "r<rank>") that
+  // park: no reply yet.
+  void parked(const std::string& job, std::initializer_list<uint32_t> ranks) {
+    for (uint32_t r : ranks) CHECK(shard("r" + std::to_string(r), job, r).empty());
+  }
   std::vector<Reply> done() {
     perm->finish();
     std::vector<Outgoing> out;
@@ -132,8 +137,7 @@ TEST_CASE("ranks asking for one permutation wait on one computation, others are 
           "[shards]") {
   Daemon d;
   d.join("j", 3);
-  CHECK(d.shard("r0", "j", 0).empty());
-  CHECK(d.shard("r2", "j", 2).empty());
+  d.parked("j", {0, 2});
   REQUIRE(d.perm->started.size() == 1);
   CHECK(d.perm->started[0].n == kN);
   auto pong = d.ask("other", Ping{});
@@ -201,8 +205,7 @@ TEST_CASE("a stopping daemon fails parked shard requests; a forgotten client get
           "[shards]") {
   Daemon d;
   d.join("j", 2);
-  CHECK(d.shard("r0", "j", 0).empty());
-  CHECK(d.shard("r1", "j", 1).empty());
+  d.parked("j", {0, 1});
   SECTION("cancel_all") {
     std::vector<Outgoing> out;
     d.s.cancel_all(out);

@@ -16,29 +16,7 @@ namespace {
 // muster run of 2 stuck ranks on daemon `node` of the cluster; global rank
 // 3 idles, the others enter barrier 'epoch-3'.
 std::unique_ptr<Process> run_node(Cluster& c, int node) {
-  std::vector<std::string> argv = {program("MUSTER_TEST_MUSTER"),
-                                   "run",
-                                   "--nnodes",
-                                   "2",
-                                   "-n",
-                                   "2",
-                                   "--coordinator",
-                                   c.coordinator(),
-                                   "--job-id",
-                                   "widejob",
-                                   "--node-rank",
-                                   std::to_string(node),
-                                   "--cpu",
-                                   "--use-env",
-                                   "--local-addr",
-                                   "127.0.0.1",
-                                   stuck_rank_program(),
-                                   "-",
-                                   "-",
-                                   "-",
-                                   "barrier",
-                                   "epoch-3",
-                                   "3"};
+  auto argv = stuck_run_argv(c.coordinator(), "widejob", 2, node, {"barrier", "epoch-3", "3"});
   return std::make_unique<Process>(
       argv, std::map<std::string, std::string>{{"MUSTER_ENDPOINT", c.daemons[node]->endpoint()}},
       true);

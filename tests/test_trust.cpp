@@ -30,6 +30,7 @@
 #include "muster/client.hpp"
 #include "protocol/envelope.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 #include "trust.hpp"
 
 using namespace muster;
@@ -112,24 +113,7 @@ class Child {
 
   // One line, or "" at EOF or after timeout.
   std::string line(std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (auto nl = buf_.find('\n'); nl != std::string::npos) {
-        auto l = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        return l;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      end - std::chrono::steady_clock::now())
-                      .count();
-      if (left <= 0) return "";
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-      char b[4096];
-      ssize_t n = ::read(out_, b, sizeof b);
-      if (n <= 0) return "";
-      buf_.append(b, static_cast<size_t>(n));
-    }
+    return test::read_line_from(out_, buf_, timeout).value_or("");
   }
   // Everything until EOF (bounded by timeout), lines joined by " | ".
   std::string output(std::chrono::milliseconds timeout) {
@@ -243,6 +227,19 @@ void no_muster_env() {
   ::unsetenv("XDG_RUNTIME_DIR");
 }
 
+// A victim child's body: no muster setting in its environment but
+// var=value (none when var is null), then victim_joins(request_timeout,
+// announce).
+std::function<int()> victim_with(const char* var, const std::string& value,
+                                 std::chrono::milliseconds request_timeout = 10000ms,
+                                 bool announce = false) {
+  return [=] {
+    no_muster_env();
+    if (var) ::setenv(var, value.c_str(), 1);
+    return victim_joins(request_timeout, announce);
+  };
+}
+
 // musterd on dir, until it exits (within 10 s); its exit code and output.
 std::pair<std::optional<int>, std::string> run_musterd(const std::string& dir) {
   Process p(
@@ -316,11 +313,7 @@ TEST_CASE("a client refuses a world-writable socket directory, even its own, at 
 }
 
 TEST_CASE("the system service's layout passes: root's 0750 directory, socket 0660 to a group") {
-  if (!root()) {
-    WARN("SKIP: needs root to run the daemon as root for another user; this runs as uid "
-         << ::geteuid());
-    return;
-  }
+  if (!test::root_for("run the daemon as root for another user")) return;
   TempDir t;
   REQUIRE(::chmod(t.path().c_str(), 0711) == 0);
   // Like /run/muster: root:muster 0750, the socket 0660 root:muster.
@@ -353,11 +346,7 @@ TEST_CASE("the system service's layout passes: root's 0750 directory, socket 066
 }
 
 TEST_CASE("a client refuses a socket directory that another user owns, before sending") {
-  if (!root()) {
-    WARN("SKIP: needs root to run a daemon as 65534 and a client as 65533; this runs as uid "
-         << ::geteuid());
-    return;
-  }
+  if (!test::root_for("run a daemon as 65534 and a client as 65533")) return;
   TempDir t;
   REQUIRE(::chmod(t.path().c_str(), 0711) == 0);
   std::string dir = dir_of(t.path() + "/squat", kAttacker, 0755);
@@ -369,11 +358,7 @@ TEST_CASE("a client refuses a socket directory that another user owns, before se
   }
   const std::string ep = "ipc://" + dir + "/musterd.sock";
   // The victim finds it through MUSTER_RUNTIME_DIR, as through the default.
-  Child victim([&] {
-    no_muster_env();
-    ::setenv("MUSTER_RUNTIME_DIR", dir.c_str(), 1);
-    return victim_joins(10000ms);
-  });
+  Child victim(victim_with("MUSTER_RUNTIME_DIR", dir));
   auto said = victim.line(20s);
   INFO(said);
   CHECK(contains(said, "error=permission_denied"));
@@ -396,11 +381,7 @@ TEST_CASE("a client refuses a socket directory that another user owns, before se
 }
 
 TEST_CASE("a client refuses a daemon of another user, even at an explicit MUSTER_ENDPOINT") {
-  if (!root()) {
-    WARN("SKIP: needs root to run a daemon as 65534 and a client as 65533; this runs as uid "
-         << ::geteuid());
-    return;
-  }
+  if (!test::root_for("run a daemon as 65534 and a client as 65533")) return;
   TempDir t;
   REQUIRE(::chmod(t.path().c_str(), 0711) == 0);
   std::string dir = dir_of(t.path() + "/shared", kAttacker, 0755);
@@ -413,11 +394,7 @@ TEST_CASE("a client refuses a daemon of another user, even at an explicit MUSTER
       WARN("SKIP: " << why);
       return;
     }
-    Child victim([&] {
-      no_muster_env();
-      ::setenv("MUSTER_ENDPOINT", ep.c_str(), 1);
-      return victim_joins(10000ms);
-    });
+    Child victim(victim_with("MUSTER_ENDPOINT", ep));
     auto said = victim.line(20s);
     INFO(said);
     CHECK(contains(said, "error=permission_denied"));
@@ -432,11 +409,7 @@ TEST_CASE("a client refuses a daemon of another user, even at an explicit MUSTER
   SECTION("a daemon that comes after the client connected: its replies are refused") {
     // Nobody listens when the client connects, so only the replies can
     // tell (the request itself is the race the check cannot close).
-    Child victim([&] {
-      no_muster_env();
-      ::setenv("MUSTER_ENDPOINT", ep.c_str(), 1);
-      return victim_joins(20000ms, true);
-    });
+    Child victim(victim_with("MUSTER_ENDPOINT", ep, 20000ms, true));
     REQUIRE(victim.line(20s) == "connected");
     std::string why;
     auto attacker = attacker_daemon(dir, why);
@@ -484,10 +457,7 @@ TEST_CASE("a squatted /tmp/muster-$UID: muster run and libmuster refuse it, noth
     auto attacker = attacker_daemon(dir, why);
     if (!attacker) return report("skip: " + why, 0);
     // The victim's libmuster, with nothing set: the default directory.
-    Child client([&] {
-      no_muster_env();
-      return victim_joins(10000ms);
-    });
+    Child client(victim_with(nullptr, ""));
     say("client " + client.line(20s));
     // And muster run, whose embedded daemon would go there.
     Child run([&] {

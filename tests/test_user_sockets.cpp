@@ -64,8 +64,7 @@ TEST_CASE(
     WARN("SKIP: needs root to run other users");
     return;
   }
-  TestDaemon d;
-  open_to_everyone(d);
+  test::OpenDaemon d;
   const std::string ep = d.endpoint(), users = d.runtime_dir() + "/users";
   const std::string mine = users + "/0.sock", theirs = users + "/65534.sock";
   // TestDaemon's start asked root's first request; nobody has asked none.

@@ -26,26 +26,23 @@
 #include <set>
 #include <string>
 
-#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
+#include "fuzz/fuzz_support.hpp"
 #include "log.hpp"
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
 #include "protocol/message_table.hpp"
+#include "support/replies.hpp"
 #include "support/sample_requests.hpp"
 
 using namespace muster;
 using namespace muster::daemon;
+using namespace muster::fuzz;
 
 namespace {
 
 const std::string kRootJob = "rootjob";
 const std::string kSecret = "s3cr3t-value";
-
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "fuzz_access: %s\n", why.c_str());
-  std::abort();
-}
 
 struct Sender {
   int64_t uid;
@@ -64,23 +61,13 @@ struct Answer {
 };
 
 Answer send(State& s, const Sender& who, const std::string& frame) {
-  auto env = proto::decode_envelope(frame.data(), frame.size());
   ReplyTo to;
   to.routing_id = "client";
-  to.request_id = env.request_id;
   to.peer_uid = who.peer ? -1 : who.uid;
   to.from_peer = who.peer;
-  std::vector<Outgoing> out;
-  s.handle(to, env, out);
   Answer a;
-  for (auto& o : out) {
-    if (!o.link.empty()) {
-      ++a.to_links;
-      continue;
-    }
-    a.replies.push_back(proto::decode_envelope(o.frame.data(), o.frame.size()));
-    a.frames.push_back(o.frame);
-  }
+  a.frames = test::client_frames(test::handle_frame(s, to, frame), a.to_links);
+  for (const auto& f : a.frames) a.replies.push_back(proto::decode_envelope(f.data(), f.size()));
   return a;
 }
 
@@ -95,15 +82,9 @@ std::set<int64_t> owners_of(const State& s, const std::string& job) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  log::set_level(log::Level::kError);
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  PidWatch watch;
-  State s({{0, "sim0"}, {1, "sim1"}}, watch);
-  s.cluster().configure("here", std::chrono::milliseconds(2000), "", 16);
+  fuzz::TwoGpuNode node;
+  State& s = node.s;
   StateFile file("/nonexistent");  // only encode() is used
   ReplyCache cache;
   const int64_t me = ::getpid();

@@ -34,8 +34,8 @@
 #include <map>
 #include <string>
 
-#include "cluster/multi_node.hpp"
 #include "core/state.hpp"
+#include "fuzz/fuzz_support.hpp"
 #include "log.hpp"
 #include "persist/reply_cache.hpp"
 #include "persist/state_file.hpp"
@@ -46,22 +46,9 @@
 
 using namespace muster;
 using namespace muster::daemon;
+using namespace muster::fuzz;
 
 namespace {
-
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "fuzz_hostile: %s\n", why.c_str());
-  std::abort();
-}
-
-struct Bytes {
-  const uint8_t* d;
-  size_t n;
-  size_t i = 0;
-  bool more() const { return i < n; }
-  uint8_t next() { return i < n ? d[i++] : 0; }
-  uint32_t u16() { return static_cast<uint32_t>(next()) << 8 | next(); }
-};
 
 // Raw MessagePack, so that headers may lie.
 struct Writer {
@@ -335,15 +322,9 @@ void check_quotas(const State& s, const Quotas& q, const std::string& what) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  log::set_level(log::Level::kError);
-  return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  PidWatch watch;
-  State s({{0, "sim0"}, {1, "sim1"}}, watch);
-  s.cluster().configure("here", std::chrono::milliseconds(2000), "", 16);
+  fuzz::TwoGpuNode node;
+  State& s = node.s;
   const Quotas q = small_quotas();
   s.set_quotas(q);
   StateFile file("/nonexistent");  // only encode() is used

@@ -26,6 +26,7 @@
 #include "cluster/multi_node.hpp"
 #include "cluster/node_links.hpp"
 #include "core/state.hpp"
+#include "fuzz/fuzz_support.hpp"
 #include "log.hpp"
 #include "protocol/cluster_messages.hpp"
 #include "protocol/envelope.hpp"
@@ -33,21 +34,9 @@
 
 using namespace muster;
 using namespace muster::daemon;
+using namespace muster::fuzz;
 
 namespace {
-
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "fuzz_links: %s\n", why.c_str());
-  std::abort();
-}
-
-struct Bytes {
-  const uint8_t* d;
-  size_t n;
-  size_t i = 0;
-  bool more() const { return i < n; }
-  uint8_t next() { return i < n ? d[i++] : 0; }
-};
 
 constexpr size_t kLinkCap = 24;
 constexpr int64_t kUids[] = {0, 65534};
@@ -59,11 +48,6 @@ std::string endpoint(uint8_t b) {
 }
 
 }  // namespace
-
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  log::set_level(log::Level::kError);
-  return 0;
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PidWatch watch;

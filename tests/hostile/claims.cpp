@@ -14,67 +14,27 @@
 #include "protocol/envelope.hpp"
 #include "support/as_user.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace muster;
 using namespace muster::proto;
 using namespace std::chrono_literals;
-using test::ask;
-using test::AsNobody;
-using test::kNobody;
-using test::Lines;
-using test::open_to_everyone;
-using test::root;
-using test::starts_with;
-using test::TestDaemon;
-
-namespace {
-
-// A child that takes these uids and sleeps until killed: the process the
-// attacker tries to claim.
-struct Mixed {
-  pid_t pid = -1;
-  Mixed(uid_t r, uid_t e, uid_t s) {
-    int ready[2];
-    REQUIRE(::pipe(ready) == 0);
-    pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(ready[0]);
-      if (::setresuid(r, e, s) != 0) ::_exit(3);
-      (void)!::write(ready[1], "x", 1);
-      for (;;) ::pause();
-    }
-    ::close(ready[1]);
-    char c = 0;
-    REQUIRE(::read(ready[0], &c, 1) == 1);
-    ::close(ready[0]);
-  }
-  ~Mixed() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-};
-
-}  // namespace
+using namespace muster::test;
 
 TEST_CASE("hostile: a process with any uid not the attacker's cannot be claimed by it") {
-  if (!root()) {
-    WARN("SKIP: needs root to make processes of mixed uids; this test runs as uid " << ::geteuid());
-    return;
-  }
-  TestDaemon d({"--simulate-gpus", "1"});
-  open_to_everyone(d);
+  if (!test::root_for("make processes of mixed uids")) return;
+  test::OpenDaemon d({"--simulate-gpus", "1"});
   const std::string ep = d.endpoint();
   // Each with the attacker's real or effective uid, which the old check
   // (real OR effective) took for the attacker's.
-  Mixed euid_root(kNobody, 0, 0);               // ruid nobody, euid root
-  Mixed ruid_root(0, kNobody, 0);               // a root process running as nobody for now
-  Mixed saved_root(kNobody, kNobody, 0);        // can take root back at any time
-  Mixed all_nobody(kNobody, kNobody, kNobody);  // truly the attacker's
+  test::UidChild euid_root(kNobody, 0, 0);               // ruid nobody, euid root
+  test::UidChild ruid_root(0, kNobody, 0);               // a root process running as nobody for now
+  test::UidChild saved_root(kNobody, kNobody, 0);        // can take root back at any time
+  test::UidChild all_nobody(kNobody, kNobody, kNobody);  // truly the attacker's
   // And between two users: the second user's process with the attacker's
   // real or effective uid.
-  Mixed second_e(test::kSecondUser, kNobody, test::kSecondUser);
-  Mixed second_r(kNobody, test::kSecondUser, kNobody);
+  test::UidChild second_e(test::kSecondUser, kNobody, test::kSecondUser);
+  test::UidChild second_r(kNobody, test::kSecondUser, kNobody);
   std::vector<pid_t> foreign = {euid_root.pid, ruid_root.pid, saved_root.pid, second_e.pid,
                                 second_r.pid};
   const pid_t theirs = all_nobody.pid;

@@ -93,8 +93,7 @@ TEST_CASE("a tight connect loop by one user: others' requests keep p99 <= 100 ms
   }
   // At the priority its systemd unit gives it (Nice=-5,
   // systemd/musterd.service.in): at nice 0 the flood's core starves it.
-  TestDaemon d({"--max-connections-per-uid", "50"}, {}, {"nice", "-n", "-5"});
-  open_to_everyone(d);
+  test::OpenDaemon d({"--max-connections-per-uid", "50"}, {}, {"nice", "-n", "-5"});
   const std::string ep = d.endpoint(), path = d.runtime_dir() + "/musterd.sock";
   AsNobody other(
       [&](Lines& io) {

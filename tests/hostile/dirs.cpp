@@ -17,15 +17,11 @@
 #include "muster/client.hpp"
 #include "support/as_user.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace muster;
 using namespace std::chrono_literals;
-using test::kNobody;
-using test::Process;
-using test::program;
-using test::root;
-using test::TempDir;
-using test::TestDaemon;
+using namespace muster::test;
 
 namespace {
 
@@ -43,6 +39,29 @@ std::pair<std::optional<int>, std::string> run_with_mapping(const std::string& m
   auto code = p.wait(10s);
   if (!code) p.signal(SIGKILL);
   return {code, code ? p.read_all(1s) : "(still running)"};
+}
+
+// musterd refuses --job-mapping-dir mapping: it exits 1, saying why.
+void check_refused(const std::string& mapping, const std::string& why) {
+  auto [code, out] = run_with_mapping(mapping);
+  INFO(out);
+  CHECK(code == 1);
+  CHECK(contains(out, why));
+}
+
+// A new directory `name` in t with this mode (set past the umask).
+std::string dir_with_mode(const TempDir& t, const std::string& name, mode_t mode) {
+  std::string dir = t.path() + "/" + name;
+  REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  REQUIRE(::chmod(dir.c_str(), mode) == 0);
+  return dir;
+}
+
+// A new directory "theirs" in t, nobody's (0755).
+std::string nobodys_dir(const TempDir& t) {
+  std::string theirs = dir_with_mode(t, "theirs", 0755);
+  REQUIRE(::chown(theirs.c_str(), kNobody, kNobody) == 0);
+  return theirs;
 }
 
 size_t entries(const std::string& dir) {
@@ -72,57 +91,29 @@ TEST_CASE("hostile: a job mapping directory planted as a symbolic link is refuse
 
 TEST_CASE("hostile: a job mapping directory others may write, or another user's, is refused") {
   TempDir t;
-  std::string open = t.path() + "/open";
-  REQUIRE(::mkdir(open.c_str(), 0755) == 0);
-  REQUIRE(::chmod(open.c_str(), 0777) == 0);
-  auto [code, out] = run_with_mapping(open);
-  INFO(out);
-  CHECK(code == 1);
-  CHECK(contains(out, "refusing job mapping directory " + open + ": its mode 0777"));
-  if (!root()) {
-    WARN("SKIP (in part): another user's directory needs root; this test runs as uid "
-         << ::geteuid());
-    return;
-  }
-  std::string theirs = t.path() + "/theirs";
-  REQUIRE(::mkdir(theirs.c_str(), 0755) == 0);
-  REQUIRE(::chown(theirs.c_str(), kNobody, kNobody) == 0);
-  auto [code2, out2] = run_with_mapping(theirs);
-  INFO(out2);
-  CHECK(code2 == 1);
-  CHECK(contains(out2, "refusing job mapping directory " + theirs + ": it is owned by uid 65534"));
+  const std::string open = dir_with_mode(t, "open", 0777);
+  check_refused(open, "refusing job mapping directory " + open + ": its mode 0777");
+  if (!test::root_for("make another user's directory", true)) return;
+  const std::string theirs = nobodys_dir(t);
+  check_refused(theirs, "refusing job mapping directory " + theirs + ": it is owned by uid 65534");
 }
 
 TEST_CASE("hostile: a job mapping directory below one that others may rename in is refused") {
   TempDir t;
   // World-writable without the sticky bit: anyone may rename the mapping
   // directory away and put a link to one of root's in its place.
-  std::string open = t.path() + "/open";
-  REQUIRE(::mkdir(open.c_str(), 0755) == 0);
-  REQUIRE(::chmod(open.c_str(), 0777) == 0);
-  auto [code, out] = run_with_mapping(open + "/mapping");
-  INFO(out);
-  CHECK(code == 1);
-  CHECK(contains(out, "refusing job mapping directory " + open +
-                          "/mapping: the directory above "
-                          "it, " +
-                          open + ", has mode 0777"));
+  const std::string open = dir_with_mode(t, "open", 0777);
+  check_refused(open + "/mapping", "refusing job mapping directory " + open +
+                                       "/mapping: the directory above it, " + open +
+                                       ", has mode 0777");
   CHECK(::access((open + "/mapping/0").c_str(), F_OK) != 0);
   // With the sticky bit (as /tmp), nobody may rename what is not theirs.
   REQUIRE(::chmod(open.c_str(), 01777) == 0);
   CHECK_NOTHROW(TestDaemon({"--job-mapping-dir", open + "/mapping"}));
-  if (!root()) {
-    WARN("SKIP (in part): another user's directory needs root; this test runs as uid "
-         << ::geteuid());
-    return;
-  }
-  std::string theirs = t.path() + "/theirs";
-  REQUIRE(::mkdir(theirs.c_str(), 0755) == 0);
-  REQUIRE(::chown(theirs.c_str(), kNobody, kNobody) == 0);
-  auto [code3, out3] = run_with_mapping(theirs + "/mapping");
-  INFO(out3);
-  CHECK(code3 == 1);
-  CHECK(contains(out3, "the directory above it, " + theirs + ", is owned by uid 65534"));
+  if (!test::root_for("make another user's directory", true)) return;
+  const std::string theirs = nobodys_dir(t);
+  check_refused(theirs + "/mapping",
+                "the directory above it, " + theirs + ", is owned by uid 65534");
 }
 
 TEST_CASE("hostile: a link planted at the mapping directory's path later is not written through") {

@@ -13,17 +13,12 @@
 #include "protocol/store_messages.hpp"
 #include "support/as_user.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace muster;
 using namespace muster::proto;
 using namespace std::chrono_literals;
-using test::ask;
-using test::AsNobody;
-using test::Lines;
-using test::open_to_everyone;
-using test::root;
-using test::starts_with;
-using test::TestDaemon;
+using namespace muster::test;
 
 namespace {
 
@@ -63,15 +58,24 @@ std::string with_name(std::string line, const std::string& from, const std::stri
   return line;
 }
 
+// As the child: says, for each request of asks_about, its kind, then the
+// reply about the hidden job and that about the absent one.
+void ask_both(Lines& io, const std::string& ep, const std::string& hidden,
+              const std::string& absent) {
+  const int64_t self = ::getpid();
+  auto a = asks_about(hidden, self), b = asks_about(absent, self);
+  for (size_t i = 0; i < a.size(); ++i) {
+    io.say(a[i].first);
+    io.say(ask(ep, a[i].second, {"", 5s}));
+    io.say(ask(ep, b[i].second, {"", 5s}));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("hostile: a job the sender may not see is refused as one that does not exist") {
-  if (!root()) {
-    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
-    return;
-  }
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!test::root_for()) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   const std::string hidden = "secret-merger-q3", absent = "no-such-job-q3";
   Client owner({ep});
@@ -79,17 +83,11 @@ TEST_CASE("hostile: a job the sender may not see is refused as one that does not
   owner.set("secret", "ROOT-API-TOKEN");
 
   AsNobody nobody([&](Lines& io) {
-    const int64_t self = ::getpid();
-    auto a = asks_about(hidden, self), b = asks_about(absent, self);
-    for (size_t i = 0; i < a.size(); ++i) {
-      io.say(a[i].first);
-      io.say(ask(ep, a[i].second, {"", 5s}));
-      io.say(ask(ep, b[i].second, {"", 5s}));
-    }
+    ask_both(io, ep, hidden, absent);
     // The requests that would create the job make one of the sender's own
     // (each user's job names are their own): nothing of root's is touched.
     io.say("creates");
-    io.say(ask(ep, encode(90, Join{hidden, 1, false, self, -1})));
+    io.say(ask(ep, encode(90, Join{hidden, 1, false, ::getpid(), -1})));
     io.say(ask(ep, encode(91, StoreGet{hidden, "secret", 0})));
     io.say("end");
   });
@@ -122,32 +120,17 @@ TEST_CASE("hostile: a job the sender may not see is refused as one that does not
 }
 
 TEST_CASE("hostile: a second user's job is refused to the attacker as one that does not exist") {
-  if (!root()) {
-    WARN("SKIP: needs root to run two other users; this test runs as uid " << ::geteuid());
-    return;
-  }
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!test::root_for("run two other users")) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   const std::string hidden = "theirs-q3", absent = "absent-q3";
   // The victim: uid 65533, its job and a secret in its store.
-  AsNobody victim(
-      [&](Lines& io) {
-        io.say(ask(ep, encode(1, Join{hidden, 1, false, ::getpid(), -1})));
-        io.say(ask(ep, encode(2, StoreSet{hidden, "secret", "API-TOKEN-OF-65533"})));
-        io.hear();
-      },
-      test::kSecondUser);
+  AsNobody victim(test::holding_job(ep, hidden, 1, "secret", "API-TOKEN-OF-65533", -1),
+                  test::kSecondUser);
   REQUIRE(starts_with(victim.hear(), "reply=rank_info"));
   REQUIRE(victim.hear() == "reply=ok");
   AsNobody nobody([&](Lines& io) {
-    const int64_t self = ::getpid();
-    auto a = asks_about(hidden, self), b = asks_about(absent, self);
-    for (size_t i = 0; i < a.size(); ++i) {
-      io.say(a[i].first);
-      io.say(ask(ep, a[i].second, {"", 5s}));
-      io.say(ask(ep, b[i].second, {"", 5s}));
-    }
+    ask_both(io, ep, hidden, absent);
     io.say("end");
   });
   for (;;) {

@@ -23,31 +23,6 @@ using namespace muster::proto;
 
 namespace {
 
-// A child with these uids that sleeps until killed.
-struct Child {
-  pid_t pid = -1;
-  Child(int r, int e, int s) {
-    int ready[2];
-    REQUIRE(::pipe(ready) == 0);
-    pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(ready[0]);
-      if (r >= 0 && ::setresuid(r, e, s) != 0) ::_exit(3);
-      (void)!::write(ready[1], "x", 1);
-      for (;;) ::pause();
-    }
-    ::close(ready[1]);
-    char c = 0;
-    REQUIRE(::read(ready[0], &c, 1) == 1);
-    ::close(ready[0]);
-  }
-  ~Child() {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-};
-
 void in_process_join(State& st, const std::string& job, pid_t pid) {
   auto frame = encode(1, Join{job, 1, false, pid, -1});
   auto env = decode_envelope(frame.data(), frame.size());
@@ -69,8 +44,8 @@ TEST_CASE("hostile: a job restored without an owner takes its processes' uid, or
   test::TempDir dir;
   PidWatch watch;
   ReplyCache replies;
-  Child mine(-1, -1, -1);  // this test's uid, every one of them
-  std::optional<Child> mixed;
+  test::UidChild mine(-1, -1, -1);  // this test's uid, every one of them
+  std::optional<test::UidChild> mixed;
   if (root) mixed.emplace(static_cast<int>(test::kNobody), 0, 0);  // ruid nobody, euid root
   {
     State st({}, watch);

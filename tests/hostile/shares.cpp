@@ -25,6 +25,7 @@
 #include "protocol/store_messages.hpp"
 #include "support/as_user.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace muster;
 using namespace muster::proto;
@@ -34,12 +35,6 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
-
-bool two_users() {
-  if (root()) return true;
-  WARN("SKIP: needs root to run other users; this test runs as uid " << ::geteuid());
-  return false;
-}
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 1e9;
@@ -111,9 +106,8 @@ int number_after(const std::string& line, const std::string& word) {
 
 TEST_CASE("one user's stores stop at its share of the memory ceiling; others store on",
           "[hostile][ceilings]") {
-  if (!two_users()) return;
-  TestDaemon d({"--max-memory", "64M", "--max-state-bytes", "none"});
-  open_to_everyone(d);
+  if (!root_for("run other users")) return;
+  test::OpenDaemon d({"--max-memory", "64M", "--max-state-bytes", "none"});
   const std::string ep = d.endpoint();
   AsNobody other([&](Lines& io) { victim(ep, 8, io); }, kSecondUser);
   REQUIRE(starts_with(other.hear(), "reply=rank_info"));
@@ -150,9 +144,8 @@ TEST_CASE("one user's stores stop at its share of the memory ceiling; others sto
 
 TEST_CASE("parked waits count towards a user's share: the next is refused, not parked",
           "[hostile][ceilings]") {
-  if (!two_users()) return;
-  TestDaemon d({"--max-memory", "64M"});
-  open_to_everyone(d);
+  if (!root_for("run other users")) return;
+  test::OpenDaemon d({"--max-memory", "64M"});
   const std::string ep = d.endpoint();
   // Each wait names 16 keys of 64 KiB: 1 MiB of key names parked for a
   // minute. 64 of them, within the job's quota of parked requests (4,096).
@@ -197,9 +190,8 @@ TEST_CASE("parked waits count towards a user's share: the next is refused, not p
 
 TEST_CASE("one user cannot fill the state directory: its share of the state ceiling",
           "[hostile][ceilings]") {
-  if (!two_users()) return;
-  TestDaemon d({"--max-memory", "none", "--max-state-bytes", "16M"});
-  open_to_everyone(d);
+  if (!root_for("run other users")) return;
+  test::OpenDaemon d({"--max-memory", "none", "--max-state-bytes", "16M"});
   const std::string ep = d.endpoint();
   AsNobody hog([&](Lines& io) { hog_stores(ep, "disk", io); });
   LatencyProbe probe(ep);  // after the fork (latency.hpp)
@@ -234,9 +226,8 @@ uint64_t rss_of(pid_t pid) {
 
 TEST_CASE("replies a user never reads cannot pin more than its share of the memory ceiling",
           "[hostile][ceilings]") {
-  if (!two_users()) return;
-  TestDaemon d({"--max-memory", "64M"});
-  open_to_everyone(d);
+  if (!root_for("run other users")) return;
+  test::OpenDaemon d({"--max-memory", "64M"});
   const std::string ep = d.endpoint();
   const uint64_t before = rss_of(d.pid());
   // A 4 MiB value, then six connections that each ask for it 12 times and

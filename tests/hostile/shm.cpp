@@ -15,24 +15,16 @@
 #include "protocol/envelope.hpp"
 #include "support/as_user.hpp"
 #include "support/process.hpp"
+#include "support/skip.hpp"
 
 using namespace muster;
 using namespace muster::proto;
 using namespace std::chrono_literals;
-using test::ask;
-using test::AsNobody;
-using test::Lines;
-using test::open_to_everyone;
-using test::root;
-using test::TestDaemon;
+using namespace muster::test;
 
 TEST_CASE("hostile: the end of another user's job removes none of root's segments of its name") {
-  if (!root()) {
-    WARN("SKIP: needs root to run a second user (nobody); this test runs as uid " << ::geteuid());
-    return;
-  }
-  TestDaemon d;
-  open_to_everyone(d);
+  if (!test::root_for()) return;
+  test::OpenDaemon d;
   const std::string ep = d.endpoint();
   // A pid that is gone: what the sweep takes for a SIGKILLed creator.
   pid_t dead = ::fork();

@@ -190,6 +190,44 @@ void open_to_everyone(const TestDaemon& d) {
       throw std::runtime_error("chmod " + path + ": " + std::strerror(errno));
 }
 
+UidChild::UidChild(int r, int e, int s) {
+  int ready[2];
+  if (::pipe(ready) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(ready[0]);
+    if (r >= 0 && ::setresuid(r, e, s) != 0) ::_exit(3);
+    (void)!::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  const bool up = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (!up) {
+    ::waitpid(pid, nullptr, 0);
+    throw std::runtime_error("the child did not take uids " + std::to_string(r) + "/" +
+                             std::to_string(e) + "/" + std::to_string(s));
+  }
+}
+
+UidChild::~UidChild() {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+std::function<void(Lines&)> holding_job(const std::string& endpoint, const std::string& job,
+                                        uint32_t local_world_size, const std::string& key,
+                                        const std::string& value, int64_t local_rank) {
+  return [=](Lines& io) {
+    io.say(ask(endpoint, proto::encode(1, proto::Join{job, local_world_size, false, ::getpid(),
+                                                      local_rank})));
+    io.say(ask(endpoint, proto::encode(2, proto::StoreSet{job, key, value})));
+    io.hear();
+  };
+}
+
 void Lines::say(const std::string& line) {
   std::string s = line + "\n";
   for (size_t off = 0; off < s.size();) {
@@ -200,29 +238,9 @@ void Lines::say(const std::string& line) {
 }
 
 std::string Lines::hear(std::chrono::milliseconds timeout) {
-  auto end = std::chrono::steady_clock::now() + timeout;
   // The pipe is looked at once even when no time is left (timeout 0: a
   // line already there, without waiting).
-  for (bool first = true;; first = false) {
-    if (auto nl = buf.find('\n'); nl != std::string::npos) {
-      auto line = buf.substr(0, nl);
-      buf.erase(0, nl + 1);
-      return line;
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    end - std::chrono::steady_clock::now())
-                    .count();
-    if (left <= 0 && !first) return "";
-    pollfd p{in, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) <= 0) {
-      if (left <= 0) return "";
-      continue;
-    }
-    char b[4096];
-    ssize_t n = ::read(in, b, sizeof b);
-    if (n <= 0) return "";
-    buf.append(b, static_cast<size_t>(n));
-  }
+  return read_line_from(in, buf, timeout, true).value_or("");
 }
 
 AsNobody::AsNobody(const std::function<void(Lines&)>& body, uid_t uid) {

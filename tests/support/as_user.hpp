@@ -89,6 +89,31 @@ proto::StatusReply status_of(const std::string& frame);
 // (mkdtemp) and the socket 0660.
 void open_to_everyone(const TestDaemon& d);
 
+// A private musterd (with these arguments) that every user may reach
+// (open_to_everyone), for the tests in which other users talk to it; the
+// arguments are TestDaemon's.
+class OpenDaemon : public TestDaemon {
+ public:
+  explicit OpenDaemon(std::vector<std::string> extra_args = {},
+                      std::map<std::string, std::string> env = {},
+                      std::vector<std::string> wrapper = {})
+      : TestDaemon(std::move(extra_args), std::move(env), std::move(wrapper)) {
+    open_to_everyone(*this);
+  }
+};
+
+// A forked child that takes these real, effective and saved uids (keeps
+// this process's when r is negative) and sleeps until the destructor kills
+// it: a process another user may try to claim. The constructor returns once
+// the child has its uids.
+struct UidChild {
+  pid_t pid = -1;
+  UidChild(int r, int e, int s);
+  ~UidChild();
+  UidChild(const UidChild&) = delete;
+  UidChild& operator=(const UidChild&) = delete;
+};
+
 // Line I/O over a pair of pipes, both ways between the test and its child.
 struct Lines {
   int in = -1, out = -1;
@@ -122,5 +147,12 @@ class AsNobody {
   pid_t pid_ = -1;
   Lines io_;
 };
+
+// The body of an AsNobody child that joins `job` (local_world_size ranks,
+// no GPU, as local_rank) and sets key to value in the job's store, saying
+// both replies, then holds the job until the test says a line (or ends).
+std::function<void(Lines&)> holding_job(const std::string& endpoint, const std::string& job,
+                                        uint32_t local_world_size, const std::string& key,
+                                        const std::string& value, int64_t local_rank = 0);
 
 }  // namespace muster::test

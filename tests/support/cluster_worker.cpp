@@ -57,47 +57,14 @@
 
 #include "muster/broadcast.hpp"
 #include "muster/client.hpp"
+#include "support/bytes.hpp"
+
+using muster::test::digest;
+using muster::test::fnv;
+using muster::test::hex64;
+using muster::test::pattern;
 
 namespace {
-uint64_t fnv(const void* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i)
-    h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
-  return h;
-}
-
-// The bytes of a broadcast: splitmix64 words (tests/test_cluster.cpp makes
-// the same).
-void pattern(uint8_t* p, size_t n, uint64_t seed) {
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    std::memcpy(p + i, &z, 8);
-  }
-  for (; i < n; ++i) p[i] = static_cast<uint8_t>(i * 131 + seed);
-}
-
-// FNV-1a over 8-byte words, then the tail bytes.
-uint64_t digest(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 1099511628211ull;
-  }
-  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 int bcast_failed(const muster::Error& e) {
   std::printf("bcast_error=%s %s\n", muster::error_name(e.code()), e.what());
@@ -122,7 +89,7 @@ int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& root
       muster::broadcast(c, buf.data(), size, root);
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("bcast_%u=%s ms=%.1f\n", root, hex(digest(buf.data(), size)).c_str(), ms);
+      std::printf("bcast_%u=%s ms=%.1f\n", root, hex64(digest(buf.data(), size)).c_str(), ms);
       std::fflush(stdout);
     }
     muster::broadcast(c, nullptr, 0, roots.empty() ? 0 : roots.back());
@@ -148,7 +115,7 @@ int broadcasts(muster::Client& c, size_t size, const std::vector<uint32_t>& root
     uint64_t h = digest(reinterpret_cast<uint8_t*>(f.data()), f.size() * 4);
     h = digest(b.data(), b.size(), h);
     h = digest(reinterpret_cast<uint8_t*>(d.data()), d.size() * 8, h);
-    std::printf("sync=%s\n", hex(h).c_str());
+    std::printf("sync=%s\n", hex64(h).c_str());
     try {
       muster::sync_model(c, bufs, true);
       std::printf("sync_reduce=ok\n");
@@ -187,7 +154,7 @@ int broadcast_loop(muster::Client& c, size_t size, uint32_t root, int count, boo
       if (sync) c.barrier("bcast-loop-done-" + std::to_string(n));
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("bcast=%s n=%d ms=%.1f\n", hex(digest(buf.data(), size)).c_str(), n, ms);
+      std::printf("bcast=%s n=%d ms=%.1f\n", hex64(digest(buf.data(), size)).c_str(), n, ms);
       std::fflush(stdout);
     }
   } catch (const muster::Error& e) {
@@ -207,7 +174,7 @@ int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
     std::memset(buf.data(), 0xEE, buf.size());
   try {
     muster::broadcast(c, buf.data(), mine ? size + 8 : size, root);
-    std::printf("bcast=%s\n", hex(digest(buf.data(), size)).c_str());
+    std::printf("bcast=%s\n", hex64(digest(buf.data(), size)).c_str());
   } catch (const muster::Error& e) {
     std::printf("bcast_error=%s %s\n", muster::error_name(e.code()), e.what());
   }
@@ -215,7 +182,7 @@ int broadcast_mismatch(muster::Client& c, size_t size, uint32_t root,
   try {
     if (r.rank != root) std::memset(buf.data(), 0xEE, buf.size());
     muster::broadcast(c, buf.data(), size, root);
-    std::printf("bcast_after=%s\n", hex(digest(buf.data(), size)).c_str());
+    std::printf("bcast_after=%s\n", hex64(digest(buf.data(), size)).c_str());
     std::fflush(stdout);
   } catch (const muster::Error& e) {
     return bcast_failed(e);

@@ -1,8 +1,9 @@
-// The code of the muster::Error a call throws (kOk when it throws none), for
-// tests that expect a refusal.
+// The code of the muster::Error a call throws (kOk when it throws none), and
+// what it threw as one line, for tests that expect a refusal.
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "muster/error.hpp"
 
@@ -15,6 +16,16 @@ inline ErrorCode code_of(const std::function<void()>& f) {
     return e.code();
   }
   return ErrorCode::kOk;
+}
+
+// What a call (a wait) ended with: "" when it returned, else "CODE: what".
+inline std::string outcome(const std::function<void()>& f) {
+  try {
+    f();
+    return "";
+  } catch (const Error& e) {
+    return std::string(error_name(e.code())) + ": " + e.what();
+  }
 }
 
 }  // namespace muster::test

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,24 @@ inline RunOutput run_embedded(const std::vector<std::string>& args,
 // failing import); "" where the machine has none (those tests then only warn).
 inline std::string system_python() {
   return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "";
+}
+
+// Workers' lines come as `[rankN]: LINE`; LINE alone.
+inline std::string unprefixed(const std::string& line) {
+  static const std::regex prefix("^\\[rank\\d+\\]: ");
+  return std::regex_replace(line, prefix, "", std::regex_constants::format_first_only);
+}
+
+// The first n lines of p (each within 10 s), each a pid its workers
+// printed, rank prefixes cut; fewer when p ends or is silent.
+inline std::vector<pid_t> read_pids(Process& p, size_t n) {
+  std::vector<pid_t> pids;
+  while (pids.size() < n) {
+    auto line = p.read_line(std::chrono::seconds(10));
+    if (!line) break;
+    pids.push_back(std::stoi(unprefixed(*line)));
+  }
+  return pids;
 }
 
 }  // namespace muster::test

@@ -4,6 +4,8 @@
 // appended to while the daemon runs: the double reads it on every call.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -64,6 +66,13 @@ inline std::string eight_gpu_node(std::map<int, std::string> extra = {}) {
          " cpus=" + (i < 4 ? "0-23,48-71" : "24-47,72-95") + " " + extra[i] + "\n";
   }
   return s;
+}
+
+// mkdir -p (0755) for a fake driver tree; what exists already stays.
+inline void mkdirs(const std::string& path) {
+  for (size_t at = path.find('/', 1); at != std::string::npos; at = path.find('/', at + 1))
+    ::mkdir(path.substr(0, at).c_str(), 0755);
+  ::mkdir(path.c_str(), 0755);
 }
 
 // A process that is no descendant of the test (a foreign GPU user for a

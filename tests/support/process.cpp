@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -99,26 +100,33 @@ Process::~Process() {
   if (out_fd_ >= 0) close(out_fd_);
 }
 
-std::optional<std::string> Process::read_line(std::chrono::milliseconds timeout) {
+std::optional<std::string> read_line_from(int fd, std::string& buf,
+                                          std::chrono::milliseconds timeout, bool peek) {
   auto end = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    auto nl = buffer_.find('\n');
-    if (nl != std::string::npos) {
-      auto line = buffer_.substr(0, nl);
-      buffer_.erase(0, nl + 1);
+  for (bool first = true;; first = false) {
+    if (auto nl = buf.find('\n'); nl != std::string::npos) {
+      auto line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
       return line;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     end - std::chrono::steady_clock::now())
                     .count();
-    if (left <= 0) return std::nullopt;
-    pollfd p{out_fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
-    char buf[4096];
-    ssize_t n = read(out_fd_, buf, sizeof buf);
+    if (left <= 0 && !(peek && first)) return std::nullopt;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) <= 0) {
+      if (left <= 0) return std::nullopt;
+      continue;
+    }
+    char chunk[4096];
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n <= 0) return std::nullopt;
-    buffer_.append(buf, static_cast<size_t>(n));
+    buf.append(chunk, static_cast<size_t>(n));
   }
+}
+
+std::optional<std::string> Process::read_line(std::chrono::milliseconds timeout) {
+  return read_line_from(out_fd_, buffer_, timeout);
 }
 
 std::string Process::read_all(std::chrono::milliseconds timeout) {
@@ -247,6 +255,19 @@ TestDaemon::~TestDaemon() {
   if (proc_->wait(std::chrono::milliseconds(0))) return;  // killed and not started again
   proc_->signal(SIGTERM);
   if (!proc_->wait(std::chrono::seconds(5))) proc_->signal(SIGKILL);
+}
+
+Rank::Rank(const TestDaemon& d, const std::string& job, int local_world_size, int local_rank,
+           const char* gpu, const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {program("MUSTER_TEST_RANK"), job,
+                                   std::to_string(local_world_size), std::to_string(local_rank),
+                                   gpu};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  proc = std::make_unique<Process>(
+      argv, std::map<std::string, std::string>{{"MUSTER_ENDPOINT", d.endpoint()}});
+  line = proc->read_line(std::chrono::seconds(10)).value_or("");
+  std::smatch m;
+  if (std::regex_search(line, m, std::regex("device=(-?\\d+)"))) device = std::stoi(m[1]);
 }
 
 }  // namespace muster::test

@@ -31,6 +31,13 @@ void spit(const std::string& path, const std::string& bytes);
 // that a file is gone).
 std::string slurp_or_missing(const std::string& path);
 
+// One line from fd within timeout, read through buf (what follows the line
+// stays there for the next call): nullopt at EOF, or when no line came in
+// time. peek: with no time left, fd is still looked at once (a line
+// already there is taken, without waiting).
+std::optional<std::string> read_line_from(int fd, std::string& buf,
+                                          std::chrono::milliseconds timeout, bool peek = false);
+
 class TempDir {
  public:
   TempDir();
@@ -101,6 +108,20 @@ class TestDaemon {
   std::vector<std::string> argv_;
   std::map<std::string, std::string> env_;
   std::unique_ptr<Process> proc_;
+};
+
+// A separate process (support/rank_main.cpp) that joins d's job `job` as
+// local_rank of local_world_size ranks, so that it has a pid of its own;
+// gpu: "gpu" or "cpu"; extra: more of rank_main's arguments (barrier NAME).
+// It keeps its slot until it ends (with proc). line: the rank info it
+// printed ("" when none came within 10 s); device: its lease from that
+// line (-2 when none).
+struct Rank {
+  std::unique_ptr<Process> proc;
+  std::string line;
+  int device = -2;
+  Rank(const TestDaemon& d, const std::string& job, int local_world_size, int local_rank = -1,
+       const char* gpu = "gpu", const std::vector<std::string>& extra = {});
 };
 
 // Polls cond every 10 ms until it holds or timeout passes.
