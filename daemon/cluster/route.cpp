@@ -3,6 +3,8 @@
 // where this says, from the one place that calls it (State::handle).
 #include "cluster/route.hpp"
 
+#include <iterator>
+
 #include "cluster/coordinator.hpp"
 #include "cluster/node_links.hpp"
 
@@ -14,25 +16,12 @@ namespace muster::daemon {
 using proto::MsgType;
 
 const char* route_name(Route r) {
-  switch (r) {
-    case Route::kServeHere:
-      return "serve_here";
-    case Route::kCoordinatorHere:
-      return "coordinator_here";
-    case Route::kRelayBarrier:
-      return "relay_barrier";
-    case Route::kKept:
-      return "kept";
-    case Route::kRelayWait:
-      return "relay_wait";
-    case Route::kChain:
-      return "chain";
-    case Route::kPool:
-      return "pool";
-    case Route::kForward:
-      return "forward";
-  }
-  return "?";
+  // In Route's order (route.hpp).
+  static constexpr const char* kNames[] = {"serve_here", "coordinator_here", "relay_barrier",
+                                           "kept",       "relay_wait",       "chain",
+                                           "pool",       "forward"};
+  const auto i = static_cast<size_t>(r);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 namespace {

@@ -163,13 +163,23 @@ bool ChainBroadcasts::local(const ReplyTo& to, Job& job, const proto::Envelope& 
   }
 }
 
+namespace {
+
+// A chain request names the node it is for: this one.
+void check_node(const char* what, uint32_t node_rank, const ClusterInfo& c) {
+  if (node_rank != c.node_rank)
+    throw Error(ErrorCode::kInvalidArgument, std::string(what) + " for node " +
+                                                 std::to_string(node_rank) + " on node " +
+                                                 std::to_string(c.node_rank));
+}
+
+}  // namespace
+
 bool ChainBroadcasts::pull(const ReplyTo& to, Job& job, const proto::Envelope& env,
                            std::vector<Outgoing>& out) {
   const ClusterInfo& c = *job.cluster;
   auto m = proto::BcastPull::unpack(env.payload);
-  if (m.node_rank != c.node_rank)
-    throw Error(ErrorCode::kInvalidArgument, "bcast_pull for node " + std::to_string(m.node_rank) +
-                                                 " on node " + std::to_string(c.node_rank));
+  check_node("bcast_pull", m.node_rank, c);
   if (chain_role(job, m.root).source)
     throw Error(ErrorCode::kInvalidArgument, "bcast_pull: rank " + std::to_string(m.root) +
                                                  " is on this node, which pulls nothing");
@@ -223,9 +233,7 @@ void ChainBroadcasts::leave(const ReplyTo& to, Job& job, const proto::Envelope& 
                             std::vector<Outgoing>& out) {
   const ClusterInfo& c = *job.cluster;
   auto m = proto::BcastLeave::unpack(env.payload);
-  if (m.node_rank != c.node_rank)
-    throw Error(ErrorCode::kInvalidArgument, "bcast_leave for node " + std::to_string(m.node_rank) +
-                                                 " on node " + std::to_string(c.node_rank));
+  check_node("bcast_leave", m.node_rank, c);
   ChainCast& cc = cast(job, m.generation, m.seq, m.root, m.size, m.chunk, true, out);
   if (cc.source && m.why.empty() && cc.pushed != cc.chunks)
     throw Error(ErrorCode::kInvalidArgument, chain_name(cc) + ": the root is done after " +
