@@ -50,8 +50,8 @@ DISPATCH = re.compile(r"case\s+(proto::)?MsgType::|MsgType::k\w+\)?\s*[!=]=|[!=]
 # The intent rules' breaches at 6f67f93, the ratchet: (".cpp" files, methods)
 # a class; dispatch sites a file. Issue 44 is done when this is empty.
 DEBTS = {
-    "class_files": {"NodeLinks": 6},
-    "class_methods": {"NodeLinks": 64},
+    "class_files": {"NodeLinks": 5},
+    "class_methods": {"NodeLinks": 58},
     "dispatch": {
         "daemon/cluster/bcast_pools.cpp": 3,
         "daemon/cluster/beats.cpp": 2,

@@ -213,7 +213,7 @@ void NodeLinks::tick(Clock::time_point now, std::vector<Outgoing>& out) {
   pools_.expire(now);
   forget_shared_pulls();
   chain_.tick(now, out);
-  notices_tick(now, out);
+  notices_.tick(now, out);
   joins_tick(now, out);
   // Where each job's heartbeat goes (relay: to a parent, as its child).
   std::map<std::string, std::map<bool, std::vector<const Job*>>> beats;

@@ -214,7 +214,7 @@ void NodeLinks::on_link_frame(const std::string& link, void* data, size_t size,
         if (p.bcast) chain_.self_refused(p, env, out);
         return;
       case LinkPending::Kind::kRelayNotice:
-        if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) notice_direct(p, out);
+        if (static_cast<MsgType>(env.type) == MsgType::kErrorReply) notices_.direct(p, out);
         return;
       case LinkPending::Kind::kRelayBarrier:
       case LinkPending::Kind::kRelayGet:
@@ -388,7 +388,7 @@ void NodeLinks::slot_ended(Job& job, uint32_t local_rank, const char* why,
       "rank " + std::to_string(job.cluster->rank_offset + local_rank) + " " + why;
   chain_.rank_ended(job, ended, out);
   // Told upstream with the ranks that end with it (notices.cpp).
-  queue_exited(job, job.cluster->rank_offset + local_rank, why, out);
+  notices_.queue_exited(job, job.cluster->rank_offset + local_rank, why, out);
 }
 
 void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
@@ -402,7 +402,7 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
   std::vector<std::string> also;
   if (auto rit = relays_.all().find(job.id); rit != relays_.all().end()) {
     if (rit->second.below_generation == job.generation) {
-      if (job.cluster->formed) send_exited(job, rit->second, out);  // before the leave
+      if (job.cluster->formed) notices_.send_exited(job, rit->second, out);  // before the leave
       also = std::move(rit->second.left);
     }
     relays_.all().erase(rit);
@@ -416,7 +416,7 @@ void NodeLinks::job_removed(Job& job, std::vector<Outgoing>& out) {
     return (void)send_link(c.coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
   // Children whose leaves come after ours are passed on for a while.
   const bool direct = c.parent.empty() || c.beat_direct;
-  LateLeaves& late = late_[job.id] = {};
+  LateLeaves& late = notices_.late_for(job.id);
   late.coordinator = c.coordinator;
   late.parent = direct ? "" : c.parent;
   late.generation = job.generation;

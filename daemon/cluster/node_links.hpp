@@ -16,6 +16,7 @@
 #include "cluster/broadcast/chain_broadcasts.hpp"
 #include "cluster/broadcast/pool_files.hpp"
 #include "cluster/cluster.hpp"
+#include "cluster/notices.hpp"
 #include "cluster/relays.hpp"
 #include "cluster/route.hpp"
 #include "core/job_table.hpp"
@@ -52,7 +53,7 @@ class NodeLinks : private ChainBroadcasts::Links, private Relays::Links {
   bool active() const {
     // Open pools too: their expiry (tick) closes them, so a dead rank's
     // memory is not held on after the daemon's last job.
-    return !links_.empty() || !late_.empty() || !joins_.empty() || pools_.size() != 0;
+    return !links_.empty() || notices_.active() || !joins_.empty() || pools_.size() != 0;
   }
   // The links to coordinators, by host:port (for the metrics).
   const std::map<std::string, Link>& links() const { return links_; }
@@ -74,6 +75,8 @@ class NodeLinks : private ChainBroadcasts::Links, private Relays::Links {
   // The relay tree as this node serves it (relays.hpp): children's
   // requests, kept set-once keys, the relayed waits.
   Relays& relays() { return relays_; }
+  // A child's NodeLeave or RankExited (relay set), batched (notices.hpp).
+  Notices& notices() { return notices_; }
   const Relays& relays() const { return relays_; }
   void rendezvous(const ReplyTo& to, const proto::Envelope& env, std::vector<Outgoing>& out);
   proto::JobEvent cluster_state(const std::string& job) const;
@@ -82,8 +85,6 @@ class NodeLinks : private ChainBroadcasts::Links, private Relays::Links {
   // answered "ask_coordinator" (heartbeat) or refused (leave): the child
   // tells the coordinator itself.
   proto::HeartbeatAck relay_heartbeat(const proto::Heartbeat& m);
-  void relay_leave(const proto::NodeLeave& m);
-  void relay_exited(const proto::RankExited& m, std::vector<Outgoing>& out);
   // A child daemon's NodeJoin (relay set): held, and passed on to the
   // job's coordinator in a NodeJoins with the others (joins.cpp).
   void relay_join(const ReplyTo& to, proto::NodeJoin m, std::vector<Outgoing>& out);
@@ -188,12 +189,6 @@ class NodeLinks : private ChainBroadcasts::Links, private Relays::Links {
   void beat(const std::string& link, Link& l, const std::vector<const Job*>& jobs, bool relay,
             Clock::time_point now, std::vector<Outgoing>& out);
   void pass_over_silent(Clock::time_point now);
-  // Notices of what ended (notices.cpp), batched through the tree.
-  RelayState* relay_of(const std::string& job_id, uint64_t generation);
-  void queue_exited(Job& job, uint32_t rank, const char* why, std::vector<Outgoing>& out);
-  void send_exited(const Job& job, RelayState& r, std::vector<Outgoing>& out);
-  void notice_direct(const LinkPending& p, std::vector<Outgoing>& out);
-  void notices_tick(Clock::time_point now, std::vector<Outgoing>& out);
   void link_lost(const std::string& link, Link& l, std::vector<Outgoing>& out);
   // Joins through relays (joins.cpp): the batches a relay holds go out;
   // a coordinator's Replies are taken frame by frame; a node whose join
@@ -231,7 +226,6 @@ class NodeLinks : private ChainBroadcasts::Links, private Relays::Links {
   JobTable& jobs_;
   std::function<bool(const std::string&, const std::string&)> here_;
   std::map<std::string, Link> links_;       // by coordinator host:port
-  std::map<std::string, LateLeaves> late_;  // by job id, of jobs ended here
   std::map<std::string, HeldJoins> joins_;  // by job id: children's joins to pass on
   // By job id: since when the coordinator's answers say it has not heard
   // of this node's join that went through a relay (maybe_join_direct).
@@ -258,6 +252,19 @@ class NodeLinks : private ChainBroadcasts::Links, private Relays::Links {
   // Broadcasts along the chain (chain_broadcasts.hpp), through these links.
   ChainBroadcasts chain_{jobs_, *this};
   Relays relays_{jobs_, *this, chain_};  // the relay tree (relays.hpp)
+  // What ended, told upstream (notices.hpp).
+  Notices notices_{
+      jobs_, relays_, *this, node_id_, peer_timeout_, [this](Clock::time_point older_than) {
+        std::vector<LinkPending> late;
+        for (auto& [link, l] : links_)
+          std::erase_if(l.pending, [&](auto& kv) {
+            bool old =
+                kv.second.kind == LinkPending::Kind::kRelayNotice && kv.second.sent < older_than;
+            if (old) late.push_back(std::move(kv.second));
+            return old;
+          });
+        return late;
+      }};
 };
 
 }  // namespace muster::daemon

@@ -5,8 +5,10 @@
 // children's into its own batch (and fails its subtree's barriers at once,
 // as the coordinator would). A parent that refuses (its part of the job
 // is over) or lets a notice wait half the peer timeout is passed over:
-// the coordinator is told directly.
-#include "cluster/node_links.hpp"
+// the coordinator is told directly (notices.hpp).
+#include "cluster/notices.hpp"
+
+#include "core/out_answers.hpp"
 #include "log.hpp"
 
 namespace muster::daemon {
@@ -45,11 +47,19 @@ void add_exited(std::vector<int64_t>& exited, std::string& why, Clock::time_poin
   exited.insert(exited.end(), also.begin(), also.end());
 }
 
+// Sends m to `link`, to be answered as p says.
+template <class M>
+void send_to(Relays::Links& links, const std::string& link, LinkPending p, const M& m,
+             std::vector<Outgoing>& out) {
+  links.send_relayed(
+      link, std::move(p), [&](uint64_t id) { return proto::encode(id, m); }, out);
+}
+
 }  // namespace
 
 // The relay state of a formed job at `generation`, reset when it was of an
 // older one; null when this node has no such world.
-RelayState* NodeLinks::relay_of(const std::string& job_id, uint64_t generation) {
+RelayState* Notices::relay_of(const std::string& job_id, uint64_t generation) {
   const Job* job = jobs_.find(job_id);
   if (!job || !job->cluster || !job->cluster->formed || job->generation != generation)
     return nullptr;
@@ -64,7 +74,7 @@ RelayState* NodeLinks::relay_of(const std::string& job_id, uint64_t generation) 
   return &r;
 }
 
-void NodeLinks::relay_leave(const proto::NodeLeave& m) {
+void Notices::leave(const proto::NodeLeave& m) {
   std::vector<std::string>* left = nullptr;
   size_t limit = proto::kMaxNodes;
   if (RelayState* r = relay_of(m.job, m.generation)) {
@@ -91,7 +101,7 @@ void NodeLinks::relay_leave(const proto::NodeLeave& m) {
   left->insert(left->end(), m.also.begin(), m.also.end());
 }
 
-void NodeLinks::relay_exited(const proto::RankExited& m, std::vector<Outgoing>& out) {
+void Notices::exited(const proto::RankExited& m, std::vector<Outgoing>& out) {
   if (RelayState* r = relay_of(m.job, m.generation)) {
     add_exited(r->exited, r->exited_why, r->exited_first, m.rank, m.also, m.why,
                jobs_.find(m.job)->cluster->world_size);
@@ -99,7 +109,7 @@ void NodeLinks::relay_exited(const proto::RankExited& m, std::vector<Outgoing>& 
     std::string why = "barrier of job '" + m.job + "' cannot complete: rank " +
                       std::to_string(m.rank) + " " + m.why;
     for (auto& [name, b] : r->barriers)
-      for (const auto& w : b.waiters) fail(w, ErrorCode::kPeerExited, why, out);
+      for (const auto& w : b.waiters) send_error(out, w, ErrorCode::kPeerExited, why);
     r->barriers.clear();
     return;
   }
@@ -116,7 +126,7 @@ void NodeLinks::relay_exited(const proto::RankExited& m, std::vector<Outgoing>& 
   if (fresh) late.first = first;
 }
 
-void NodeLinks::queue_exited(Job& job, uint32_t rank, const char* why, std::vector<Outgoing>& out) {
+void Notices::queue_exited(Job& job, uint32_t rank, const char* why, std::vector<Outgoing>& out) {
   RelayState* r = relay_of(job.id, job.generation);
   if (!r) return;
   try {
@@ -124,13 +134,13 @@ void NodeLinks::queue_exited(Job& job, uint32_t rank, const char* why, std::vect
   } catch (const Error&) {
     // Full of what children sent: this node's own goes as it is, now.
     proto::RankExited m{job.id, job.generation, rank, why};
-    send_link(job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+    send_to(links_, job.cluster->coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
   }
 }
 
 // The ended ranks of a job gathered here go upstream: to the parent (the
 // tree's way) or the coordinator.
-void NodeLinks::send_exited(const Job& job, RelayState& r, std::vector<Outgoing>& out) {
+void Notices::send_exited(const Job& job, RelayState& r, std::vector<Outgoing>& out) {
   if (r.exited.empty()) return;
   const ClusterInfo& c = *job.cluster;
   proto::RankExited m{job.id, job.generation, static_cast<uint32_t>(r.exited.front()),
@@ -138,36 +148,28 @@ void NodeLinks::send_exited(const Job& job, RelayState& r, std::vector<Outgoing>
   m.also.assign(r.exited.begin() + 1, r.exited.end());
   r.exited.clear();
   if (c.parent.empty() || c.beat_direct)
-    return (void)send_link(c.coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
+    return (void)send_to(links_, c.coordinator, {LinkPending::Kind::kNotice, {}, job.id}, m, out);
   m.relay = true;
-  send_link(c.parent, {LinkPending::Kind::kRelayNotice, {}, job.id, c.coordinator}, m, out);
+  send_to(links_, c.parent, {LinkPending::Kind::kRelayNotice, {}, job.id, c.coordinator}, m, out);
 }
 
 // A notice its parent refused or let wait: the coordinator is told itself.
-void NodeLinks::notice_direct(const LinkPending& p, std::vector<Outgoing>& out) {
+void Notices::direct(const LinkPending& p, std::vector<Outgoing>& out) {
   auto env = proto::decode_envelope(p.frame.data(), p.frame.size());
   LinkPending notice{LinkPending::Kind::kNotice, {}, p.job};
   if (static_cast<MsgType>(env.type) == MsgType::kNodeLeave) {
     auto m = proto::NodeLeave::unpack(env.payload);
     m.relay = false;
-    send_link(p.key, std::move(notice), m, out);
+    send_to(links_, p.key, std::move(notice), m, out);
   } else if (static_cast<MsgType>(env.type) == MsgType::kRankExited) {
     auto m = proto::RankExited::unpack(env.payload);
     m.relay = false;
-    send_link(p.key, std::move(notice), m, out);
+    send_to(links_, p.key, std::move(notice), m, out);
   }
 }
 
-void NodeLinks::notices_tick(Clock::time_point now, std::vector<Outgoing>& out) {
-  std::vector<LinkPending> direct;
-  for (auto& [link, l] : links_)
-    std::erase_if(l.pending, [&](auto& kv) {
-      bool late = kv.second.kind == LinkPending::Kind::kRelayNotice &&
-                  now - kv.second.sent > peer_timeout_ / 2;
-      if (late) direct.push_back(std::move(kv.second));
-      return late;
-    });
-  for (const auto& p : direct) notice_direct(p, out);
+void Notices::tick(Clock::time_point now, std::vector<Outgoing>& out) {
+  for (const auto& p : take_late_(now - peer_timeout_ / 2)) direct(p, out);
   for (auto& [id, r] : relays_.all())
     if (!r.exited.empty() && now - r.exited_first >= kExitedBatch)
       if (const Job* job = jobs_.find(id);
@@ -179,23 +181,23 @@ void NodeLinks::notices_tick(Clock::time_point now, std::vector<Outgoing>& out) 
     // Up the tree as this node's own went (the parent takes them into its
     // batch, or its own late one), else to the coordinator.
     const bool relay = !late.parent.empty();
-    auto send = [&](auto m) {
+    auto pass_up = [&](auto m) {
       m.relay = relay;
       if (relay)
-        send_link(late.parent, {LinkPending::Kind::kRelayNotice, {}, it->first, late.coordinator},
-                  m, out);
+        send_to(links_, late.parent,
+                {LinkPending::Kind::kRelayNotice, {}, it->first, late.coordinator}, m, out);
       else
-        send_link(late.coordinator, {LinkPending::Kind::kNotice, {}, it->first}, m, out);
+        send_to(links_, late.coordinator, {LinkPending::Kind::kNotice, {}, it->first}, m, out);
     };
     if (due && !late.exited.empty()) {
       proto::RankExited m{it->first, late.generation, static_cast<uint32_t>(late.exited.front()),
                           std::exchange(late.exited_why, {})};
       m.also.assign(late.exited.begin() + 1, late.exited.end());
       late.exited.clear();
-      send(std::move(m));
+      pass_up(std::move(m));
     }
     if (due && !late.left.empty())
-      send(proto::NodeLeave{it->first, late.generation, node_id_, std::exchange(late.left, {})});
+      pass_up(proto::NodeLeave{it->first, late.generation, node_id_, std::exchange(late.left, {})});
     it = now >= late.until ? late_.erase(it) : std::next(it);
   }
 }

@@ -81,7 +81,7 @@ std::span<const Handler> State::peer_handlers() {
        [](State& s, const Request& r) {
          auto m = r.unpack<proto::RankExited>();
          if (m.relay)
-           s.cluster_->node.relay_exited(m, r.out);  // refused: thrown, an error reply
+           s.cluster_->node.notices().exited(m, r.out);  // refused: thrown, an error reply
          else
            s.cluster_->coordinator.rank_exited(m, r.out);
          r.reply(proto::Ok{});
@@ -90,7 +90,7 @@ std::span<const Handler> State::peer_handlers() {
        [](State& s, const Request& r) {
          auto m = r.unpack<proto::NodeLeave>();
          if (m.relay)
-           s.cluster_->node.relay_leave(m);  // refused: thrown, an error reply
+           s.cluster_->node.notices().leave(m);  // refused: thrown, an error reply
          else
            s.cluster_->coordinator.node_leave(m, r.out);
          r.reply(proto::Ok{});
